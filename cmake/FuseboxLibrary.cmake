@@ -1,0 +1,27 @@
+# fusebox_library(NAME DIR src/<folder> [DEPS targets...])
+#
+# Builds every .cpp under DIR into a static library. Its headers become includable as
+# "<folder>/x.h" only for targets that link it: each library gets a private staging directory
+# holding one link to its folder, so an include against the dependency order does not build.
+function(fusebox_library name)
+  cmake_parse_arguments(ARG "" "DIR" "DEPS" ${ARGN})
+  file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${ARG_DIR}/*.cpp)
+  if(NOT sources)
+    add_library(${name} INTERFACE)
+    set(scope INTERFACE)
+  else()
+    add_library(${name} STATIC ${sources})
+    set(scope PUBLIC)
+  endif()
+  string(REGEX REPLACE "^src/" "" rel ${ARG_DIR})
+  set(stage ${CMAKE_BINARY_DIR}/include_stage/${name})
+  get_filename_component(parent ${stage}/${rel} DIRECTORY)
+  file(MAKE_DIRECTORY ${parent})
+  if(NOT EXISTS ${stage}/${rel})
+    file(CREATE_LINK ${PROJECT_SOURCE_DIR}/${ARG_DIR} ${stage}/${rel} SYMBOLIC)
+  endif()
+  target_include_directories(${name} ${scope} ${stage})
+  if(ARG_DEPS)
+    target_link_libraries(${name} ${scope} ${ARG_DEPS})
+  endif()
+endfunction()

@@ -1,0 +1,38 @@
+#include "backends/cpu/reference/dtype_dispatch.h"
+
+namespace fusebox::cpu {
+
+std::vector<int64_t> broadcast_strides(std::span<const int64_t> in, std::span<const int64_t> out) {
+  FUSEBOX_CHECK(in.size() <= out.size()) << "broadcast operand has higher rank than the result";
+  std::vector<int64_t> in_strides = contiguous_strides(in);
+  std::vector<int64_t> strides(out.size(), 0);
+  size_t lead = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i) {
+    FUSEBOX_CHECK(in[i] == out[lead + i] || in[i] == 1) << "operand does not broadcast to result";
+    strides[lead + i] = in[i] == 1 ? 0 : in_strides[i];
+  }
+  return strides;
+}
+
+MultiIndex::MultiIndex(std::span<const int64_t> shape, std::vector<std::vector<int64_t>> strides)
+    : shape_(shape.begin(), shape.end()),
+      strides_(std::move(strides)),
+      index_(shape.size(), 0),
+      offsets_(strides_.size(), 0) {
+  for (int64_t d : shape_)
+    if (d == 0) done_ = true;
+}
+
+void MultiIndex::next() {
+  for (size_t d = shape_.size(); d-- > 0;) {
+    if (++index_[d] < shape_[d]) {
+      for (size_t k = 0; k < offsets_.size(); ++k) offsets_[k] += strides_[k][d];
+      return;
+    }
+    for (size_t k = 0; k < offsets_.size(); ++k) offsets_[k] -= strides_[k][d] * (index_[d] - 1);
+    index_[d] = 0;
+  }
+  done_ = true;
+}
+
+}  // namespace fusebox::cpu

@@ -1,0 +1,122 @@
+#include "ir/array.h"
+
+#include <cstdint>
+
+#include "ir/check.h"
+
+namespace fusebox {
+
+int64_t product(std::span<const int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+std::vector<int64_t> contiguous_strides(std::span<const int64_t> shape) {
+  std::vector<int64_t> strides(shape.size());
+  int64_t s = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= shape[i];
+  }
+  return strides;
+}
+
+Array::Array(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(std::move(shape)) {
+  for (int64_t d : shape_) FUSEBOX_CHECK(d >= 0) << "negative dim in array shape";
+  numel_ = product(shape_);
+  // Always allocate at least one byte so raw() of an empty array is a valid pointer.
+  buffer_ = std::shared_ptr<uint8_t[]>(new uint8_t[std::max<size_t>(nbytes(), 1)]);
+}
+
+namespace {
+// Float to integer: truncation toward zero, NaN to 0, saturating at the int64 range (so no
+// conversion is undefined behaviour); the narrowing to the element type then wraps.
+int64_t double_to_i64(double v) {
+  if (v != v) return 0;
+  if (v >= 9.2233720368547758e18) return INT64_MAX;
+  if (v <= -9.2233720368547758e18) return INT64_MIN;
+  return static_cast<int64_t>(v);
+}
+}  // namespace
+
+double Array::get_f64(int64_t i) const {
+  switch (dtype_) {
+    case DType::F32: return data<float>()[i];
+    case DType::F16: return f16_to_f32(data<uint16_t>()[i]);
+    case DType::BF16: return bf16_to_f32(data<uint16_t>()[i]);
+    case DType::F64: return data<double>()[i];
+    case DType::I8: return data<int8_t>()[i];
+    case DType::U8: return data<uint8_t>()[i];
+    case DType::I32: return data<int32_t>()[i];
+    case DType::I64: return double(data<int64_t>()[i]);
+    case DType::Bool: return data<bool>()[i] ? 1.0 : 0.0;
+  }
+  return 0;
+}
+
+void Array::set_f64(int64_t i, double v) {
+  switch (dtype_) {
+    case DType::F32: data<float>()[i] = float(v); return;
+    case DType::F16: data<uint16_t>()[i] = f32_to_f16(float(v)); return;
+    case DType::BF16: data<uint16_t>()[i] = f32_to_bf16(float(v)); return;
+    case DType::F64: data<double>()[i] = v; return;
+    case DType::I8: data<int8_t>()[i] = int8_t(double_to_i64(v)); return;
+    case DType::U8: data<uint8_t>()[i] = uint8_t(double_to_i64(v)); return;
+    case DType::I32: data<int32_t>()[i] = int32_t(double_to_i64(v)); return;
+    case DType::I64: data<int64_t>()[i] = double_to_i64(v); return;
+    case DType::Bool: data<bool>()[i] = v != 0.0; return;
+  }
+}
+
+int64_t Array::get_i64(int64_t i) const {
+  switch (dtype_) {
+    case DType::I8: return data<int8_t>()[i];
+    case DType::U8: return data<uint8_t>()[i];
+    case DType::I32: return data<int32_t>()[i];
+    case DType::I64: return data<int64_t>()[i];
+    case DType::Bool: return data<bool>()[i] ? 1 : 0;
+    default: return int64_t(get_f64(i));
+  }
+}
+
+void Array::set_i64(int64_t i, int64_t v) {
+  switch (dtype_) {
+    case DType::I8: data<int8_t>()[i] = int8_t(v); return;
+    case DType::U8: data<uint8_t>()[i] = uint8_t(v); return;
+    case DType::I32: data<int32_t>()[i] = int32_t(v); return;
+    case DType::I64: data<int64_t>()[i] = v; return;
+    case DType::Bool: data<bool>()[i] = v != 0; return;
+    default: set_f64(i, double(v)); return;
+  }
+}
+
+Array Array::clone() const {
+  Array out(dtype_, shape_);
+  if (nbytes()) std::memcpy(out.raw(), raw(), nbytes());
+  return out;
+}
+
+Array Array::reshaped(std::vector<int64_t> shape) const {
+  FUSEBOX_CHECK(product(shape) == numel_) << "reshaped: element count changes";
+  Array out = *this;
+  out.shape_ = std::move(shape);
+  return out;
+}
+
+void Array::fill_bytes(uint8_t byte) {
+  if (nbytes()) std::memset(raw(), byte, nbytes());
+}
+
+bool Array::same_data(const Array& other) const {
+  if (dtype_ != other.dtype_ || shape_ != other.shape_) return false;
+  return nbytes() == 0 || std::memcmp(raw(), other.raw(), nbytes()) == 0;
+}
+
+std::string Array::type_string() const {
+  std::string s = std::string(dtype_name(dtype_)) + "[";
+  for (size_t i = 0; i < shape_.size(); ++i) s += (i ? "," : "") + std::to_string(shape_[i]);
+  return s + "]";
+}
+
+}  // namespace fusebox

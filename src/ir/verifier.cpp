@@ -1,0 +1,149 @@
+#include "ir/verifier.h"
+
+#include <algorithm>
+#include <set>
+
+#include "ir/shape_inference.h"
+
+namespace fusebox {
+
+bool type_refines(const TensorType& declared, const TensorType& inferred) {
+  if (declared.dtype != inferred.dtype || declared.rank() != inferred.rank()) return false;
+  for (size_t i = 0; i < declared.shape.size(); ++i) {
+    const Dim& d = declared.shape[i];
+    const Dim& in = inferred.shape[i];
+    if (!(d == in) && !in.is_dynamic() && !d.is_dynamic()) return false;
+  }
+  return true;
+}
+
+Status verify_attrs(const Node& n) {
+  const OpInfo& info = n.info();
+  for (const auto& [name, value] : n.attrs.entries()) {
+    const AttrSpec* spec = info.find_attr(name);
+    if (!spec) {
+      std::string known;
+      for (const AttrSpec& a : info.attrs) known += (known.empty() ? "" : ", ") + a.name;
+      return Status::invalid(std::string(info.keyword) + ": unknown attribute '" + name + "'" +
+                             (known.empty() ? " (it takes none)" : " (it takes: " + known + ")"));
+    }
+    if (attr_type_of(value) != spec->type) {
+      return Status::invalid(std::string(info.keyword) + ": attribute '" + name + "' must be " +
+                             std::string(attr_type_name(spec->type)) + ", got " +
+                             std::string(attr_type_name(attr_type_of(value))));
+    }
+    if (!spec->choices.empty()) {
+      const std::string& s = std::get<std::string>(value);
+      if (std::find(spec->choices.begin(), spec->choices.end(), s) == spec->choices.end()) {
+        std::string allowed;
+        for (const std::string& c : spec->choices) allowed += (allowed.empty() ? "" : ", ") + c;
+        return Status::invalid(std::string(info.keyword) + ": attribute '" + name + "' is \"" + s +
+                               "\", expected one of " + allowed);
+      }
+    }
+    if (spec->type == AttrType::Array && !std::get<std::shared_ptr<const Array>>(value)) {
+      return Status::invalid(std::string(info.keyword) + ": attribute '" + name + "' is empty");
+    }
+  }
+  for (const AttrSpec& spec : info.attrs) {
+    if (spec.required && !n.attrs.has(spec.name)) {
+      return Status::invalid(std::string(info.keyword) + ": missing required attribute '" + spec.name + "'");
+    }
+  }
+  return Status::ok();
+}
+
+namespace {
+
+Status check_symbols_bound(const Shape& s, const std::set<std::string>& bound, const std::string& where) {
+  for (const Dim& d : s) {
+    if (d.is_symbol() && !bound.count(d.symbol_name())) {
+      return Status::invalid(where + ": symbol '" + d.symbol_name() +
+                             "' is not bound by any input shape");
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status verify(const Graph& g) {
+  std::vector<std::string> names = value_display_names(g);
+  std::string fn = "@" + g.name();
+  std::vector<bool> defined(g.num_values(), false);
+  std::set<std::string> input_names;
+  std::set<std::string> bound;
+  for (ValueId v : g.inputs()) {
+    if (!g.valid(v)) return Status::internal(fn + ": input refers to an unknown value");
+    const std::string& name = g.value(v).name;
+    if (name.empty()) return Status::invalid(fn + ": every input needs a name");
+    if (!input_names.insert(name).second) return Status::invalid(fn + ": input %" + name + " declared twice");
+    if (defined[static_cast<size_t>(v)]) return Status::invalid(fn + ": input %" + name + " listed twice");
+    defined[static_cast<size_t>(v)] = true;
+    for (const Dim& d : g.type(v).shape)
+      if (d.is_symbol()) bound.insert(d.symbol_name());
+  }
+  for (const Node& n : g.nodes()) {
+    std::string where = fn + ": " + describe_node(g, n, names);
+    std::vector<TensorType> in_types;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      ValueId v = n.inputs[i];
+      if (!g.valid(v)) return Status::invalid(where + ": operand " + std::to_string(i) + " is not a value");
+      if (!defined[static_cast<size_t>(v)]) {
+        return Status::invalid(where + ": operand %" + names[static_cast<size_t>(v)] +
+                               " is used before it is defined");
+      }
+      in_types.push_back(g.type(v));
+    }
+    const OpInfo& info = n.info();
+    if (info.num_outputs >= 0 && static_cast<int>(n.outputs.size()) != info.num_outputs) {
+      return Status::invalid(where + ": has " + std::to_string(n.outputs.size()) + " results, " +
+                             std::string(info.keyword) + " defines " + std::to_string(info.num_outputs));
+    }
+    Status attrs = verify_attrs(n);
+    if (!attrs.is_ok()) return attrs.with_context(where);
+    for (const auto& [name, value] : n.attrs.entries()) {
+      if (const Shape* s = std::get_if<Shape>(&value)) {
+        FUSEBOX_RETURN_IF_ERROR(check_symbols_bound(*s, bound, where + ": attribute '" + name + "'"));
+      }
+    }
+    Expected<std::vector<TensorType>> inferred = infer_result_types(n, in_types);
+    if (!inferred) return inferred.status().with_context(where);
+    if (inferred->size() != n.outputs.size()) {
+      return Status::invalid(where + ": has " + std::to_string(n.outputs.size()) + " results, expected " +
+                             std::to_string(inferred->size()));
+    }
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      ValueId v = n.outputs[i];
+      if (!g.valid(v)) return Status::internal(where + ": result is not a value");
+      if (defined[static_cast<size_t>(v)]) {
+        return Status::invalid(where + ": %" + names[static_cast<size_t>(v)] + " is defined twice");
+      }
+      defined[static_cast<size_t>(v)] = true;
+      const TensorType& declared = g.type(v);
+      FUSEBOX_RETURN_IF_ERROR(check_symbols_bound(declared.shape, bound, where));
+      if (!type_refines(declared, (*inferred)[i])) {
+        return Status::invalid(where + ": result " + std::to_string(i) + " is declared " +
+                               declared.to_string() + " but the operands give " + (*inferred)[i].to_string());
+      }
+    }
+  }
+  if (g.outputs().empty()) return Status::invalid(fn + ": returns nothing");
+  for (ValueId v : g.outputs()) {
+    if (!g.valid(v) || !defined[static_cast<size_t>(v)]) {
+      return Status::invalid(fn + ": returns a value that is not defined");
+    }
+  }
+  return Status::ok();
+}
+
+Status verify(const Module& m) {
+  std::set<std::string> seen;
+  for (const Graph& g : m.functions) {
+    if (!seen.insert(g.name()).second) return Status::invalid("function @" + g.name() + " defined twice");
+    FUSEBOX_RETURN_IF_ERROR(verify(g));
+  }
+  return Status::ok();
+}
+
+}  // namespace fusebox

@@ -1,0 +1,144 @@
+#include "runtime/session.h"
+
+#include "backends/cpu/reference/reference.h"
+#include "ir/verifier.h"
+#include "runtime/backend.h"
+
+namespace fusebox {
+
+namespace {
+
+class CpuReferenceBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "cpu-reference"; }
+  Status execute(const Node& node, std::span<const Array> inputs,
+                 std::span<Array> outputs) const override {
+    return cpu::run_reference(node, inputs, outputs);
+  }
+};
+
+std::string dims_string(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+// Concrete result shapes must agree with what the graph declares (symbols substituted).
+Status check_declared(const TensorType& declared, const std::vector<int64_t>& actual,
+                      const SymbolBindings& b) {
+  Shape d = bind_shape(declared.shape, b);
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (d[i].is_static() && d[i].value() != actual[i]) {
+      return Status::execution("result is declared " + declared.to_string() + " but computes to " +
+                               dims_string(actual));
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+const Backend& cpu_reference_backend() {
+  static const CpuReferenceBackend backend;
+  return backend;
+}
+
+Expected<Executable> Session::compile(const Graph& graph, const CompileOptions& options) const {
+  if (options.verify) FUSEBOX_RETURN_IF_ERROR(verify(graph));
+  Executable exe;
+  exe.graph_ = graph;
+  exe.memory_ = plan_memory(exe.graph_);
+  exe.backend_ = &cpu_reference_backend();
+  for (size_t i = 0; i < graph.outputs().size(); ++i) {
+    const std::string& name = graph.value(graph.outputs()[i]).name;
+    exe.output_names_.push_back(name.empty() ? "out" + std::to_string(i) : name);
+  }
+  return exe;
+}
+
+Expected<SymbolBindings> Executable::bind(const NamedArrays& inputs) const {
+  const std::string fn = "@" + graph_.name();
+  SymbolBindings bindings;
+  for (ValueId v : graph_.inputs()) {
+    const std::string& name = graph_.value(v).name;
+    auto it = inputs.find(name);
+    if (it == inputs.end()) return Status::invalid(fn + ": missing input %" + name);
+    const TensorType& want = graph_.type(v);
+    const Array& a = it->second;
+    if (a.dtype() != want.dtype) {
+      return Status::invalid(fn + ": input %" + name + " must be " + want.to_string() + ", got " +
+                             a.type_string() + " (dtype differs)");
+    }
+    if (a.rank() != want.rank()) {
+      return Status::invalid(fn + ": input %" + name + " must be " + want.to_string() + ", got " +
+                             a.type_string() + " (rank differs)");
+    }
+    for (int d = 0; d < a.rank(); ++d) {
+      const Dim& dim = want.shape[static_cast<size_t>(d)];
+      int64_t actual = a.shape()[static_cast<size_t>(d)];
+      if (dim.is_static() && dim.value() != actual) {
+        return Status::invalid(fn + ": input %" + name + " must be " + want.to_string() + ", got " +
+                               a.type_string() + " (dim " + std::to_string(d) + ")");
+      }
+      if (dim.is_symbol()) {
+        auto [pos, inserted] = bindings.emplace(dim.symbol_name(), actual);
+        if (!inserted && pos->second != actual) {
+          return Status::invalid(fn + ": symbol " + dim.symbol_name() + " is " + std::to_string(pos->second) +
+                                 " from an earlier input but " + std::to_string(actual) + " in %" + name);
+        }
+      }
+    }
+  }
+  for (const auto& [name, array] : inputs) {
+    if (graph_.find_input(name) < 0) return Status::invalid(fn + ": unknown input %" + name);
+  }
+  return bindings;
+}
+
+Expected<std::vector<Array>> Executable::run(const NamedArrays& inputs) const {
+  FUSEBOX_ASSIGN_OR_RETURN(SymbolBindings bindings, bind(inputs));
+  std::vector<Array> values(graph_.num_values());
+  for (ValueId v : graph_.inputs()) values[static_cast<size_t>(v)] = inputs.find(graph_.value(v).name)->second;
+  std::vector<std::string> names;  // computed lazily for error messages
+  auto where = [&](const Node& n) {
+    if (names.empty()) names = value_display_names(graph_);
+    return "@" + graph_.name() + ": " + describe_node(graph_, n, names);
+  };
+  const auto& nodes = graph_.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    std::vector<Array> in;
+    std::vector<TensorType> in_types;
+    in.reserve(n.inputs.size());
+    for (ValueId v : n.inputs) {
+      const Array& a = values[static_cast<size_t>(v)];
+      in.push_back(a);
+      in_types.push_back(TensorType{a.dtype(), make_shape(a.shape())});
+    }
+    Expected<std::vector<TensorType>> types = infer_result_types(n, in_types, &bindings);
+    if (!types) return Status::execution(where(n) + ": " + types.status().message());
+    std::vector<Array> out;
+    out.reserve(types->size());
+    for (size_t r = 0; r < types->size(); ++r) {
+      const TensorType& t = (*types)[r];
+      if (!is_static(t.shape)) {
+        return Status::execution(where(n) + ": result shape [" + shape_to_string(t.shape) +
+                                 "] is not known at run time");
+      }
+      std::vector<int64_t> dims = static_dims(t.shape);
+      Status ok = check_declared(graph_.type(n.outputs[r]), dims, bindings);
+      if (!ok.is_ok()) return ok.with_context(where(n));
+      out.emplace_back(t.dtype, std::move(dims));
+    }
+    Status s = backend_->execute(n, in, out);
+    if (!s.is_ok()) return Status(s.code() == StatusCode::kInvalidArgument ? StatusCode::kExecutionError : s.code(),
+                                  where(n) + ": " + s.message());
+    for (size_t r = 0; r < out.size(); ++r) values[static_cast<size_t>(n.outputs[r])] = std::move(out[r]);
+    for (ValueId dead : memory_.release_after[i]) values[static_cast<size_t>(dead)] = Array();
+  }
+  std::vector<Array> results;
+  for (ValueId v : graph_.outputs()) results.push_back(values[static_cast<size_t>(v)]);
+  return results;
+}
+
+}  // namespace fusebox
