@@ -1,0 +1,85 @@
+#include "support/test_util.h"
+
+#include <cmath>
+#include <random>
+
+namespace fusebox::testing {
+
+Array random_array(DType dtype, std::vector<int64_t> shape, uint64_t seed, double lo, double hi) {
+  Array a(dtype, std::move(shape));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    if (dtype == DType::Bool) {
+      a.set_i64(i, rng() & 1);
+    } else if (is_float(dtype)) {
+      a.set_f64(i, dist(rng));
+    } else {
+      a.set_i64(i, static_cast<int64_t>(dist(rng)));
+    }
+  }
+  return a;
+}
+
+Array array_f32(std::vector<int64_t> shape, std::vector<float> values) {
+  Array a(DType::F32, std::move(shape));
+  EXPECT_EQ(static_cast<int64_t>(values.size()), a.numel());
+  for (size_t i = 0; i < values.size() && static_cast<int64_t>(i) < a.numel(); ++i) a.data<float>()[i] = values[i];
+  return a;
+}
+
+Array array_of(DType dtype, std::vector<int64_t> shape, std::vector<double> values) {
+  Array a(dtype, std::move(shape));
+  EXPECT_EQ(static_cast<int64_t>(values.size()), a.numel());
+  for (size_t i = 0; i < values.size() && static_cast<int64_t>(i) < a.numel(); ++i) a.set_f64(static_cast<int64_t>(i), values[i]);
+  return a;
+}
+
+Expected<std::vector<Array>> try_run_op(Op op, const std::vector<Array>& inputs, Attrs attrs) {
+  GraphBuilder b("op");
+  std::vector<ValueId> ins;
+  NamedArrays named;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::string name = "in" + std::to_string(i);
+    ins.push_back(b.input(name, inputs[i].dtype(), make_shape(inputs[i].shape())));
+    named[name] = inputs[i];
+  }
+  for (ValueId v : b.op_results(op, ins, std::move(attrs))) b.output(v);
+  FUSEBOX_ASSIGN_OR_RETURN(Graph g, b.build());
+  Session session;
+  FUSEBOX_ASSIGN_OR_RETURN(Executable exe, session.compile(g));
+  return exe.run(named);
+}
+
+std::vector<Array> run_op(Op op, const std::vector<Array>& inputs, Attrs attrs) {
+  Expected<std::vector<Array>> r = try_run_op(op, inputs, std::move(attrs));
+  EXPECT_TRUE(r.has_value()) << op_keyword(op) << ": " << r.status().to_string();
+  if (!r) return {};
+  return std::move(*r);
+}
+
+std::vector<double> to_doubles(const Array& a) {
+  std::vector<double> v(static_cast<size_t>(a.numel()));
+  for (int64_t i = 0; i < a.numel(); ++i) v[static_cast<size_t>(i)] = a.get_f64(i);
+  return v;
+}
+
+::testing::AssertionResult arrays_close(const Array& actual, const Array& expected, double rtol,
+                                        double atol) {
+  if (actual.dtype() != expected.dtype() || actual.shape() != expected.shape()) {
+    return ::testing::AssertionFailure() << "type " << actual.type_string() << " vs expected "
+                                         << expected.type_string();
+  }
+  for (int64_t i = 0; i < actual.numel(); ++i) {
+    double a = actual.get_f64(i), e = expected.get_f64(i);
+    if (std::isnan(a) && std::isnan(e)) continue;
+    if (std::isinf(e) && a == e) continue;
+    if (!(std::fabs(a - e) <= atol + rtol * std::fabs(e))) {
+      return ::testing::AssertionFailure() << "element " << i << ": " << a << " vs expected " << e
+                                           << " (rtol " << rtol << ", atol " << atol << ")";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace fusebox::testing

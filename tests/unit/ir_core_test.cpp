@@ -1,0 +1,213 @@
+// Tests of the IR core: dtypes, shapes and broadcasting, the op table, the builder, shape
+// inference and the verifier.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "fusebox/graph.h"
+#include "ir/shape_inference.h"
+
+namespace fusebox {
+namespace {
+
+TEST(DType, NamesRoundTrip) {
+  for (int i = 0; i < kNumDTypes; ++i) {
+    DType t = static_cast<DType>(i);
+    EXPECT_EQ(parse_dtype(dtype_name(t)), t);
+  }
+  EXPECT_FALSE(parse_dtype("f128").has_value());
+}
+
+TEST(DType, HalfConversionsRoundToNearestEven) {
+  EXPECT_EQ(f32_to_f16(1.0f), 0x3c00);
+  EXPECT_EQ(f16_to_f32(0x3c00), 1.0f);
+  EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);
+  EXPECT_EQ(f32_to_f16(1e6f), 0x7c00);                 // overflow to inf
+  EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
+  EXPECT_TRUE(std::isnan(f16_to_f32(f32_to_f16(NAN))));
+  // 1 + 2^-11 lies halfway between 1 and 1 + 2^-10: ties to even (1.0).
+  EXPECT_EQ(f32_to_f16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);
+  EXPECT_EQ(f32_to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(bf16_to_f32(0x4049), 3.140625f);
+  // Every f16 value converts to f32 and back unchanged.
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) continue;  // NaNs
+    ASSERT_EQ(f32_to_f16(f16_to_f32(uint16_t(h))), h) << h;
+  }
+}
+
+TEST(Shape, BroadcastFollowsNumpy) {
+  std::string why;
+  auto s = broadcast_shapes(make_shape({3, 1}), make_shape({3, 5}), &why);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(shape_to_string(*s), "3,5");
+  s = broadcast_shapes(make_shape({5}), make_shape({2, 3, 1}), &why);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(shape_to_string(*s), "2,3,5");
+  EXPECT_FALSE(broadcast_shapes(make_shape({3}), make_shape({4}), &why));
+  EXPECT_NE(why.find("cannot broadcast"), std::string::npos);
+  s = broadcast_shapes({Dim::symbol("N"), 1}, {1, 8}, &why);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(shape_to_string(*s), "N,8");
+}
+
+TEST(OpTable, KeywordsAreUniqueAndSchemasParse) {
+  for (int i = 0; i < kNumOps; ++i) {
+    const OpInfo& info = op_info(static_cast<Op>(i));
+    EXPECT_EQ(op_from_keyword(info.keyword), info.op);
+    EXPECT_LE(info.min_inputs, info.max_inputs < 0 ? 1 << 20 : info.max_inputs);
+  }
+  const OpInfo& gelu = op_info(Op::Gelu);
+  ASSERT_EQ(gelu.attrs.size(), 1u);
+  EXPECT_EQ(gelu.attrs[0].choices.size(), 2u);
+  EXPECT_EQ(std::get<std::string>(*gelu.attrs[0].default_value), "none");
+  EXPECT_TRUE(op_info(Op::Cast).attrs[0].required);
+  EXPECT_LT(op_kind(Op::Add), op_kind(Op::Reshape));
+  EXPECT_LT(op_kind(Op::Reshape), op_kind(Op::ReduceSum));
+  EXPECT_LT(op_kind(Op::ReduceSum), op_kind(Op::MatMul));
+}
+
+TEST(Builder, InfersSymbolicShapes) {
+  GraphBuilder b("mlp");
+  ValueId x = b.input("x", DType::F32, {Dim::symbol("N"), 512});
+  ValueId w = b.input("w", DType::F32, {512, 256});
+  ValueId bias = b.input("b", DType::F32, {256});
+  ValueId y = b.gelu(b.add(b.matmul(x, w), bias), true);
+  b.output(y);
+  Expected<Graph> g = b.build();
+  ASSERT_TRUE(g) << g.status().to_string();
+  EXPECT_EQ(g->type(y).to_string(), "f32[N,256]");
+  EXPECT_EQ(g->nodes().size(), 3u);
+}
+
+TEST(Builder, ReportsTheFirstErrorWithOperands) {
+  GraphBuilder b("bad");
+  ValueId x = b.input("x", DType::F32, {3, 4});
+  ValueId y = b.input("y", DType::F32, {5});
+  ValueId z = b.add(x, y);
+  EXPECT_EQ(z, kNoValue);
+  b.output(b.relu(z));  // ignored after the first error
+  Expected<Graph> g = b.build();
+  ASSERT_FALSE(g);
+  EXPECT_NE(g.status().message().find("add"), std::string::npos) << g.status().message();
+  EXPECT_NE(g.status().message().find("f32[3,4], f32[5]"), std::string::npos) << g.status().message();
+}
+
+TEST(Builder, RejectsBadAttributes) {
+  GraphBuilder b("bad");
+  ValueId x = b.input("x", DType::F32, {3});
+  b.op(Op::Gelu, {x}, {{"approximate", std::string("cubic")}});
+  Expected<Graph> g = b.build();
+  ASSERT_FALSE(g);
+  EXPECT_NE(g.status().message().find("expected one of none, tanh"), std::string::npos)
+      << g.status().message();
+
+  GraphBuilder b2("bad2");
+  ValueId x2 = b2.input("x", DType::F32, {3});
+  b2.op(Op::Relu, {x2}, {{"alpha", 1.0}});
+  ASSERT_FALSE(b2.build());
+  EXPECT_NE(b2.status().message().find("unknown attribute 'alpha'"), std::string::npos);
+}
+
+Expected<std::vector<TensorType>> infer(Op op, std::vector<TensorType> in, Attrs attrs = {}) {
+  Node n{op, {}, {}, std::move(attrs), nullptr, {}};
+  return infer_result_types(n, in);
+}
+
+TensorType t(DType d, Shape s) { return TensorType{d, std::move(s)}; }
+
+TEST(ShapeInference, ReshapeResolvesMinusOneAndCancelsSymbols) {
+  Shape in{Dim::symbol("N"), 64, 8};
+  auto r = infer(Op::Reshape, {t(DType::F32, in)}, {{"shape", Shape{Dim::symbol("N"), Dim::dynamic()}}});
+  ASSERT_TRUE(r) << r.status().to_string();
+  EXPECT_EQ((*r)[0].to_string(), "f32[N,512]");
+  auto bad = infer(Op::Reshape, {t(DType::F32, make_shape({6}))}, {{"shape", make_shape({4})}});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.status().message().find("cannot reshape"), std::string::npos);
+}
+
+TEST(ShapeInference, MatmulBroadcastsBatchAndPromotesVectors) {
+  auto r = infer(Op::MatMul, {t(DType::F32, make_shape({2, 1, 3, 4})), t(DType::F32, make_shape({5, 4, 6}))});
+  ASSERT_TRUE(r) << r.status().to_string();
+  EXPECT_EQ((*r)[0].to_string(), "f32[2,5,3,6]");
+  r = infer(Op::MatMul, {t(DType::F32, make_shape({4})), t(DType::F32, make_shape({4, 6}))});
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)[0].to_string(), "f32[6]");
+  EXPECT_FALSE(infer(Op::MatMul, {t(DType::F32, make_shape({3, 4})), t(DType::F32, make_shape({5, 6}))}));
+}
+
+TEST(ShapeInference, ConvAndPoolOutputSizes) {
+  auto r = infer(Op::Conv2d, {t(DType::F32, make_shape({1, 8, 32, 30})), t(DType::F32, make_shape({16, 4, 3, 3}))},
+                 {{"stride", std::vector<int64_t>{2, 2}}, {"pad", std::vector<int64_t>{1, 1, 1, 1}},
+                  {"groups", int64_t(2)}});
+  ASSERT_TRUE(r) << r.status().to_string();
+  EXPECT_EQ((*r)[0].to_string(), "f32[1,16,16,15]");
+  r = infer(Op::ConvTranspose2d, {t(DType::F32, make_shape({1, 8, 5, 5})), t(DType::F32, make_shape({8, 3, 3, 3}))},
+            {{"stride", std::vector<int64_t>{2, 2}}, {"pad", std::vector<int64_t>{1, 1, 1, 1}},
+             {"output_padding", std::vector<int64_t>{1, 1}}});
+  ASSERT_TRUE(r) << r.status().to_string();
+  EXPECT_EQ((*r)[0].to_string(), "f32[1,3,10,10]");
+  // ceil_mode: (5 - 2) / 2 rounded up + 1 = 3 windows.
+  r = infer(Op::MaxPool2d, {t(DType::F32, make_shape({1, 1, 5, 5}))},
+            {{"kernel", std::vector<int64_t>{2, 2}}, {"stride", std::vector<int64_t>{2, 2}}, {"ceil_mode", true}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)[0].to_string(), "f32[1,1,3,3]");
+  auto bad = infer(Op::Conv2d, {t(DType::F32, make_shape({1, 3, 8, 8})), t(DType::F32, make_shape({4, 2, 3, 3}))});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.status().message().find("channels"), std::string::npos);
+}
+
+TEST(ShapeInference, SliceFollowsOnnxClamping) {
+  EXPECT_EQ(normalize_slice(10, 2, 100, 1).count, 8);
+  EXPECT_EQ(normalize_slice(10, -3, INT64_MAX, 1).start, 7);
+  EXPECT_EQ(normalize_slice(10, -1, INT64_MIN, -1).count, 10);
+  EXPECT_EQ(normalize_slice(10, 8, 2, 1).count, 0);
+  EXPECT_EQ(normalize_slice(10, 0, 10, 3).count, 4);
+  auto r = infer(Op::Slice, {t(DType::F32, {Dim::symbol("N"), 10})},
+                 {{"starts", std::vector<int64_t>{1}}, {"ends", std::vector<int64_t>{-1}}, {"axes", std::vector<int64_t>{1}}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)[0].to_string(), "f32[N,8]");
+}
+
+TEST(ShapeInference, BindingsMakeSymbolicAttributesConcrete) {
+  SymbolBindings b{{"N", 4}};
+  Node n{Op::Expand, {}, {}, {{"shape", Shape{Dim::symbol("N"), 3}}}, nullptr, {}};
+  std::vector<TensorType> in{t(DType::F32, make_shape({1, 3}))};
+  auto r = infer_result_types(n, in, &b);
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)[0].to_string(), "f32[4,3]");
+}
+
+TEST(Verifier, RejectsUseBeforeDefinitionAndWrongDeclaredTypes) {
+  Graph g("f");
+  ValueId x = g.add_input("x", t(DType::F32, make_shape({4})));
+  ValueId later = g.add_value(t(DType::F32, make_shape({4})));
+  std::vector<ValueId> r = g.add_node(Op::Add, {x, later}, {t(DType::F32, make_shape({4}))});
+  g.add_node(Node{Op::Relu, {x}, {later}, {}, nullptr, {}});
+  g.add_output(r[0]);
+  Status s = verify(g);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("used before it is defined"), std::string::npos) << s.message();
+
+  Graph h("h");
+  ValueId y = h.add_input("y", t(DType::F32, make_shape({4})));
+  std::vector<ValueId> z = h.add_node(Op::Relu, {y}, {t(DType::F32, make_shape({5}))});
+  h.add_output(z[0]);
+  s = verify(h);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("declared f32[5] but the operands give f32[4]"), std::string::npos) << s.message();
+}
+
+TEST(Verifier, RequiresSymbolsBoundByInputs) {
+  Graph g("f");
+  ValueId x = g.add_input("x", t(DType::F32, make_shape({4})));
+  std::vector<ValueId> r = g.add_node(Op::Reshape, {x}, {t(DType::F32, {Dim::symbol("M")})},
+                                      {{"shape", Shape{Dim::symbol("M")}}});
+  g.add_output(r[0]);
+  Status s = verify(g);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("symbol 'M' is not bound"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace fusebox
