@@ -40,6 +40,25 @@ int64_t double_to_i64(double v) {
 }
 }  // namespace
 
+Array Array::adopt(DType dtype, std::vector<int64_t> shape, std::shared_ptr<uint8_t[]> buffer) {
+  Array a;
+  a.dtype_ = dtype;
+  a.shape_ = std::move(shape);
+  a.numel_ = product(a.shape_);
+  a.buffer_ = std::move(buffer);
+  return a;
+}
+
+Array Array::view(DType dtype, std::vector<int64_t> shape, void* data) {
+  Array a;
+  a.dtype_ = dtype;
+  a.shape_ = std::move(shape);
+  a.numel_ = product(a.shape_);
+  // Aliasing constructor with an empty owner: no control block, no ownership.
+  a.buffer_ = std::shared_ptr<uint8_t[]>(std::shared_ptr<uint8_t[]>(), static_cast<uint8_t*>(data));
+  return a;
+}
+
 double Array::get_f64(int64_t i) const {
   switch (dtype_) {
     case DType::F32: return data<float>()[i];

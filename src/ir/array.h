@@ -19,6 +19,11 @@ class Array {
   // Uninitialised storage of the given type and shape.
   Array(DType dtype, std::vector<int64_t> shape);
 
+  // Takes a buffer of at least nbytes (e.g. from a pool whose deleter takes it back).
+  static Array adopt(DType dtype, std::vector<int64_t> shape, std::shared_ptr<uint8_t[]> buffer);
+  // A view of memory owned elsewhere (the caller keeps it alive and sized).
+  static Array view(DType dtype, std::vector<int64_t> shape, void* data);
+
   template <typename T>
   static Array from_vector(DType dtype, std::vector<int64_t> shape, const std::vector<T>& values) {
     Array a(dtype, std::move(shape));

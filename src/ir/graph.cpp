@@ -104,26 +104,62 @@ std::vector<std::string> Graph::input_symbols() const {
   return syms;
 }
 
+namespace {
+
+// Text names are [A-Za-z0-9_.]+; anything else a builder wrote becomes '_' so printed text
+// always parses back.
+std::string printable_name(const std::string& name) {
+  std::string out = name;
+  for (char& c : out) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.';
+    if (!ok) c = '_';
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::string> value_display_names(const Graph& g) {
   std::vector<std::string> names(g.num_values());
+  // The values that get a name of their own, in definition order. Later results of a
+  // multi-result node are written %first#k, so they take neither a name nor a number.
+  std::vector<ValueId> order;
+  for (ValueId v : g.inputs())
+    if (g.valid(v)) order.push_back(v);
+  for (const Node& n : g.nodes())
+    if (!n.outputs.empty() && g.valid(n.outputs[0])) order.push_back(n.outputs[0]);
+
+  // Own names are claimed first so that numbers skip them; a repeated name gets a suffix.
   std::set<std::string> used;
-  for (size_t v = 0; v < g.num_values(); ++v) {
-    if (!g.value(static_cast<ValueId>(v)).name.empty()) used.insert(g.value(static_cast<ValueId>(v)).name);
+  std::vector<std::string> own(order.size());
+  std::vector<bool> repeated(order.size(), false);
+  for (size_t i = 0; i < order.size(); ++i) {
+    own[i] = printable_name(g.value(order[i]).name);
+    if (!own[i].empty() && !used.insert(own[i]).second) repeated[i] = true;
   }
   int next = 0;
-  auto name_of = [&](ValueId v) {
-    const std::string& own = g.value(v).name;
-    if (!own.empty()) return own;
-    std::string n;
-    do {
-      n = std::to_string(next++);
-    } while (used.count(n));
+  for (size_t i = 0; i < order.size(); ++i) {
+    std::string n = own[i];
+    if (n.empty()) {
+      do {
+        n = std::to_string(next++);
+      } while (used.count(n));
+    } else if (repeated[i]) {
+      int k = 1;
+      do {
+        n = own[i] + "." + std::to_string(k++);
+      } while (used.count(n));
+    }
     used.insert(n);
-    return n;
-  };
-  for (ValueId v : g.inputs()) names[static_cast<size_t>(v)] = name_of(v);
-  for (const Node& n : g.nodes())
-    for (ValueId v : n.outputs) names[static_cast<size_t>(v)] = name_of(v);
+    names[static_cast<size_t>(order[i])] = n;
+  }
+  for (const Node& n : g.nodes()) {
+    if (n.outputs.empty() || !g.valid(n.outputs[0])) continue;
+    const std::string& first = names[static_cast<size_t>(n.outputs[0])];
+    for (size_t k = 1; k < n.outputs.size(); ++k)
+      if (g.valid(n.outputs[k])) names[static_cast<size_t>(n.outputs[k])] = first + "#" + std::to_string(k);
+  }
   return names;
 }
 

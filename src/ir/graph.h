@@ -107,10 +107,12 @@ class Graph {
 };
 
 // Display names of all values, as the printer writes them (without '%'): a value's own name, or
-// the next free number for unnamed values, in definition order. Unique within the graph.
+// the next free number for unnamed values, in definition order. Unique within the graph: a
+// repeated own name gets a suffix (x, x.1), characters outside [A-Za-z0-9_.] become '_'. The
+// later results of a multi-result node are "<first>#k" and use no number of their own.
 std::vector<std::string> value_display_names(const Graph& g);
 
-// "%3 = add" (with "at 4:3" when the node has a source location), for messages.
+// "4:3: %3 = add" (the "line:col: " only when the node has a source location), for messages.
 std::string describe_node(const Graph& g, const Node& n, const std::vector<std::string>& names);
 
 // Several functions, as in one .fbir file.

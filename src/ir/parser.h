@@ -10,6 +10,9 @@
 namespace fusebox {
 
 Expected<Module> parse_module(std::string_view text, std::string_view filename = "<input>");
+// The same, for text that starts at line `first_line` of `filename` (one chunk of a file split
+// with `// -----`): messages and node locations use whole-file line numbers.
+Expected<Module> parse_module(std::string_view text, std::string_view filename, int first_line);
 // Exactly one function.
 Expected<Graph> parse_graph(std::string_view text, std::string_view filename = "<input>");
 

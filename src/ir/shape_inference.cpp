@@ -626,6 +626,26 @@ Expected<Types> infer_peaks(const Ctx& c) {
   return Types{TensorType{x.dtype, out}, TensorType{DType::I64, out}};
 }
 
+Expected<Types> infer_elementwise_region(const Ctx& c) {
+  const Graph* body = c.node.body.get();
+  if (!body) return c.fail("has no body");
+  if (body->inputs().size() != c.in.size()) {
+    return c.fail("body takes " + std::to_string(body->inputs().size()) + " values but the region has " +
+                  std::to_string(c.in.size()) + " operands");
+  }
+  for (size_t i = 0; i < c.in.size(); ++i) {
+    DType want = body->type(body->inputs()[i]).dtype;
+    if (c.operand(i).dtype != want) {
+      return c.fail("operand " + std::to_string(i) + " is " + type_str(c.operand(i)) + " but the body reads " +
+                    std::string(dtype_name(want)));
+    }
+  }
+  FUSEBOX_ASSIGN_OR_RETURN(Shape shape, broadcast_all(c));
+  Types out;
+  for (ValueId v : body->outputs()) out.push_back(TensorType{body->type(v).dtype, shape});
+  return out;
+}
+
 }  // namespace
 
 Shape bind_shape(const Shape& s, const SymbolBindings& bindings) {
@@ -686,6 +706,7 @@ Expected<std::vector<TensorType>> infer_result_types(const Node& node,
     case Op::MatMul: return infer_matmul(c);
     case Op::Conv2d: return infer_conv(c, false);
     case Op::ConvTranspose2d: return infer_conv(c, true);
+    case Op::ElementwiseRegion: return infer_elementwise_region(c);
     case Op::Constant: {
       const Array& a = node.attr_array("value");
       return Types{TensorType{a.dtype(), make_shape(a.shape())}};

@@ -67,6 +67,22 @@ Status check_symbols_bound(const Shape& s, const std::set<std::string>& bound, c
 
 }  // namespace
 
+// A region body: a graph over rank-0 values whose every step is itself a valid node.
+Status verify_body(const Graph& body, const std::string& where) {
+  Status s = verify(body);
+  if (!s.is_ok()) return s.with_context(where + ": body");
+  for (size_t v = 0; v < body.num_values(); ++v) {
+    const TensorType& t = body.type(static_cast<ValueId>(v));
+    if (t.rank() != 0) {
+      return Status::invalid(where + ": body value has type " + t.to_string() + "; body values are scalars");
+    }
+  }
+  for (const Node& n : body.nodes()) {
+    if (n.body) return Status::invalid(where + ": regions do not nest");
+  }
+  return Status::ok();
+}
+
 Status verify(const Graph& g) {
   std::vector<std::string> names = value_display_names(g);
   std::string fn = "@" + g.name();
@@ -102,6 +118,7 @@ Status verify(const Graph& g) {
     }
     Status attrs = verify_attrs(n);
     if (!attrs.is_ok()) return attrs.with_context(where);
+    if (n.body) FUSEBOX_RETURN_IF_ERROR(verify_body(*n.body, where));
     for (const auto& [name, value] : n.attrs.entries()) {
       if (const Shape* s = std::get_if<Shape>(&value)) {
         FUSEBOX_RETURN_IF_ERROR(check_symbols_bound(*s, bound, where + ": attribute '" + name + "'"));

@@ -1,6 +1,8 @@
-// What the runtime needs from a backend: run one node of a compiled graph on host arrays.
+// What the runtime needs from a backend: compile each node of a (fused) graph into a kernel
+// once, then run kernels on host arrays. Kernels are immutable and may run on several threads.
 #pragma once
 
+#include <memory>
 #include <span>
 #include <string_view>
 
@@ -10,16 +12,26 @@
 
 namespace fusebox {
 
+class CompiledKernel {
+ public:
+  virtual ~CompiledKernel() = default;
+  // `outputs` are allocated with the node's concrete result shapes; contents undefined.
+  virtual Status run(std::span<const Array> inputs, std::span<Array> outputs) const = 0;
+  virtual std::string_view kind() const = 0;  // "region", "elementwise", "reference"
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
-  // `outputs` are allocated with the node's concrete result shapes; contents undefined.
-  virtual Status execute(const Node& node, std::span<const Array> inputs,
-                         std::span<Array> outputs) const = 0;
+  virtual Expected<std::shared_ptr<const CompiledKernel>> compile(const Graph& g, const Node& n) const = 0;
 };
 
-// The CPU backend running every node through the reference kernels.
-const Backend& cpu_reference_backend();
+// Fast CPU: elementwise_region nodes and lone element-wise ops through the tiled, vectorised,
+// multi-threaded region executor; every other op through its reference kernel.
+const Backend& cpu_backend();
+// Every node through the reference kernels: the oracle. A region runs its body op by op at
+// full size.
+const Backend& reference_backend();
 
 }  // namespace fusebox

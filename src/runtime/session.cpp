@@ -1,21 +1,15 @@
 #include "runtime/session.h"
 
 #include "backends/cpu/reference/reference.h"
+#include <cstdio>
+
+#include "fusion/fuse.h"
 #include "ir/verifier.h"
 #include "runtime/backend.h"
 
 namespace fusebox {
 
 namespace {
-
-class CpuReferenceBackend final : public Backend {
- public:
-  std::string_view name() const override { return "cpu-reference"; }
-  Status execute(const Node& node, std::span<const Array> inputs,
-                 std::span<Array> outputs) const override {
-    return cpu::run_reference(node, inputs, outputs);
-  }
-};
 
 std::string dims_string(const std::vector<int64_t>& dims) {
   std::string s = "[";
@@ -38,19 +32,52 @@ Status check_declared(const TensorType& declared, const std::vector<int64_t>& ac
 
 }  // namespace
 
-const Backend& cpu_reference_backend() {
-  static const CpuReferenceBackend backend;
-  return backend;
+Expected<std::vector<Array>> evaluate_with_reference(const Node& node, std::span<const Array> inputs) {
+  std::vector<TensorType> types;
+  for (const Array& a : inputs) types.push_back(TensorType{a.dtype(), make_shape(a.shape())});
+  FUSEBOX_ASSIGN_OR_RETURN(std::vector<TensorType> result, infer_result_types(node, types));
+  std::vector<Array> out;
+  for (const TensorType& t : result) {
+    if (!is_static(t.shape)) return Status::internal("constant folding: result shape is not static");
+    out.emplace_back(t.dtype, static_dims(t.shape));
+  }
+  FUSEBOX_RETURN_IF_ERROR(cpu::run_reference(node, inputs, out));
+  return out;
 }
 
 Expected<Executable> Session::compile(const Graph& graph, const CompileOptions& options) const {
   if (options.verify) FUSEBOX_RETURN_IF_ERROR(verify(graph));
+  if (options.target != FusionTarget::Cpu) {
+    return Status::unimplemented("target " + std::string(target_name(options.target)) +
+                                 " has no executor in this build; `fusebox opt --target " +
+                                 std::string(target_name(options.target)) +
+                                 "` or `fusebox explain` shows what it would fuse");
+  }
+  EnvLookup env = options.env ? options.env : process_env();
   Executable exe;
-  exe.graph_ = graph;
+  if (options.fuse) {
+    Fuse fuser(options.target);
+    if (options.fusion) fuser.options(*options.fusion);
+    if (options.merge_env) fuser.merge_env(env);
+    fuser.evaluator(&evaluate_with_reference).verify_each_pass(options.verify_each_pass);
+    FUSEBOX_ASSIGN_OR_RETURN(FuseResult fused, fuser.run_with_report(graph));
+    exe.graph_ = std::move(fused.graph);
+    exe.report_ = make_fusion_report(graph, exe.graph_, options.target, {}, {}, options.report_sizes);
+    exe.report_.missed = fused.report.missed;
+    exe.report_.skipped_passes = fused.report.skipped_passes;
+  } else {
+    exe.graph_ = graph;
+    exe.report_ = make_fusion_report(graph, graph, options.target, {}, {}, options.report_sizes);
+  }
+  if (fusion_report_requested(env)) std::fprintf(stderr, "%s", exe.report_.to_string().c_str());
   exe.memory_ = plan_memory(exe.graph_);
-  exe.backend_ = &cpu_reference_backend();
-  for (size_t i = 0; i < graph.outputs().size(); ++i) {
-    const std::string& name = graph.value(graph.outputs()[i]).name;
+  const Backend& backend = options.executor == ExecutorKind::Cpu ? cpu_backend() : reference_backend();
+  for (const Node& n : exe.graph_.nodes()) {
+    FUSEBOX_ASSIGN_OR_RETURN(auto kernel, backend.compile(exe.graph_, n));
+    exe.kernels_.push_back(std::move(kernel));
+  }
+  for (size_t i = 0; i < exe.graph_.outputs().size(); ++i) {
+    const std::string& name = exe.graph_.value(exe.graph_.outputs()[i]).name;
     exe.output_names_.push_back(name.empty() ? "out" + std::to_string(i) : name);
   }
   return exe;
@@ -128,9 +155,9 @@ Expected<std::vector<Array>> Executable::run(const NamedArrays& inputs) const {
       std::vector<int64_t> dims = static_dims(t.shape);
       Status ok = check_declared(graph_.type(n.outputs[r]), dims, bindings);
       if (!ok.is_ok()) return ok.with_context(where(n));
-      out.emplace_back(t.dtype, std::move(dims));
+      out.push_back(pool_->allocate(t.dtype, std::move(dims)));
     }
-    Status s = backend_->execute(n, in, out);
+    Status s = kernels_[i]->run(in, out);
     if (!s.is_ok()) return Status(s.code() == StatusCode::kInvalidArgument ? StatusCode::kExecutionError : s.code(),
                                   where(n) + ": " + s.message());
     for (size_t r = 0; r < out.size(); ++r) values[static_cast<size_t>(n.outputs[r])] = std::move(out[r]);

@@ -1,5 +1,8 @@
 #include "backends/cpu/reference/dtype_dispatch.h"
 
+#include <cmath>
+#include <cstring>
+
 namespace fusebox::cpu {
 
 std::vector<int64_t> broadcast_strides(std::span<const int64_t> in, std::span<const int64_t> out) {
@@ -12,6 +15,25 @@ std::vector<int64_t> broadcast_strides(std::span<const int64_t> in, std::span<co
     strides[lead + i] = in[i] == 1 ? 0 : in_strides[i];
   }
   return strides;
+}
+
+int64_t f64_to_i64(double v) {
+  if (v != v) return 0;
+  if (v >= 9.2233720368547758e18) return INT64_MAX;
+  if (v <= -9.2233720368547758e18) return INT64_MIN;
+  return static_cast<int64_t>(v);
+}
+
+float f64_to_f32_odd(double v) {
+  float f = static_cast<float>(v);
+  if (v != v || double(f) == v || std::isinf(v)) return f;
+  // Inexact: step back toward zero (truncation), then set the last bit as a sticky bit.
+  if (std::fabs(double(f)) > std::fabs(v)) f = std::nextafter(f, 0.0f);
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  bits |= 1u;
+  std::memcpy(&f, &bits, 4);
+  return f;
 }
 
 MultiIndex::MultiIndex(std::span<const int64_t> shape, std::vector<std::vector<int64_t>> strides)

@@ -47,6 +47,32 @@ FUSEBOX_PLAIN_TRAITS(I64, int64_t)
 FUSEBOX_PLAIN_TRAITS(Bool, bool)
 #undef FUSEBOX_PLAIN_TRAITS
 
+template <DType D>
+inline constexpr bool kIsFloatType =
+    D == DType::F32 || D == DType::F64 || D == DType::F16 || D == DType::BF16;
+template <DType D>
+inline constexpr bool kIsIntType = D == DType::I8 || D == DType::U8 || D == DType::I32 || D == DType::I64;
+
+// Float to integer as Array::set_f64 does it: truncation toward zero, NaN to 0, saturating at
+// the int64 range (no conversion is undefined behaviour); narrowing further then wraps.
+int64_t f64_to_i64(double v);
+
+// Rounds to float with round-to-odd: rounding that float again to f16 or bf16 (at least two bits
+// shorter) then gives the correctly rounded value of the double, not a twice-rounded one.
+float f64_to_f32_odd(double v);
+
+// Stores a value computed in double with one rounding: f16/bf16 through f64_to_f32_odd,
+// integers as f64_to_i64 then wrapped to the width, bool as v != 0.
+template <DType D>
+typename DTypeTraits<D>::Storage store_f64(double v) {
+  using S = typename DTypeTraits<D>::Storage;
+  if constexpr (D == DType::F64) return v;
+  else if constexpr (D == DType::F32) return static_cast<float>(v);
+  else if constexpr (D == DType::F16 || D == DType::BF16) return DTypeTraits<D>::store(f64_to_f32_odd(v));
+  else if constexpr (D == DType::Bool) return v != 0.0;
+  else return static_cast<S>(f64_to_i64(v));
+}
+
 // Calls f.template operator()<D>() for the runtime dtype t:
 //   visit_dtype(t, [&]<DType D>() { using T = DTypeTraits<D>; ... });
 template <typename F>

@@ -1,0 +1,15 @@
+// Public fusion configuration: FusionTarget, FusionLimits, FusionOptions, the environment
+// lookup, the claim tables and the pipeline plan (spec §1-§3).
+//
+//   fusebox::FusionOptions o = fusebox::FusionOptions::for_target(fusebox::FusionTarget::Cuda);
+//   o.fusion_limits = fusebox::FusionLimits{8, 4};   // kept: explicit limits win
+//   auto parsed = fusebox::parse_fusion_options("skip_fusion=1,fk_fusion=0", o);
+//
+// Link fusebox_fusion to use it.
+#pragma once
+
+#include "fusebox/status.h"
+#include "fusion/claims.h"
+#include "fusion/env.h"
+#include "fusion/options.h"
+#include "fusion/pipeline_plan.h"

@@ -1,0 +1,293 @@
+#include "backends/cpu/region_program.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "backends/cpu/reference/dtype_dispatch.h"
+#include "backends/cpu/reference/reference.h"
+#include "backends/cpu/region_step.h"
+#include "ir/outline.h"
+#include "ir/shape_inference.h"
+
+namespace fusebox::cpu {
+
+struct RegionProgram::Step {
+  StepArgs args;
+  StepFn fast = nullptr;  // null: the reference kernel runs on the tile
+  const Node* node = nullptr;
+  int dst = -1;
+  std::vector<int> src;
+};
+
+namespace {
+
+bool have_avx2() {
+#if defined(__x86_64__)
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+#else
+  return false;
+#endif
+}
+
+StepArgs step_args(const Node& n, const Graph& body) {
+  StepArgs a{n.op, body.type(n.outputs[0]).dtype,
+             n.inputs.empty() ? DType::F32 : body.type(n.inputs[0]).dtype};
+  switch (n.op) {
+    case Op::LeakyRelu: a.p0 = float(n.attr_f64("alpha")); break;
+    case Op::HardSigmoid:
+      a.p0 = float(n.attr_f64("alpha"));
+      a.p1 = float(n.attr_f64("beta"));
+      break;
+    case Op::Clip:
+      a.p0 = n.has_attr("min") ? float(n.attr_f64("min")) : -std::numeric_limits<float>::infinity();
+      a.p1 = n.has_attr("max") ? float(n.attr_f64("max")) : std::numeric_limits<float>::infinity();
+      break;
+    case Op::Gelu: a.gelu_tanh = n.attr_str("approximate") == "tanh"; break;
+    default: break;
+  }
+  return a;
+}
+
+// Clip bounds given as f64 attributes must read the same as the reference's float conversion;
+// a bound that is not exactly a float would make float(x) comparisons differ: use the kernel.
+bool fast_step_exact(const Node& n) {
+  if (n.op != Op::Clip) return true;
+  for (const char* name : {"min", "max"}) {
+    if (n.has_attr(name) && double(float(n.attr_f64(name))) != n.attr_f64(name)) return false;
+  }
+  return true;
+}
+
+// Copies n elements of a broadcast operand (strides in elements over the output dims, 0 where
+// stretched) starting at flat output index `start`.
+template <typename T>
+void gather(const T* base, const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
+            int64_t start, int64_t n, T* dst) {
+  const size_t rank = shape.size();
+  int64_t idx[16] = {0};
+  int64_t offset = 0, rest = start;
+  for (size_t d = rank; d-- > 0;) {
+    idx[d] = rest % shape[d];
+    rest /= shape[d];
+    offset += idx[d] * strides[d];
+  }
+  const int64_t inner = shape[rank - 1], inner_stride = strides[rank - 1];
+  for (int64_t i = 0; i < n; ++i) {
+    dst[i] = base[offset];
+    if (++idx[rank - 1] < inner) {
+      offset += inner_stride;
+      continue;
+    }
+    offset -= inner_stride * (inner - 1);
+    idx[rank - 1] = 0;
+    for (size_t d = rank - 1; d-- > 0;) {
+      if (++idx[d] < shape[d]) {
+        offset += strides[d];
+        break;
+      }
+      offset -= strides[d] * (shape[d] - 1);
+      idx[d] = 0;
+    }
+  }
+}
+
+void gather_bytes(size_t esize, const void* base, const std::vector<int64_t>& shape,
+                  const std::vector<int64_t>& strides, int64_t start, int64_t n, void* dst) {
+  switch (esize) {
+    case 1: gather(static_cast<const uint8_t*>(base), shape, strides, start, n, static_cast<uint8_t*>(dst)); break;
+    case 2: gather(static_cast<const uint16_t*>(base), shape, strides, start, n, static_cast<uint16_t*>(dst)); break;
+    case 4: gather(static_cast<const uint32_t*>(base), shape, strides, start, n, static_cast<uint32_t*>(dst)); break;
+    default: gather(static_cast<const uint64_t*>(base), shape, strides, start, n, static_cast<uint64_t*>(dst)); break;
+  }
+}
+
+void fill_repeated(void* dst, const void* element, size_t esize, int64_t n) {
+  auto* d = static_cast<uint8_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) std::memcpy(d + size_t(i) * esize, element, esize);
+}
+
+enum class Load { Direct, Repeat, Gather };
+
+struct OperandPlan {
+  Load load;
+  const uint8_t* base;
+  size_t esize;
+  std::vector<int64_t> strides;
+};
+
+}  // namespace
+
+bool RegionProgram::supports(const Node& node, std::span<const TensorType> operand_types,
+                             const TensorType& result_type) {
+  if (node.op == Op::ElementwiseRegion) return node.body != nullptr;
+  return is_region_step(node, operand_types, result_type);
+}
+
+Expected<std::shared_ptr<const RegionProgram>> RegionProgram::compile(
+    const Node& node, std::span<const TensorType> operand_types) {
+  auto program = std::shared_ptr<RegionProgram>(new RegionProgram());
+  if (node.op == Op::ElementwiseRegion) {
+    if (!node.body) return Status::internal("region without a body");
+    program->body_ = node.body;
+  } else {
+    // A single op as a one-step region over rank-0 values.
+    auto body = std::make_shared<Graph>(std::string(node.info().keyword));
+    std::vector<ValueId> ins;
+    for (size_t i = 0; i < operand_types.size(); ++i) {
+      ins.push_back(body->add_input("in" + std::to_string(i), TensorType{operand_types[i].dtype, {}}));
+    }
+    Node probe{node.op, ins, {}, node.attrs, nullptr, {}};
+    std::vector<TensorType> scalar_in;
+    for (ValueId v : ins) scalar_in.push_back(body->type(v));
+    FUSEBOX_ASSIGN_OR_RETURN(std::vector<TensorType> types, infer_result_types(probe, scalar_in));
+    for (ValueId v : body->add_node(node.op, ins, types, node.attrs)) body->add_output(v);
+    program->body_ = std::move(body);
+  }
+  const Graph& body = *program->body_;
+  RegionProgram& p = *program;
+
+  // Registers: operands and constants keep theirs; step results reuse freed ones.
+  std::vector<int> reg_of(body.num_values(), -1);
+  for (ValueId v : body.inputs()) {
+    reg_of[static_cast<size_t>(v)] = p.num_regs_;
+    p.operand_reg_.push_back(p.num_regs_++);
+    p.operand_dtypes_.push_back(body.type(v).dtype);
+  }
+  std::vector<int> last_use(body.num_values(), -1);
+  const auto& nodes = body.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (ValueId v : nodes[i].inputs) last_use[static_cast<size_t>(v)] = static_cast<int>(i);
+  for (ValueId v : body.outputs()) last_use[static_cast<size_t>(v)] = std::numeric_limits<int>::max();
+  std::vector<int> free_regs;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    ValueId out = n.outputs[0];
+    if (n.op == Op::Constant) {
+      reg_of[static_cast<size_t>(out)] = p.num_regs_;
+      p.constant_regs_.push_back(p.num_regs_++);
+      p.constant_arrays_.push_back(std::make_shared<const Array>(n.attr_array("value")));
+      continue;
+    }
+    int dst;
+    if (!free_regs.empty()) {
+      dst = free_regs.back();
+      free_regs.pop_back();
+    } else {
+      dst = p.num_regs_++;
+    }
+    reg_of[static_cast<size_t>(out)] = dst;
+    Step s;
+    s.args = step_args(n, body);
+    s.fast = fast_step_exact(n) ? (have_avx2() ? avx2::pick_fast_step(s.args) : generic::pick_fast_step(s.args))
+                                : nullptr;
+    s.node = &n;
+    s.dst = dst;
+    for (ValueId v : n.inputs) s.src.push_back(reg_of[static_cast<size_t>(v)]);
+    p.steps_.push_back(std::move(s));
+    // Free operands after the destination is chosen, so a step never writes what it reads.
+    for (ValueId v : n.inputs) {
+      if (last_use[static_cast<size_t>(v)] != static_cast<int>(i)) continue;
+      int r = reg_of[static_cast<size_t>(v)];
+      bool pinned = std::find(p.operand_reg_.begin(), p.operand_reg_.end(), r) != p.operand_reg_.end() ||
+                    std::find(p.constant_regs_.begin(), p.constant_regs_.end(), r) != p.constant_regs_.end();
+      if (!pinned && std::find(free_regs.begin(), free_regs.end(), r) == free_regs.end()) free_regs.push_back(r);
+    }
+    if (last_use[static_cast<size_t>(out)] < 0) free_regs.push_back(dst);  // dead result
+  }
+  for (ValueId v : body.outputs()) p.output_reg_.push_back(reg_of[static_cast<size_t>(v)]);
+  return std::shared_ptr<const RegionProgram>(std::move(program));
+}
+
+Status RegionProgram::run(std::span<const Array> inputs, std::span<Array> outputs) const {
+  if (inputs.size() != operand_reg_.size() || outputs.size() != output_reg_.size()) {
+    return Status::internal("region program called with the wrong number of arrays");
+  }
+  const std::vector<int64_t>& shape = outputs[0].shape();
+  const int64_t total = outputs[0].numel();
+  if (total == 0) return Status::ok();
+  std::vector<int64_t> loop_shape = shape.empty() ? std::vector<int64_t>{1} : shape;
+
+  std::vector<OperandPlan> plans;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const Array& a = inputs[k];
+    OperandPlan plan{Load::Gather, static_cast<const uint8_t*>(a.raw()), size_t(dtype_size(a.dtype())), {}};
+    if (a.numel() == 1) {
+      plan.load = Load::Repeat;
+    } else if (a.shape() == shape) {
+      plan.load = Load::Direct;
+    } else {
+      plan.strides = broadcast_strides(a.shape(), loop_shape);
+    }
+    plans.push_back(std::move(plan));
+  }
+
+  const int64_t tiles = (total + kTile - 1) / kTile;
+  Status error;
+  bool failed = false;
+#pragma omp parallel if (tiles > 1)
+  {
+    // Registers hold up to 8-byte elements; +1 tile of slack keeps vector tails in bounds.
+    std::vector<uint64_t> storage(size_t(num_regs_ + 1) * size_t(kTile));
+    std::vector<void*> reg(static_cast<size_t>(num_regs_));
+    for (int r = 0; r < num_regs_; ++r) reg[size_t(r)] = storage.data() + size_t(r) * size_t(kTile);
+    std::vector<const void*> cur(static_cast<size_t>(num_regs_));
+    for (int r = 0; r < num_regs_; ++r) cur[size_t(r)] = reg[size_t(r)];
+    for (size_t c = 0; c < constant_regs_.size(); ++c) {
+      const Array& v = *constant_arrays_[c];
+      fill_repeated(reg[size_t(constant_regs_[c])], v.raw(), size_t(dtype_size(v.dtype())), kTile);
+    }
+    for (size_t k = 0; k < plans.size(); ++k) {
+      if (plans[k].load == Load::Repeat) fill_repeated(reg[size_t(operand_reg_[k])], plans[k].base, plans[k].esize, kTile);
+    }
+    std::vector<Array> in_views, out_view;
+    const void* srcs[3] = {nullptr, nullptr, nullptr};
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t start = t * kTile;
+      const int64_t n = std::min(kTile, total - start);
+      for (size_t k = 0; k < plans.size(); ++k) {
+        const OperandPlan& plan = plans[k];
+        int r = operand_reg_[k];
+        if (plan.load == Load::Direct) {
+          cur[size_t(r)] = plan.base + size_t(start) * plan.esize;
+        } else if (plan.load == Load::Gather) {
+          gather_bytes(plan.esize, plan.base, loop_shape, plan.strides, start, n, reg[size_t(r)]);
+        }
+      }
+      for (const Step& s : steps_) {
+        if (s.fast) {
+          for (size_t j = 0; j < s.src.size(); ++j) srcs[j] = cur[size_t(s.src[j])];
+          s.fast(s.args, srcs, reg[size_t(s.dst)], n);
+          continue;
+        }
+        in_views.clear();
+        out_view.clear();
+        for (size_t j = 0; j < s.src.size(); ++j) {
+          DType dt = body_->type(s.node->inputs[j]).dtype;
+          in_views.push_back(Array::view(dt, {n}, const_cast<void*>(cur[size_t(s.src[j])])));
+        }
+        out_view.push_back(Array::view(s.args.dtype, {n}, reg[size_t(s.dst)]));
+        Status st = run_reference(*s.node, in_views, out_view);
+        if (!st.is_ok()) {
+#pragma omp critical(fusebox_region_error)
+          if (!failed) {
+            failed = true;
+            error = st;
+          }
+        }
+      }
+      for (size_t k = 0; k < output_reg_.size(); ++k) {
+        size_t esize = size_t(dtype_size(outputs[k].dtype()));
+        std::memcpy(static_cast<uint8_t*>(outputs[k].raw()) + size_t(start) * esize, cur[size_t(output_reg_[k])],
+                    size_t(n) * esize);
+      }
+    }
+  }
+  return error;
+}
+
+}  // namespace fusebox::cpu

@@ -1,0 +1,18 @@
+// unfuse-elementwise-regions — the exact inverse of mark-elementwise-regions.
+// Matches: every elementwise_region. Produces: its body's ops at the original shapes and dtypes,
+// the region's result values defined by the ops that computed them (so consumers and outputs are
+// untouched). Requires: a verified graph. Preserves: inputs, output positions, values.
+#include "fusion/pass.h"
+#include "ir/outline.h"
+
+namespace fusebox {
+
+Status run_unfuse_elementwise_regions(Graph& g, PassContext& ctx) {
+  int64_t regions = 0;
+  for (const Node& n : g.nodes()) regions += n.op == Op::ElementwiseRegion;
+  ctx.count("unfuse-elementwise-regions", "regions", regions);
+  if (regions == 0) return Status::ok();
+  return inline_elementwise_regions(g);
+}
+
+}  // namespace fusebox

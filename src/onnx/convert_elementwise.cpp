@@ -1,0 +1,271 @@
+// Element-wise ONNX ops. ONNX and fusebox agree on numpy broadcasting and on the element types
+// of these ops, so most map one to one; the exceptions are written next to their converter.
+// Integer shape arithmetic (Shape -> Gather -> Mul -> Concat ...) folds here when every operand
+// is known at import time.
+#include <cfloat>
+#include <functional>
+
+#include "onnx/converters.h"
+
+namespace fusebox::onnx_import {
+
+namespace {
+
+const std::map<std::string, Op, std::less<>>& unary_ops() {
+  static const std::map<std::string, Op, std::less<>> ops = {
+      {"Relu", Op::Relu},   {"Sigmoid", Op::Sigmoid},       {"Tanh", Op::Tanh},   {"Erf", Op::Erf},
+      {"Sqrt", Op::Sqrt},   {"Reciprocal", Op::Reciprocal}, {"Exp", Op::Exp},     {"Log", Op::Log},
+      {"Neg", Op::Neg},     {"Abs", Op::Abs},               {"Floor", Op::Floor}, {"Ceil", Op::Ceil},
+      {"Sin", Op::Sin},     {"Cos", Op::Cos},               {"Round", Op::Round}, {"Not", Op::Not},
+      {"HardSwish", Op::HardSwish},
+  };
+  return ops;
+}
+
+const std::map<std::string, Op, std::less<>>& binary_ops() {
+  static const std::map<std::string, Op, std::less<>> ops = {
+      {"Add", Op::Add},          {"Sub", Op::Sub},         {"Mul", Op::Mul},
+      {"Div", Op::Div},          {"Pow", Op::Pow},         {"Equal", Op::Equal},
+      {"Less", Op::Less},        {"Greater", Op::Greater}, {"LessOrEqual", Op::LessEqual},
+      {"GreaterOrEqual", Op::GreaterEqual},                {"And", Op::And},
+      {"Or", Op::Or},            {"Mod", Op::Mod},
+  };
+  return ops;
+}
+
+bool is_comparison(Op op) {
+  return op == Op::Equal || op == Op::Less || op == Op::Greater || op == Op::LessEqual ||
+         op == Op::GreaterEqual;
+}
+
+// One folded element of integer arithmetic. Symbols survive the identities (N*1, N+0, N/1) and
+// comparisons a size can decide (a size is never negative); anything else is unknown.
+std::optional<IntElem> fold_elem(Op op, const IntElem& a, const IntElem& b) {
+  if (a.is_number() && b.is_number()) {
+    int64_t x = a.number, y = b.number;
+    switch (op) {
+      case Op::Add: return IntElem::of(x + y);
+      case Op::Sub: return IntElem::of(x - y);
+      case Op::Mul: return IntElem::of(x * y);
+      case Op::Div: if (y == 0) return std::nullopt; return IntElem::of(x / y);  // truncates, as ONNX Runtime
+      case Op::Mod: {
+        if (y == 0) return std::nullopt;
+        int64_t m = x % y;
+        return IntElem::of((m != 0 && ((m < 0) != (y < 0))) ? m + y : m);
+      }
+      case Op::Equal: return IntElem::of(x == y);
+      case Op::Less: return IntElem::of(x < y);
+      case Op::Greater: return IntElem::of(x > y);
+      case Op::LessEqual: return IntElem::of(x <= y);
+      case Op::GreaterEqual: return IntElem::of(x >= y);
+      case Op::And: return IntElem::of((x != 0) && (y != 0));
+      case Op::Or: return IntElem::of((x != 0) || (y != 0));
+      default: return std::nullopt;
+    }
+  }
+  bool a_sym = a.kind == IntElem::Kind::Symbol, b_sym = b.kind == IntElem::Kind::Symbol;
+  switch (op) {
+    case Op::Mul:
+      if (a_sym && b.is_number() && b.number == 1) return a;
+      if (b_sym && a.is_number() && a.number == 1) return b;
+      break;
+    case Op::Add:
+      if (a_sym && b.is_number() && b.number == 0) return a;
+      if (b_sym && a.is_number() && a.number == 0) return b;
+      break;
+    case Op::Sub:
+    case Op::Div:
+      if (a_sym && b.is_number() && b.number == (op == Op::Sub ? 0 : 1)) return a;
+      break;
+    case Op::Equal:
+      if (a_sym && b_sym && a.symbol == b.symbol) return IntElem::of(1);
+      if ((a_sym && b.is_number() && b.number < 0) || (b_sym && a.is_number() && a.number < 0)) {
+        return IntElem::of(0);
+      }
+      break;
+    default: break;
+  }
+  return IntElem::unknown();
+}
+
+// Element-wise over known ints with numpy broadcasting of rank <= 1; nullopt: not foldable.
+std::optional<KnownInts> fold_binary(Op op, const KnownInts& a, const KnownInts& b) {
+  size_t na = a.elems.size(), nb = b.elems.size();
+  if (na != nb && na != 1 && nb != 1) return std::nullopt;
+  KnownInts r;
+  r.dtype = is_comparison(op) || op == Op::And || op == Op::Or ? DType::Bool : a.dtype;
+  r.scalar = a.scalar && b.scalar;
+  size_t n = na == 1 ? nb : na;
+  for (size_t i = 0; i < n; ++i) {
+    std::optional<IntElem> e = fold_elem(op, a.elems[na == 1 ? 0 : i], b.elems[nb == 1 ? 0 : i]);
+    if (!e) return std::nullopt;
+    r.elems.push_back(*e);
+  }
+  return r;
+}
+
+Status convert_unary(ImportContext& ctx, OnnxNode& n) {
+  Op op = unary_ops().at(n.op_type());
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
+  return ctx.set_output(n, 0, ctx.emit(op, {x}));
+}
+
+Status convert_identity(ImportContext& ctx, OnnxNode& n) {
+  // Identity and inference-mode Dropout forward whatever their input stands for.
+  if (n.op_type() == "Dropout") {
+    n.accept_attr("seed");
+    n.accept_attr("ratio");  // opsets before 12; no effect at inference
+    if (n.has_input(1)) n.input(1);  // ratio: no effect at inference
+    if (n.has_input(2)) {
+      Expected<double> training = ctx.require_scalar(n, 2, "training_mode");
+      if (!training) return training.status();
+      if (*training != 0) return n.error("training_mode must be false for inference");
+    }
+    if (n.has_output(1)) return n.error("the mask output is not supported");
+  }
+  if (std::optional<KnownInts> k = ctx.ints(n, 0)) return ctx.set_output_ints(n, 0, *k);
+  if (const Array* a = ctx.constant(n, 0)) return ctx.set_output_constant(n, 0, *a);
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
+  return ctx.set_output(n, 0, x);
+}
+
+Status convert_hard_sigmoid(ImportContext& ctx, OnnxNode& n) {
+  double alpha = n.attr_float("alpha", 0.2f), beta = n.attr_float("beta", 0.5f);
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
+  return ctx.set_output(n, 0, ctx.emit(Op::HardSigmoid, {x}, {{"alpha", alpha}, {"beta", beta}}));
+}
+
+Status convert_leaky_relu(ImportContext& ctx, OnnxNode& n) {
+  double alpha = n.attr_float("alpha", 0.01f);
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
+  return ctx.set_output(n, 0, ctx.emit(Op::LeakyRelu, {x}, {{"alpha", alpha}}));
+}
+
+Status convert_gelu(ImportContext& ctx, OnnxNode& n) {
+  std::string approx = n.attr_string("approximate", "none");
+  if (approx != "none" && approx != "tanh") return n.error("attribute 'approximate' = \"" + approx + "\" is not supported");
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
+  return ctx.set_output(n, 0, ctx.emit(Op::Gelu, {x}, {{"approximate", approx}}));
+}
+
+Status convert_clip(ImportContext& ctx, OnnxNode& n) {
+  Attrs attrs;
+  if (ctx.opset() < 11) {
+    // Before opset 11 the bounds are attributes whose defaults are the float range: no bound.
+    if (std::optional<float> lo = n.attr_float("min"); lo && *lo != -FLT_MAX) attrs.set("min", double(*lo));
+    if (std::optional<float> hi = n.attr_float("max"); hi && *hi != FLT_MAX) attrs.set("max", double(*hi));
+  } else {
+    if (n.has_input(1)) {
+      FUSEBOX_ASSIGN_OR_RETURN(double lo, ctx.require_scalar(n, 1, "min"));
+      attrs.set("min", lo);
+    }
+    if (n.has_input(2)) {
+      FUSEBOX_ASSIGN_OR_RETURN(double hi, ctx.require_scalar(n, 2, "max"));
+      attrs.set("max", hi);
+    }
+  }
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
+  return ctx.set_output(n, 0, ctx.emit(Op::Clip, {x}, std::move(attrs)));
+}
+
+Status convert_cast(ImportContext& ctx, OnnxNode& n) {
+  std::optional<int64_t> to_onnx = n.attr_int("to");
+  n.accept_attr("saturate");  // only affects float8 targets, which are refused below
+  if (!to_onnx) return n.error("attribute 'to' is missing");
+  std::optional<DType> to = dtype_from_onnx(static_cast<int32_t>(*to_onnx));
+  if (!to) return n.error("cast to " + onnx_type_name(static_cast<int32_t>(*to_onnx)) + " is not supported");
+  if (std::optional<KnownInts> k = ctx.ints(n, 0)) {
+    if (is_integer(*to)) {
+      k->dtype = *to;
+      return ctx.set_output_ints(n, 0, *k);
+    }
+    if (k->all_numbers()) {
+      Array a(*to, k->scalar ? std::vector<int64_t>{} : std::vector<int64_t>{int64_t(k->elems.size())});
+      for (size_t i = 0; i < k->elems.size(); ++i) a.set_f64(int64_t(i), double(k->elems[i].number));
+      if (*to == DType::Bool) {
+        for (size_t i = 0; i < k->elems.size(); ++i) a.data<bool>()[i] = k->elems[i].number != 0;
+      }
+      return ctx.set_output_constant(n, 0, std::move(a));
+    }
+  }
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
+  if (ctx.type(x).dtype == *to) return ctx.set_output(n, 0, x);
+  return ctx.set_output(n, 0, ctx.emit(Op::Cast, {x}, {{"to", *to}}));
+}
+
+Status convert_binary(ImportContext& ctx, OnnxNode& n) {
+  Op op = binary_ops().at(n.op_type());
+  if (op == Op::Mod) {
+    // fusebox mod is floor modulo (numpy), which is ONNX Mod with fmod=0; fmod=1 truncates.
+    if (n.attr_int("fmod", 0) != 0) return n.error("attribute 'fmod' = 1 (truncated modulo) is not supported");
+  }
+  std::optional<KnownInts> a = ctx.ints(n, 0), b = ctx.ints(n, 1);
+  if (a && b && op != Op::Pow) {
+    if (std::optional<KnownInts> r = fold_binary(op, *a, *b)) return ctx.set_output_ints(n, 0, *r);
+  }
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId y, ctx.value(n, 1));
+  if (op == Op::Pow && ctx.type(y).dtype != ctx.type(x).dtype) {
+    // ONNX Pow (opset 12+) takes an exponent of another type; the result has the base's type.
+    y = ctx.emit(Op::Cast, {y}, {{"to", ctx.type(x).dtype}});
+  }
+  return ctx.set_output(n, 0, ctx.emit(op, {x, y}));
+}
+
+Status convert_where(ImportContext& ctx, OnnxNode& n) {
+  std::optional<KnownInts> c = ctx.ints(n, 0), a = ctx.ints(n, 1), b = ctx.ints(n, 2);
+  if (c && a && b && c->all_numbers()) {
+    size_t len = std::max({c->elems.size(), a->elems.size(), b->elems.size()});
+    bool ok = true;
+    for (const KnownInts* k : {&*c, &*a, &*b}) ok &= k->elems.size() == len || k->elems.size() == 1;
+    if (ok) {
+      KnownInts r{a->dtype, c->scalar && a->scalar && b->scalar, {}};
+      for (size_t i = 0; i < len; ++i) {
+        auto at = [&](const KnownInts& k) { return k.elems[k.elems.size() == 1 ? 0 : i]; };
+        r.elems.push_back(at(*c).number != 0 ? at(*a) : at(*b));
+      }
+      return ctx.set_output_ints(n, 0, r);
+    }
+  }
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId cond, ctx.value(n, 0));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 1));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId y, ctx.value(n, 2));
+  return ctx.set_output(n, 0, ctx.emit(Op::Where, {cond, x, y}));
+}
+
+// Max, Min, Sum, Mean with any number of operands: a chain of binary ops (Mean divides the sum
+// by the count once at the end).
+Status convert_variadic(ImportContext& ctx, OnnxNode& n) {
+  const std::string& t = n.op_type();
+  Op op = t == "Max" ? Op::Max : t == "Min" ? Op::Min : Op::Add;
+  if (n.num_inputs() < 1) return n.error("needs at least one input");
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId acc, ctx.value(n, 0));
+  for (int i = 1; i < n.num_inputs(); ++i) {
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId v, ctx.value(n, i));
+    acc = ctx.emit(op, {acc, v});
+  }
+  if (t == "Mean" && n.num_inputs() > 1 && acc != kNoValue) {
+    Array count(ctx.type(acc).dtype, {});
+    count.set_f64(0, double(n.num_inputs()));
+    acc = ctx.emit(Op::Div, {acc, ctx.builder().constant(count)});
+  }
+  return ctx.set_output(n, 0, acc);
+}
+
+}  // namespace
+
+void add_elementwise_converters(ConverterTable& table) {
+  for (const auto& [name, op] : unary_ops()) table[name] = convert_unary;
+  for (const auto& [name, op] : binary_ops()) table[name] = convert_binary;
+  table["Identity"] = convert_identity;
+  table["Dropout"] = convert_identity;
+  table["HardSigmoid"] = convert_hard_sigmoid;
+  table["LeakyRelu"] = convert_leaky_relu;
+  table["Gelu"] = convert_gelu;
+  table["Clip"] = convert_clip;
+  table["Cast"] = convert_cast;
+  table["Where"] = convert_where;
+  for (const char* name : {"Max", "Min", "Sum", "Mean"}) table[name] = convert_variadic;
+}
+
+}  // namespace fusebox::onnx_import

@@ -1,0 +1,296 @@
+#include "onnx/import_context.h"
+
+namespace fusebox::onnx_import {
+
+namespace {
+
+// Integer constants up to this many elements also act as known ints (shape vectors); larger ones
+// are data, never folded.
+constexpr int64_t kMaxKnownInts = 1 << 16;
+
+}  // namespace
+
+IntElem IntElem::from_dim(const Dim& d) {
+  if (d.is_static()) return of(d.value());
+  if (d.is_symbol()) return {Kind::Symbol, 0, d.symbol_name()};
+  return unknown();
+}
+
+Dim IntElem::to_dim() const {
+  if (kind == Kind::Number && number >= 0) return Dim(number);
+  if (kind == Kind::Symbol) return Dim::symbol(symbol);
+  return Dim::dynamic();
+}
+
+std::string IntElem::to_string() const {
+  switch (kind) {
+    case Kind::Number: return std::to_string(number);
+    case Kind::Symbol: return symbol;
+    case Kind::Unknown: return "?";
+  }
+  return "?";
+}
+
+bool KnownInts::all_numbers() const {
+  for (const IntElem& e : elems)
+    if (!e.is_number()) return false;
+  return true;
+}
+
+std::vector<int64_t> KnownInts::numbers() const {
+  std::vector<int64_t> v;
+  for (const IntElem& e : elems) v.push_back(e.number);
+  return v;
+}
+
+Shape KnownInts::shape() const {
+  if (scalar) return {};
+  return {Dim(static_cast<int64_t>(elems.size()))};
+}
+
+std::string KnownInts::to_string() const {
+  std::string s = "[";
+  for (size_t i = 0; i < elems.size(); ++i) s += (i ? "," : "") + elems[i].to_string();
+  return s + "]";
+}
+
+Array KnownInts::to_array() const {
+  Array a(dtype, scalar ? std::vector<int64_t>{} : std::vector<int64_t>{int64_t(elems.size())});
+  for (size_t k = 0; k < elems.size(); ++k) {
+    if (dtype == DType::Bool) a.data<bool>()[k] = elems[k].number != 0;
+    else a.set_i64(int64_t(k), elems[k].number);
+  }
+  return a;
+}
+
+std::string sanitize_name(const std::string& name) {
+  std::string s;
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    s += ok ? c : '_';
+  }
+  if (s.empty() || (s[0] >= '0' && s[0] <= '9')) s = "v" + s;
+  return s;
+}
+
+ImportContext::ImportContext(std::string graph_name, int64_t opset, ExternalDataDir external)
+    : b_(sanitize_name(graph_name)), opset_(opset), external_(std::move(external)) {}
+
+std::string ImportContext::unique_name(const std::string& onnx_name) {
+  std::string base = sanitize_name(onnx_name);
+  std::string name = base;
+  for (int k = 1; used_names_.count(name); ++k) name = base + "_" + std::to_string(k);
+  used_names_.insert(name);
+  return name;
+}
+
+void ImportContext::name_value(ValueId v, const std::string& onnx_name) {
+  if (v == kNoValue || value_names_.count(v)) return;
+  std::string name = unique_name(onnx_name);
+  value_names_[v] = name;
+  b_.name(v, name);
+}
+
+std::string ImportContext::symbol(const std::string& dim_param) {
+  auto it = symbols_.find(dim_param);
+  if (it != symbols_.end()) return it->second;
+  std::string base = sanitize_name(dim_param);
+  std::string name = base;
+  for (int k = 1; used_symbols_.count(name); ++k) name = base + "_" + std::to_string(k);
+  used_symbols_.insert(name);
+  symbols_[dim_param] = name;
+  return name;
+}
+
+Status ImportContext::add_input(const std::string& onnx_name, DType dtype, Shape shape) {
+  std::string name = unique_name(onnx_name);
+  ValueId v = b_.input(name, dtype, std::move(shape));
+  if (v == kNoValue) return b_.status();
+  value_names_[v] = name;
+  values_[onnx_name] = OnnxValue{v, nullptr, std::nullopt, "graph input"};
+  return Status::ok();
+}
+
+void ImportContext::add_constant(const std::string& onnx_name, Array value, std::string origin) {
+  OnnxValue ov;
+  ov.constant = std::make_shared<const Array>(std::move(value));
+  ov.origin = std::move(origin);
+  values_[onnx_name] = std::move(ov);
+}
+
+Expected<OnnxValue*> ImportContext::lookup(OnnxNode& n, int i) {
+  if (!n.has_input(i)) return n.error("input " + std::to_string(i) + " is missing");
+  const std::string& name = n.input(i);
+  auto it = values_.find(name);
+  if (it == values_.end()) {
+    return n.error("input " + std::to_string(i) + " '" + name +
+                   "' is not defined by a graph input, an initializer or an earlier node");
+  }
+  return &it->second;
+}
+
+Expected<TensorType> ImportContext::type_of(OnnxNode& n, int i) {
+  FUSEBOX_ASSIGN_OR_RETURN(OnnxValue* v, lookup(n, i));
+  if (v->id != kNoValue) return b_.type(v->id);
+  if (v->constant) return TensorType{v->constant->dtype(), make_shape(v->constant->shape())};
+  return TensorType{v->ints->dtype, v->ints->shape()};
+}
+
+const Array* ImportContext::constant(OnnxNode& n, int i) {
+  Expected<OnnxValue*> v = lookup(n, i);
+  if (!v) return nullptr;
+  OnnxValue& ov = **v;
+  if (ov.constant) return ov.constant.get();
+  if (ov.ints && ov.ints->all_numbers()) {
+    ov.constant = std::make_shared<const Array>(ov.ints->to_array());
+    return ov.constant.get();
+  }
+  return nullptr;
+}
+
+std::optional<KnownInts> ImportContext::ints(OnnxNode& n, int i) {
+  Expected<OnnxValue*> v = lookup(n, i);
+  if (!v) return std::nullopt;
+  OnnxValue& ov = **v;
+  if (ov.ints) return ov.ints;
+  const Array* a = ov.constant.get();
+  if (!a || !(is_integer(a->dtype()) || a->dtype() == DType::Bool) || a->rank() > 1 ||
+      a->numel() > kMaxKnownInts) {
+    return std::nullopt;
+  }
+  KnownInts k{a->dtype(), a->rank() == 0, {}};
+  for (int64_t e = 0; e < a->numel(); ++e) k.elems.push_back(IntElem::of(a->get_i64(e)));
+  ov.ints = k;
+  return k;
+}
+
+Expected<ValueId> ImportContext::value(OnnxNode& n, int i) {
+  FUSEBOX_ASSIGN_OR_RETURN(OnnxValue* v, lookup(n, i));
+  if (v->id != kNoValue) return v->id;
+  const Array* data = constant(n, i);
+  if (!data) {
+    return n.error("input " + std::to_string(i) + " '" + n.input(i) + "' (from " + v->origin +
+                   ") holds sizes known only at run time " + v->ints->to_string() +
+                   "; fusebox cannot use it as a tensor");
+  }
+  v->id = b_.constant(*data);
+  if (v->id == kNoValue) return builder_status(n);
+  name_value(v->id, n.input(i));
+  return v->id;
+}
+
+Expected<Array> ImportContext::require_constant(OnnxNode& n, int i, const std::string& what) {
+  FUSEBOX_ASSIGN_OR_RETURN(OnnxValue* v, lookup(n, i));
+  if (const Array* a = constant(n, i)) return *a;
+  return n.error(what + " (input " + std::to_string(i) + " '" + n.input(i) + "', from " + v->origin +
+                 ") must be known at import time");
+}
+
+Expected<KnownInts> ImportContext::require_ints(OnnxNode& n, int i, const std::string& what) {
+  FUSEBOX_ASSIGN_OR_RETURN(OnnxValue* v, lookup(n, i));
+  if (std::optional<KnownInts> k = ints(n, i)) return *k;
+  return n.error(what + " (input " + std::to_string(i) + " '" + n.input(i) + "', from " + v->origin +
+                 ") must be an integer vector known at import time");
+}
+
+Expected<std::vector<int64_t>> ImportContext::require_static_ints(OnnxNode& n, int i, const std::string& what) {
+  FUSEBOX_ASSIGN_OR_RETURN(KnownInts k, require_ints(n, i, what));
+  if (!k.all_numbers()) {
+    return n.error(what + " (input " + std::to_string(i) + " '" + n.input(i) + "') depends on run-time sizes " +
+                   k.to_string());
+  }
+  return k.numbers();
+}
+
+Expected<double> ImportContext::require_scalar(OnnxNode& n, int i, const std::string& what) {
+  FUSEBOX_ASSIGN_OR_RETURN(Array a, require_constant(n, i, what));
+  if (a.numel() != 1) return n.error(what + " must hold one value, got " + a.type_string());
+  return a.get_f64(0);
+}
+
+Status ImportContext::builder_status(const OnnxNode& n) const {
+  if (b_.status().is_ok()) return Status::ok();
+  return b_.status().with_context(n.describe());
+}
+
+Status ImportContext::set_output(OnnxNode& n, int i, ValueId v) {
+  if (v == kNoValue) {
+    Status s = builder_status(n);
+    return s.is_ok() ? n.error("internal: no value for output " + std::to_string(i)) : s;
+  }
+  if (!n.has_output(i)) return Status::ok();
+  values_[n.output(i)] = OnnxValue{v, nullptr, std::nullopt, n.describe()};
+  name_value(v, n.output(i));
+  return Status::ok();
+}
+
+Status ImportContext::set_output_constant(OnnxNode& n, int i, Array a) {
+  if (!n.has_output(i)) return Status::ok();
+  OnnxValue ov;
+  ov.constant = std::make_shared<const Array>(std::move(a));
+  ov.origin = n.describe();
+  values_[n.output(i)] = std::move(ov);
+  return Status::ok();
+}
+
+Status ImportContext::set_output_ints(OnnxNode& n, int i, KnownInts k) {
+  if (!n.has_output(i)) return Status::ok();
+  OnnxValue ov;
+  ov.ints = std::move(k);
+  ov.origin = n.describe();
+  values_[n.output(i)] = std::move(ov);
+  return Status::ok();
+}
+
+ValueId ImportContext::emit(Op op, std::vector<ValueId> inputs, Attrs attrs) {
+  return b_.op(op, std::move(inputs), std::move(attrs));
+}
+
+Expected<ValueId> ImportContext::reshape(OnnxNode& n, ValueId x, const Shape& target) {
+  Shape s = target;
+  int unknown = 0;
+  for (Dim& d : s) {
+    if (d.is_dynamic()) ++unknown;
+  }
+  if (unknown > 1) {
+    return n.error("the result shape [" + shape_to_string(target) + "] has " + std::to_string(unknown) +
+                   " sizes fusebox cannot name (they depend on run-time sizes through ops other than "
+                   "the input dims); at most one can be inferred");
+  }
+  return emit(Op::Reshape, {x}, {{"shape", s}});
+}
+
+Status ImportContext::add_output(const std::string& onnx_name) {
+  auto it = values_.find(onnx_name);
+  if (it == values_.end()) {
+    return Status::invalid("graph output '" + onnx_name + "' is not produced by any node, input or initializer");
+  }
+  OnnxValue& ov = it->second;
+  ValueId v = ov.id;
+  if (v == kNoValue) {
+    if (!ov.constant && !(ov.ints && ov.ints->all_numbers())) {
+      return Status::invalid("graph output '" + onnx_name + "' holds sizes known only at run time " +
+                             ov.ints->to_string() + "; fusebox cannot return it");
+    }
+    if (!ov.constant) ov.constant = std::make_shared<const Array>(ov.ints->to_array());
+    v = ov.id = b_.constant(*ov.constant);
+    if (v == kNoValue) return b_.status();
+    name_value(v, onnx_name);
+  }
+  // An output keeps its ONNX name: a value named otherwise (a graph input, an alias through
+  // Identity, an output listed twice) is returned through an identity of its own.
+  auto named = value_names_.find(v);
+  std::string want = sanitize_name(onnx_name);
+  if (named == value_names_.end() || named->second != want || returned_.count(v)) {
+    v = emit(Op::Identity, {v});
+    if (v == kNoValue) return b_.status();
+    name_value(v, onnx_name);
+  }
+  returned_.insert(v);
+  b_.output(v);
+  return b_.status();
+}
+
+Expected<Graph> ImportContext::build() { return b_.build(); }
+
+}  // namespace fusebox::onnx_import

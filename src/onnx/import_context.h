@@ -1,0 +1,136 @@
+// ImportContext: what the ONNX converters share while one model is imported: the graph being
+// built, what every ONNX tensor name stands for, and the values known at import time.
+//
+// An ONNX name can stand for
+//   a graph value     emitted already (graph input, node result)
+//   a constant        data known at import time (initializer, Constant node, folded node),
+//                     emitted as a `constant` node only when an op reads it as a tensor
+//   known integers    a rank-0/1 integer tensor whose elements are known up to run-time symbols
+//                     (what Shape produces); shape arithmetic folds these, and Reshape, Expand,
+//                     Slice, ... turn them into attributes
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "fusebox/status.h"
+#include "ir/builder.h"
+#include "onnx/onnx_node.h"
+#include "onnx/tensor_data.h"
+
+namespace fusebox::onnx_import {
+
+// One element of known ints: a number (any sign: -1 in a reshape target is a number), a symbol
+// bound at run time (a size N), or unknown (a size fusebox does not name, printed `?`).
+struct IntElem {
+  enum class Kind : uint8_t { Number, Symbol, Unknown };
+  Kind kind = Kind::Number;
+  int64_t number = 0;
+  std::string symbol;
+
+  static IntElem of(int64_t v) { return {Kind::Number, v, {}}; }
+  static IntElem unknown() { return {Kind::Unknown, 0, {}}; }
+  static IntElem from_dim(const Dim& d);
+  bool is_number() const { return kind == Kind::Number; }
+  // The elem as a dim: a number >= 0 or a symbol; anything else is an unknown dim.
+  Dim to_dim() const;
+  std::string to_string() const;
+  friend bool operator==(const IntElem& a, const IntElem& b) {
+    return a.kind == b.kind && a.number == b.number && a.symbol == b.symbol;
+  }
+};
+
+// A rank-0 or rank-1 integer tensor whose elements are known at import time up to run-time sizes.
+struct KnownInts {
+  DType dtype = DType::I64;
+  bool scalar = false;
+  std::vector<IntElem> elems;
+
+  bool all_numbers() const;
+  std::vector<int64_t> numbers() const;  // requires all_numbers()
+  Shape shape() const;                   // [] or [n]
+  std::string to_string() const;         // "[N,256,?]"
+  Array to_array() const;                // requires all_numbers()
+};
+
+struct OnnxValue {
+  ValueId id = kNoValue;
+  std::shared_ptr<const Array> constant;
+  std::optional<KnownInts> ints;
+  std::string origin;  // "initializer", "graph input", "Shape node 's'", for messages
+};
+
+class ImportContext {
+ public:
+  ImportContext(std::string graph_name, int64_t opset, ExternalDataDir external);
+
+  int64_t opset() const { return opset_; }
+  const ExternalDataDir& external() const { return external_; }
+  GraphBuilder& builder() { return b_; }
+
+  // Graph inputs and initializers.
+  Status add_input(const std::string& onnx_name, DType dtype, Shape shape);
+  void add_constant(const std::string& onnx_name, Array value, std::string origin);
+  bool defined(const std::string& onnx_name) const { return values_.count(onnx_name) > 0; }
+  // A symbol for an ONNX dim_param (sanitised; the same dim_param gives the same symbol).
+  std::string symbol(const std::string& dim_param);
+
+  // ---- a node's inputs ----
+  // The input as a graph value; constants are emitted on first use.
+  Expected<ValueId> value(OnnxNode& n, int i);
+  // The input's type, without emitting anything.
+  Expected<TensorType> type_of(OnnxNode& n, int i);
+  // The input's data when it is known at import time (constants and fully static known ints).
+  const Array* constant(OnnxNode& n, int i);
+  // The input as known integers (integer constants of rank <= 1 included), or nullopt.
+  std::optional<KnownInts> ints(OnnxNode& n, int i);
+  // Errors name the node, the input's role (`what`) and where a run-time value came from.
+  Expected<Array> require_constant(OnnxNode& n, int i, const std::string& what);
+  Expected<KnownInts> require_ints(OnnxNode& n, int i, const std::string& what);
+  Expected<std::vector<int64_t>> require_static_ints(OnnxNode& n, int i, const std::string& what);
+  Expected<double> require_scalar(OnnxNode& n, int i, const std::string& what);
+
+  // ---- a node's outputs ----
+  // kNoValue (an emit that failed) returns the builder's error in the node's context.
+  Status set_output(OnnxNode& n, int i, ValueId v);
+  Status set_output_constant(OnnxNode& n, int i, Array a);
+  Status set_output_ints(OnnxNode& n, int i, KnownInts k);
+  bool output_defined(const std::string& onnx_name) const { return defined(onnx_name); }
+
+  // ---- emitting ----
+  ValueId emit(Op op, std::vector<ValueId> inputs, Attrs attrs = {});
+  const TensorType& type(ValueId v) const { return b_.type(v); }
+  // The builder's first error in the node's context (ok when there is none).
+  Status builder_status(const OnnxNode& n) const;
+  // x reshaped to `target`; one unknown dim becomes -1, more than one is an error.
+  Expected<ValueId> reshape(OnnxNode& n, ValueId x, const Shape& target);
+
+  // Marks `onnx_name` as a graph output (emitting an identity when its value already carries
+  // another name) and builds the verified graph.
+  Status add_output(const std::string& onnx_name);
+  Expected<Graph> build();
+
+ private:
+  Expected<OnnxValue*> lookup(OnnxNode& n, int i);
+  void name_value(ValueId v, const std::string& onnx_name);
+  std::string unique_name(const std::string& onnx_name);
+
+  GraphBuilder b_;
+  int64_t opset_;
+  ExternalDataDir external_;
+  std::map<std::string, OnnxValue> values_;
+  std::map<ValueId, std::string> value_names_;
+  std::set<std::string> used_names_;
+  std::set<ValueId> returned_;
+  std::map<std::string, std::string> symbols_;
+  std::set<std::string> used_symbols_;
+};
+
+// "[A-Za-z0-9_]" form of an ONNX name (a leading digit gets a 'v' prefix; empty gives "v").
+std::string sanitize_name(const std::string& name);
+
+}  // namespace fusebox::onnx_import

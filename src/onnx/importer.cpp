@@ -1,0 +1,170 @@
+// The model-level part of ONNX import: parse, check the opset, declare inputs and initializers,
+// convert every node in order, return the outputs.
+//
+//   ModelProto ─> opset check ─> initializers (constants) ─> inputs (symbols for dynamic dims)
+//             ─> for each node: converter(ctx, node) ─> refuse unread attributes/inputs,
+//                                                       undefined outputs
+//             ─> outputs (identity where a name must be kept) ─> verify
+#include "onnx/importer.h"
+
+#include <climits>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "onnx/converters.h"
+
+namespace fusebox {
+
+namespace onnx_import {
+
+const ConverterTable& converters() {
+  static const ConverterTable table = [] {
+    ConverterTable t;
+    add_elementwise_converters(t);
+    add_nn_converters(t);
+    add_resize_converters(t);
+    add_shape_converters(t);
+    add_tensor_converters(t);
+    return t;
+  }();
+  return table;
+}
+
+namespace {
+
+// Opset 9 is the oldest whose op semantics the converters follow; 21 the newest checked against
+// the converters (an attribute or input added later is refused by the unread-attribute check, but
+// a semantic change without one would not be, so newer opsets are refused outright).
+constexpr int64_t kMinOpset = 9;
+constexpr int64_t kMaxOpset = 21;
+
+Expected<int64_t> default_opset(const onnx::ModelProto& m) {
+  for (const auto& o : m.opset_import()) {
+    if (o.domain().empty() || o.domain() == "ai.onnx") {
+      if (o.version() < kMinOpset) {
+        return Status::unimplemented("opset " + std::to_string(o.version()) + " is older than the oldest supported (" +
+                                     std::to_string(kMinOpset) + ")");
+      }
+      if (o.version() > kMaxOpset) {
+        return Status::unimplemented("opset " + std::to_string(o.version()) + " is newer than the newest supported (" +
+                                     std::to_string(kMaxOpset) + ")");
+      }
+      return o.version();
+    }
+  }
+  return Status::invalid("the model imports no opset of the default ONNX domain");
+}
+
+Status declare_input(ImportContext& ctx, const onnx::ValueInfoProto& vi) {
+  const std::string& name = vi.name();
+  if (name.empty()) return Status::invalid("a graph input has no name");
+  if (!vi.type().has_tensor_type()) return Status::unimplemented("graph input '" + name + "' is not a tensor");
+  const auto& tt = vi.type().tensor_type();
+  std::optional<DType> dtype = dtype_from_onnx(tt.elem_type());
+  if (!dtype) {
+    return Status::unimplemented("graph input '" + name + "' has element type " + onnx_type_name(tt.elem_type()) +
+                                 ", which fusebox does not support");
+  }
+  if (!tt.has_shape()) return Status::unimplemented("graph input '" + name + "' has no shape (fusebox needs its rank)");
+  Shape shape;
+  for (int i = 0; i < tt.shape().dim_size(); ++i) {
+    const auto& d = tt.shape().dim(i);
+    if (d.has_dim_value()) {
+      if (d.dim_value() < 0) return Status::invalid("graph input '" + name + "' has a negative dim");
+      shape.push_back(Dim(d.dim_value()));
+    } else if (d.has_dim_param() && !d.dim_param().empty()) {
+      shape.push_back(Dim::symbol(ctx.symbol(d.dim_param())));
+    } else {
+      // An unnamed dynamic dim: a symbol of its own, named after the input and position.
+      shape.push_back(Dim::symbol(ctx.symbol(name + "_dim" + std::to_string(i))));
+    }
+  }
+  return ctx.add_input(name, *dtype, std::move(shape));
+}
+
+Status convert_node(ImportContext& ctx, const onnx::NodeProto& proto, int index) {
+  OnnxNode n(proto, index);
+  if (!proto.domain().empty() && proto.domain() != "ai.onnx") {
+    return n.error("ops of domain '" + proto.domain() + "' are not supported");
+  }
+  const ConverterTable& table = converters();
+  auto it = table.find(proto.op_type());
+  if (it == table.end()) return n.error("op type '" + proto.op_type() + "' is not supported (docs/onnx.md lists the supported ops)");
+  for (int i = 0; i < proto.output_size(); ++i) {
+    if (!proto.output(i).empty() && ctx.defined(proto.output(i))) {
+      return n.error("output '" + proto.output(i) + "' is already defined");
+    }
+  }
+  Status s = it->second(ctx, n);
+  if (!n.status().is_ok()) return n.status();
+  FUSEBOX_RETURN_IF_ERROR(s);
+  FUSEBOX_RETURN_IF_ERROR(ctx.builder_status(n));
+  FUSEBOX_RETURN_IF_ERROR(n.check_consumed());
+  for (int i = 0; i < proto.output_size(); ++i) {
+    if (!proto.output(i).empty() && !ctx.defined(proto.output(i))) {
+      return n.error("output " + std::to_string(i) + " ('" + proto.output(i) + "') is not supported");
+    }
+  }
+  return Status::ok();
+}
+
+Expected<Graph> import_model(const onnx::ModelProto& m, const std::string& name, const ExternalDataDir& external) {
+  FUSEBOX_ASSIGN_OR_RETURN(int64_t opset, default_opset(m));
+  if (!m.has_graph()) return Status::invalid("the model has no graph");
+  const onnx::GraphProto& g = m.graph();
+  if (g.sparse_initializer_size() > 0) return Status::unimplemented("sparse initializers are not supported");
+  std::string graph_name = g.name().empty() ? std::filesystem::path(name).stem().string() : g.name();
+  ImportContext ctx(graph_name, opset, external);
+  for (const onnx::TensorProto& t : g.initializer()) {
+    if (t.name().empty()) return Status::invalid("an initializer has no name");
+    std::string what = "initializer '" + t.name() + "'";
+    FUSEBOX_ASSIGN_OR_RETURN(Array a, tensor_to_array(t, what, external));
+    ctx.add_constant(t.name(), std::move(a), what);
+  }
+  for (const onnx::ValueInfoProto& vi : g.input()) {
+    if (ctx.defined(vi.name())) continue;  // an initializer listed as input (IR < 4): a constant
+    FUSEBOX_RETURN_IF_ERROR(declare_input(ctx, vi));
+  }
+  for (int i = 0; i < g.node_size(); ++i) FUSEBOX_RETURN_IF_ERROR(convert_node(ctx, g.node(i), i));
+  if (g.output_size() == 0) return Status::invalid("the graph has no outputs");
+  for (const onnx::ValueInfoProto& vo : g.output()) FUSEBOX_RETURN_IF_ERROR(ctx.add_output(vo.name()));
+  return ctx.build();
+}
+
+Expected<Graph> import_bytes(std::string_view bytes, const std::string& name, const ExternalDataDir& external) {
+  if (bytes.size() > size_t(INT_MAX)) return Status::unimplemented("models over 2 GiB are not supported");
+  onnx::ModelProto m;
+  if (!m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return Status::invalid("not a valid ONNX model (the protobuf does not parse)");
+  }
+  try {
+    return import_model(m, name, external);
+  } catch (const std::exception& e) {
+    // Nothing below should throw; a bad_alloc from a corrupt size still must not crash.
+    return Status::internal(std::string("import failed: ") + e.what());
+  }
+}
+
+}  // namespace
+}  // namespace onnx_import
+
+Expected<Graph> import_onnx_bytes(std::string_view bytes, std::string_view name) {
+  Expected<Graph> g = onnx_import::import_bytes(bytes, std::string(name), {});
+  if (!g) return g.status().with_context(std::string(name));
+  return g;
+}
+
+Expected<Graph> import_onnx_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f || std::filesystem::is_directory(path)) return Status::not_found(path + ": cannot open the ONNX file");
+  std::stringstream buffer;
+  buffer << f.rdbuf();
+  std::string bytes = buffer.str();
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  Expected<Graph> g = onnx_import::import_bytes(bytes, path, {dir.empty() ? "." : dir});
+  if (!g) return g.status().with_context(path);
+  return g;
+}
+
+}  // namespace fusebox

@@ -1,0 +1,59 @@
+#include "runtime/array_pool.h"
+
+namespace fusebox {
+
+ArrayPool::ArrayPool(size_t max_cached_bytes) : state_(std::make_shared<State>()) {
+  state_->max_cached_bytes = max_cached_bytes;
+}
+
+void ArrayPool::State::give_back(size_t capacity, uint8_t* p) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (cached_bytes + capacity > max_cached_bytes) {
+    delete[] p;
+    return;
+  }
+  idle.emplace(capacity, p);
+  cached_bytes += capacity;
+  stats.cached_bytes = cached_bytes;
+}
+
+ArrayPool::State::~State() {
+  for (auto& [capacity, p] : idle) delete[] p;
+}
+
+Array ArrayPool::allocate(DType dtype, std::vector<int64_t> shape) {
+  size_t bytes = std::max<size_t>(size_t(product(shape)) * size_t(dtype_size(dtype)), 1);
+  uint8_t* p = nullptr;
+  size_t capacity = bytes;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    // Exact sizes only: plans repeat the same shapes, and a larger buffer would waste memory.
+    auto it = state_->idle.find(bytes);
+    if (it != state_->idle.end()) {
+      p = it->second;
+      state_->idle.erase(it);
+      state_->cached_bytes -= bytes;
+      state_->stats.cached_bytes = state_->cached_bytes;
+      ++state_->stats.reuses;
+    } else {
+      ++state_->stats.allocations;
+    }
+  }
+  if (!p) p = new uint8_t[capacity];
+  std::weak_ptr<State> weak = state_;
+  std::shared_ptr<uint8_t[]> buffer(p, [weak, capacity](uint8_t* q) {
+    if (auto s = weak.lock()) {
+      s->give_back(capacity, q);
+    } else {
+      delete[] q;
+    }
+  });
+  return Array::adopt(dtype, std::move(shape), std::move(buffer));
+}
+
+ArrayPool::Stats ArrayPool::stats() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->stats;
+}
+
+}  // namespace fusebox

@@ -1,0 +1,175 @@
+// `fusebox opt`: parse and verify .fbir text, run passes, print the result. It is the driver of
+// the textual tests (tests/lit, tests/error), so its output must be deterministic and its
+// messages must carry file:line:col.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli_util.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+
+namespace fusebox::cli {
+
+namespace {
+
+constexpr const char* kTargets[] = {"cpu", "cuda", "metal", "mlx", "wgpu", "rocm", "tpu"};
+constexpr const char* kSplitMarker = "// -----";
+
+CommandLine make_command_line() {
+  return CommandLine(
+      "opt", "FILE.fbir [options]",
+      "Parses and verifies FILE (`-` reads stdin), runs the given passes and prints the IR in\n"
+      "canonical form.",
+      {{"-o", "OUT", "write the result to OUT instead of stdout"},
+       {"--split-input-file", "",
+        "handle the parts between `// -----` lines one by one (whole-file line numbers)"},
+       {"--passes", "a,b", "run these passes in order (none: parse, verify and print)"},
+       {"--print-after", "NAME", "also print the IR after pass NAME (one of --passes)"},
+       {"--target", "T", "the fusion target: cpu, cuda, metal, mlx, wgpu, rocm or tpu"}});
+}
+
+struct OptOptions {
+  std::string input;
+  std::string output;  // empty: stdout
+  bool split_input_file = false;
+  std::vector<std::string> passes;
+  std::string print_after;
+  std::string target = "cpu";  // kept for the pass pipeline; no pass reads it yet
+};
+
+std::vector<std::string> split_list(const std::string& list) {
+  std::vector<std::string> out;
+  std::string item;
+  std::istringstream in(list);
+  while (std::getline(in, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// nullopt: carry on with *o filled; a value: exit with it (usage printed).
+std::optional<int> parse_options(const Args& args, CommandLine& cl, OptOptions* o) {
+  if (std::optional<int> rc = cl.parse(args)) return rc;
+  if (cl.positionals().empty()) return cl.usage_error("missing input file");
+  if (cl.positionals().size() > 1) {
+    return cl.usage_error("more than one input file ('" + cl.positionals()[0] + "' and '" +
+                          cl.positionals()[1] + "')");
+  }
+  o->input = cl.positionals()[0];
+  o->output = cl.value("-o").value_or("");
+  o->split_input_file = cl.has("--split-input-file");
+  o->passes = split_list(cl.value("--passes").value_or(""));
+  o->print_after = cl.value("--print-after").value_or("");
+  o->target = cl.value("--target").value_or("cpu");
+  if (std::find(std::begin(kTargets), std::end(kTargets), o->target) == std::end(kTargets)) {
+    return cl.usage_error("unknown target '" + o->target +
+                          "' (expected cpu, cuda, metal, mlx, wgpu, rocm or tpu)");
+  }
+  if (cl.has("--print-after") &&
+      std::find(o->passes.begin(), o->passes.end(), o->print_after) == o->passes.end()) {
+    return cl.usage_error("--print-after=" + o->print_after + " names a pass that --passes does not run");
+  }
+  return std::nullopt;
+}
+
+// The pass hook. There is no pass registry yet (src/fusion/passes.def comes next), so every
+// name is unknown; an empty list runs nothing. Called once on an empty module before the input
+// is read, so a bad pass name fails fast. *printed receives --print-after dumps.
+Status run_passes(Module& module, const OptOptions& o, std::string* printed) {
+  (void)module;
+  (void)printed;
+  if (!o.passes.empty()) return Status::invalid("unknown pass '" + o.passes.front() + "'");
+  return Status::ok();
+}
+
+struct Chunk {
+  std::string text;
+  int first_line;
+};
+
+// Splits on lines that are exactly the marker (a trailing '\r' allowed).
+std::vector<Chunk> split_chunks(const std::string& text) {
+  std::vector<Chunk> chunks{{"", 1}};
+  int line = 1;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    size_t next = end == std::string::npos ? text.size() : end + 1;
+    std::string_view l(text.data() + pos, (end == std::string::npos ? text.size() : end) - pos);
+    if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
+    if (l == kSplitMarker) {
+      chunks.push_back({"", line + 1});
+    } else {
+      chunks.back().text.append(text, pos, next - pos);
+    }
+    pos = next;
+    ++line;
+  }
+  return chunks;
+}
+
+bool read_input(const std::string& path, std::string* text) {
+  if (path == "-") {
+    text->assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    return !std::cin.bad();
+  }
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return false;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  text->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return !in.bad();
+}
+
+// Parses, verifies and transforms one file or chunk; returns its printed form or the error.
+Expected<std::string> process(const Chunk& chunk, const std::string& filename, const OptOptions& o) {
+  FUSEBOX_ASSIGN_OR_RETURN(Module module, parse_module(chunk.text, filename, chunk.first_line));
+  std::string printed;
+  FUSEBOX_RETURN_IF_ERROR(run_passes(module, o, &printed));
+  return printed + print_module(module);
+}
+
+}  // namespace
+
+int cmd_opt(const Args& args) {
+  CommandLine cl = make_command_line();
+  OptOptions o;
+  if (std::optional<int> rc = parse_options(args, cl, &o)) return *rc;
+  Module none;
+  if (Status s = run_passes(none, o, nullptr); !s.is_ok()) return cl.error(s);
+
+  std::string text;
+  if (!read_input(o.input, &text)) return cl.error("cannot read '" + o.input + "'");
+  std::string filename = o.input == "-" ? "<stdin>" : o.input;
+  std::vector<Chunk> chunks = o.split_input_file ? split_chunks(text) : std::vector<Chunk>{{text, 1}};
+
+  std::string out;
+  bool failed = false;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    if (i) out += std::string(kSplitMarker) + "\n";
+    Expected<std::string> result = process(chunks[i], filename, o);
+    if (!result) {
+      std::fprintf(stderr, "%s\n", result.status().message().c_str());
+      failed = true;
+      continue;
+    }
+    out += *result;
+  }
+
+  if (o.output.empty()) {
+    std::fwrite(out.data(), 1, out.size(), stdout);
+  } else {
+    std::ofstream file(o.output, std::ios::binary);
+    if (!(file << out)) return cl.error("cannot write '" + o.output + "'");
+  }
+  return failed ? kExitError : kExitOk;
+}
+
+}  // namespace fusebox::cli

@@ -1,0 +1,207 @@
+// fusebox run: parse a .fbir file, run one function on the CPU and print a checksum per output.
+//
+// Inputs come from .npy files (--input NAME=FILE.npy) or are drawn from a fixed seed; symbols
+// (N, T, ...) that no given input fixes take --dim values (default 2). Every problem with the
+// file, the inputs or the flags is a message and a non-zero exit, never a crash.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "ir/parser.h"
+#include "runtime/file_io.h"
+#include "runtime/npy.h"
+#include "runtime/session.h"
+
+namespace fusebox::cli {
+
+namespace {
+
+constexpr int64_t kDefaultDim = 2;
+
+struct RunRequest {
+  std::string path;
+  std::string func;
+  NamedArrays given;                        // inputs read from .npy files
+  std::map<std::string, int64_t> dims;      // --dim
+  uint64_t seed = 0;
+  std::optional<std::string> output_dir;
+};
+
+// Reads the flags into a request; the returned int is the exit code when they are unusable.
+std::optional<int> read_request(const CommandLine& cl, RunRequest* req) {
+  if (cl.positionals().size() != 1) {
+    return cl.usage_error(cl.positionals().empty() ? "missing the .fbir file to run"
+                                                   : "expected one .fbir file, got " +
+                                                         std::to_string(cl.positionals().size()) + " arguments");
+  }
+  req->path = cl.positionals()[0];
+  req->func = cl.value("--func").value_or("");
+  req->output_dir = cl.value("--output-dir");
+  if (auto s = cl.value("--seed")) {
+    std::optional<int64_t> seed = parse_int(*s);
+    if (!seed || *seed < 0) return cl.usage_error("--seed expects a non-negative integer, got '" + *s + "'");
+    req->seed = uint64_t(*seed);
+  }
+  for (const std::string& d : cl.values("--dim")) {
+    auto kv = split_assignment(d);
+    std::optional<int64_t> n = kv ? parse_int(kv->second) : std::nullopt;
+    if (!n || *n < 0) return cl.usage_error("--dim expects SYMBOL=SIZE with SIZE >= 0, got '" + d + "'");
+    if (!req->dims.emplace(kv->first, *n).second) return cl.usage_error("--dim " + kv->first + " is given twice");
+  }
+  for (const std::string& in : cl.values("--input")) {
+    auto kv = split_assignment(in);
+    if (!kv) return cl.usage_error("--input expects NAME=FILE.npy, got '" + in + "'");
+    std::string name = kv->first[0] == '%' ? kv->first.substr(1) : kv->first;
+    if (req->given.count(name)) return cl.usage_error("--input " + name + " is given twice");
+    Expected<Array> a = read_npy(kv->second);
+    if (!a) return cl.error("input %" + name + ": " + a.status().message());
+    req->given.emplace(std::move(name), std::move(*a));
+  }
+  return std::nullopt;
+}
+
+Expected<Graph> pick_function(const Module& m, const std::string& func, const std::string& path) {
+  if (m.functions.empty()) return Status::invalid(path + ": the file has no function");
+  if (func.empty()) return m.functions.front();
+  const std::string name = func[0] == '@' ? func.substr(1) : func;
+  if (const Graph* g = m.find(name)) return *g;
+  std::string have;
+  for (const Graph& g : m.functions) have += (have.empty() ? "@" : ", @") + g.name();
+  return Status::not_found(path + ": no function @" + name + " (the file has " + have + ")");
+}
+
+// Sizes of every input symbol: from the given inputs first, then --dim, then the default (said
+// in a note). A given input of the wrong rank is skipped here; the Session reports it.
+Expected<SymbolBindings> bind_symbols(const Graph& g, const RunRequest& req, const CommandLine& cl) {
+  SymbolBindings from_inputs;
+  for (ValueId v : g.inputs()) {
+    auto it = req.given.find(g.value(v).name);
+    const TensorType& t = g.type(v);
+    if (it == req.given.end() || it->second.rank() != t.rank()) continue;
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      if (t.shape[d].is_symbol()) from_inputs.emplace(t.shape[d].symbol_name(), it->second.shape()[d]);
+    }
+  }
+  const std::vector<std::string> symbols = g.input_symbols();
+  const std::string fn = "@" + g.name();
+  for (const auto& [sym, n] : req.dims) {
+    if (std::find(symbols.begin(), symbols.end(), sym) == symbols.end()) {
+      std::string have;
+      for (const std::string& s : symbols) have += (have.empty() ? "" : ", ") + s;
+      return Status::invalid("--dim " + sym + ": " + fn + " has no symbol " + sym +
+                             (have.empty() ? " (its inputs have static shapes)" : " (its symbols: " + have + ")"));
+    }
+    auto it = from_inputs.find(sym);
+    if (it != from_inputs.end() && it->second != n) {
+      return Status::invalid("--dim " + sym + "=" + std::to_string(n) + " disagrees with the given inputs, where " +
+                             sym + " is " + std::to_string(it->second));
+    }
+  }
+  SymbolBindings b = from_inputs;
+  for (const std::string& sym : symbols) {
+    if (b.count(sym)) continue;
+    auto it = req.dims.find(sym);
+    if (it != req.dims.end()) {
+      b[sym] = it->second;
+    } else {
+      b[sym] = kDefaultDim;
+      cl.note("symbol " + sym + " = " + std::to_string(kDefaultDim) + " (no input fixes it; set it with --dim " + sym +
+              "=SIZE)");
+    }
+  }
+  return b;
+}
+
+// The given inputs plus seeded random values for the others (uniform [-1, 1) for floats, small
+// integers, random bools).
+Expected<NamedArrays> complete_inputs(const Graph& g, const RunRequest& req, const SymbolBindings& b,
+                                      const CommandLine& cl) {
+  NamedArrays inputs = req.given;
+  std::string drawn;
+  for (ValueId v : g.inputs()) {
+    const std::string& name = g.value(v).name;
+    if (inputs.count(name)) continue;
+    const TensorType& t = g.type(v);
+    std::vector<int64_t> dims;
+    for (const Dim& d : bind_shape(t.shape, b)) {
+      if (!d.is_static()) return Status::invalid("input %" + name + " of @" + g.name() + " has an unknown dim");
+      dims.push_back(d.value());
+    }
+    double lo = is_float(t.dtype) ? -1.0 : is_signed(t.dtype) ? -8.0 : 0.0;
+    double hi = is_float(t.dtype) ? 1.0 : 8.0;
+    Array a = random_array(t.dtype, std::move(dims), derive_seed(req.seed, name), lo, hi);
+    drawn += (drawn.empty() ? "%" : ", %") + name + " " + a.type_string();
+    inputs.emplace(name, std::move(a));
+  }
+  if (!drawn.empty()) cl.note("random inputs (seed " + std::to_string(req.seed) + "): " + drawn);
+  return inputs;
+}
+
+Status write_outputs(const std::string& dir, const std::vector<std::string>& names, const std::vector<Array>& outs) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir)) {
+    return Status::invalid("cannot create the output directory '" + dir + "'" + (ec ? ": " + ec.message() : ""));
+  }
+  for (size_t i = 0; i < outs.size(); ++i) {
+    FUSEBOX_RETURN_IF_ERROR(write_npy((std::filesystem::path(dir) / (file_safe(names[i]) + ".npy")).string(), outs[i]));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+int cmd_run(const Args& args) {
+  CommandLine cl("run", "FILE.fbir [options]",
+                 "Runs one function of FILE.fbir on the CPU and prints each output's type and checksum\n"
+                 "(the sum of its values and an FNV-1a hash of its bytes).",
+                 {
+                     {"--input", "NAME=FILE.npy", "value of input %NAME (others are drawn from --seed)", true},
+                     {"--func", "NAME", "the function to run (default: the first)"},
+                     {"--dim", "SYM=N", "size of symbol SYM when no input fixes it (default 2)", true},
+                     {"--seed", "S", "seed of the random inputs (default 0)"},
+                     {"--output-dir", "DIR", "write each output to DIR/<name>.npy"},
+                 });
+  if (std::optional<int> exit = cl.parse(args)) return *exit;
+  RunRequest req;
+  if (std::optional<int> exit = read_request(cl, &req)) return *exit;
+
+  Expected<std::string> text = read_file(req.path);
+  if (!text) return cl.error(text.status());
+  Expected<Module> module = parse_module(*text, req.path);
+  if (!module) return cl.error(module.status());
+  Expected<Graph> graph = pick_function(*module, req.func, req.path);
+  if (!graph) return cl.error(graph.status());
+
+  Expected<SymbolBindings> bindings = bind_symbols(*graph, req, cl);
+  if (!bindings) return cl.error(bindings.status());
+  Expected<NamedArrays> inputs = complete_inputs(*graph, req, *bindings, cl);
+  if (!inputs) return cl.error(inputs.status());
+
+  Session session;
+  Expected<Executable> exe = session.compile(*graph);
+  if (!exe) return cl.error(exe.status());
+  Expected<std::vector<Array>> outs = exe->run(*inputs);
+  if (!outs) return cl.error(outs.status());
+
+  const std::vector<std::string>& names = exe->output_names();
+  for (size_t i = 0; i < outs->size(); ++i) {
+    Checksum c;
+    c.add((*outs)[i]);
+    // Values print as in the IR (%y, %3); an output without a value name as its position (out0).
+    const bool is_value = !graph->value(graph->outputs()[i]).name.empty();
+    std::printf("%s%s  %s  %s\n", is_value ? "%" : "", names[i].c_str(), (*outs)[i].type_string().c_str(),
+                c.to_string().c_str());
+  }
+  std::fflush(stdout);
+  if (req.output_dir) {
+    Status s = write_outputs(*req.output_dir, names, *outs);
+    if (!s.is_ok()) return cl.error(s);
+  }
+  return kExitOk;
+}
+
+}  // namespace fusebox::cli
