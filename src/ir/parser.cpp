@@ -385,7 +385,7 @@ Status Parser::parse_attrs(Node& node) {
         parse_attr_value(std::string_view(clean_).substr(value_at), spec->type, &consumed, &error_offset);
     std::string what = "attribute '" + name + "' of " + std::string(info.keyword);
     if (!value) {
-      const std::string& msg = value.status().message();
+      std::string msg = value.status().message();
       // An unterminated string runs to the end of the file; its start is the useful place.
       size_t where = msg.rfind("unterminated string", 0) == 0 ? value_at : value_at + error_offset;
       return error_at(where, "bad " + std::string(attr_type_name(spec->type)) + " value for " +

@@ -155,6 +155,10 @@ Expected<Graph> import_onnx_bytes(std::string_view bytes, std::string_view name)
   return g;
 }
 
+std::string onnx_value_name(std::string_view onnx_name) {
+  return onnx_import::sanitize_name(std::string(onnx_name));
+}
+
 Expected<Graph> import_onnx_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f || std::filesystem::is_directory(path)) return Status::not_found(path + ": cannot open the ONNX file");

@@ -36,4 +36,7 @@ Expected<Graph> import_onnx_file(const std::string& path);
 // when the model's graph has none. External data is refused (there is no directory to read).
 Expected<Graph> import_onnx_bytes(std::string_view bytes, std::string_view name);
 
+// The name an ONNX input or output gets in the imported graph (see "Names" above; clashes aside).
+std::string onnx_value_name(std::string_view onnx_name);
+
 }  // namespace fusebox

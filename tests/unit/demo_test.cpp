@@ -25,9 +25,9 @@ const DemoProgram& find(const std::vector<DemoProgram>& programs, const std::str
   return none;
 }
 
-std::vector<Array> run(const DemoProgram& p, const NamedArrays& inputs) {
+std::vector<Array> run(const DemoProgram& p, const NamedArrays& inputs, const CompileOptions& options = {}) {
   Session session;
-  Expected<Executable> exe = session.compile(p.graph);
+  Expected<Executable> exe = session.compile(p.graph, options);
   EXPECT_TRUE(exe) << exe.status().to_string();
   if (!exe) return {};
   Expected<std::vector<Array>> outs = exe->run(inputs);
@@ -86,6 +86,22 @@ TEST(DemoPrograms, FullSizesAreTheAdvertisedOnes) {
   EXPECT_EQ(find(*programs, "image_pipeline").inputs.at("frame").type_string(), "u8[480,640,3]");
   const Graph& image = find(*programs, "image_pipeline").graph;
   EXPECT_EQ(image.type(image.outputs()[0]).to_string(), "f32[4,3,112,112]");
+}
+
+// What `fusebox demo` runs (fused, on the fast CPU path, at full size) equals the reference
+// backend running the graph as written.
+TEST(DemoPrograms, FullSizeFusedRunsMatchTheReference) {
+  Expected<std::vector<DemoProgram>> programs = demo_programs(DemoScale::Full);
+  ASSERT_TRUE(programs);
+  CompileOptions reference;
+  reference.fuse = false;
+  reference.executor = ExecutorKind::Reference;
+  for (const DemoProgram& p : *programs) {
+    std::vector<Array> fused = run(p, p.inputs);
+    std::vector<Array> expected = run(p, p.inputs, reference);
+    ASSERT_EQ(fused.size(), expected.size()) << p.name;
+    for (size_t i = 0; i < fused.size(); ++i) EXPECT_TRUE(arrays_close(fused[i], expected[i], 1e-4, 1e-5)) << p.name;
+  }
 }
 
 // Without positional encodings or a mask, attention treats tokens as a set: reversing the tokens

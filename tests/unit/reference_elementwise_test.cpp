@@ -17,7 +17,32 @@ namespace {
 using testing::array_of;
 using testing::arrays_close;
 using testing::random_array;
-using testing::run_op;
+
+// Runs one op through the runtime with the reference executor and no fusion, so that the
+// reference kernels (not the fast element-wise path) compute the results.
+std::vector<Array> run_op(Op op, const std::vector<Array>& inputs, Attrs attrs = {}) {
+  GraphBuilder b("op");
+  std::vector<ValueId> ins;
+  NamedArrays named;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::string name = "in" + std::to_string(i);
+    ins.push_back(b.input(name, inputs[i].dtype(), make_shape(inputs[i].shape())));
+    named[name] = inputs[i];
+  }
+  for (ValueId v : b.op_results(op, ins, std::move(attrs))) b.output(v);
+  Expected<Graph> g = b.build();
+  EXPECT_TRUE(g) << g.status().to_string();
+  if (!g) return {};
+  CompileOptions options;
+  options.fuse = false;
+  options.executor = ExecutorKind::Reference;
+  Expected<Executable> exe = Session().compile(*g, options);
+  EXPECT_TRUE(exe) << exe.status().to_string();
+  if (!exe) return {};
+  Expected<std::vector<Array>> r = exe->run(named);
+  EXPECT_TRUE(r) << op_keyword(op) << ": " << r.status().to_string();
+  return r ? *r : std::vector<Array>{};
+}
 
 Array run1(Op op, const std::vector<Array>& in, Attrs attrs = {}) {
   std::vector<Array> r = run_op(op, in, std::move(attrs));
@@ -501,7 +526,7 @@ TEST(ReferenceElementwise, EmptyTensors) {
 }
 
 // Runs the kernel directly twice, on results filled with 0xFF bytes and with 0x00 bytes: the runs
-// must agree bit for bit (so every element is written) and match the runtime's result.
+// must agree bit for bit (so every element is written) and match the runtime's reference result.
 void expect_overwrites(Op op, const std::vector<Array>& in, Attrs attrs = {}) {
   Node node{op, {}, {}, attrs, nullptr, {}};
   std::vector<TensorType> types;

@@ -53,7 +53,9 @@ struct Timing {
 
 Expected<Timing> time_program(const DemoProgram& p) {
   Session session;
-  FUSEBOX_ASSIGN_OR_RETURN(Executable exe, session.compile(p.graph));
+  CompileOptions options;
+  options.merge_env = true;  // FUSEBOX_* overrides apply to the CLI
+  FUSEBOX_ASSIGN_OR_RETURN(Executable exe, session.compile(p.graph, options));
   Timing t;
   std::vector<double> ms;
   double total = 0;
@@ -94,7 +96,7 @@ int cmd_demo(const Args& args) {
   if (!programs) return cl.error(programs.status());
   if (auto dir = cl.value("--write-examples")) return write_examples(cl, *programs, *dir);
 
-  std::printf("fusebox demo: %zu programs on the CPU reference backend, weights from a fixed seed\n\n",
+  std::printf("fusebox demo: %zu programs on the CPU, weights from a fixed seed\n\n",
               programs->size());
   for (const DemoProgram& p : *programs) {
     std::printf("%s: %s\n", p.name.c_str(), p.description.c_str());

@@ -182,7 +182,9 @@ int cmd_run(const Args& args) {
   if (!inputs) return cl.error(inputs.status());
 
   Session session;
-  Expected<Executable> exe = session.compile(*graph);
+  CompileOptions options;
+  options.merge_env = true;  // FUSEBOX_* overrides apply to the CLI
+  Expected<Executable> exe = session.compile(*graph, options);
   if (!exe) return cl.error(exe.status());
   Expected<std::vector<Array>> outs = exe->run(*inputs);
   if (!outs) return cl.error(outs.status());

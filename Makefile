@@ -1,0 +1,45 @@
+# fusebox: `make demo` and `make test` set up, configure and build, then run.
+#
+#   make demo    run the example programs (build/tools/fusebox/fusebox demo)
+#   make test    every test (unit, lit, error, e2e) through CTest
+#   make bench   the benchmark executables under build/bench
+#   make format  clang-format the C++ sources (style: .clang-format)
+#   make clean   remove the build directory
+#
+# Every target that builds first runs scripts/setup.sh, which checks (and as root installs) the
+# Debian packages the build needs.
+
+BUILD_DIR ?= build
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+FUSEBOX := $(BUILD_DIR)/tools/fusebox/fusebox
+export FUSEBOX_BUILD_DIR := $(BUILD_DIR)
+
+.PHONY: all build demo test bench format clean
+
+all: build
+
+# Configures only once (a Release build with Ninja); later runs only rebuild what changed.
+build:
+	@scripts/setup.sh
+	@test -f $(BUILD_DIR)/CMakeCache.txt || cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+demo: build
+	$(FUSEBOX) demo
+
+test: build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+
+bench: build
+	@found=0; for b in $(BUILD_DIR)/bench/*; do \
+	  if [ -f "$$b" ] && [ -x "$$b" ]; then found=1; echo "== $$b"; "$$b" || exit 1; fi; \
+	done; \
+	[ $$found = 1 ] || echo "make bench: no benchmark executables in $(BUILD_DIR)/bench"
+
+FORMAT_FILES = $(shell git ls-files '*.cpp' '*.h' 2>/dev/null)
+format:
+	@command -v clang-format >/dev/null || { echo "make format: clang-format not found (apt-get install clang-format)"; exit 1; }
+	clang-format -i --style=file $(FORMAT_FILES)
+
+clean:
+	rm -rf $(BUILD_DIR)

