@@ -75,6 +75,7 @@ class Scanner {
     return text_.substr(start, pos_ - start);
   }
   std::string_view rest() const { return text_.substr(pos_, 16); }
+  size_t remaining() const { return text_.size() - pos_; }
 
  private:
   std::string_view text_;
@@ -222,6 +223,11 @@ ErrorOr parse_dense(Scanner& s, std::shared_ptr<const Array>* out) {
     n *= d;
   }
   if (!s.consume(':')) return err(s, "':' after the dense type");
+  // Every value takes at least one character: checking before allocating keeps a huge declared
+  // shape from allocating (or failing to allocate) memory the text cannot fill.
+  if (n > static_cast<int64_t>(s.remaining())) {
+    return ParseError{s.pos(), "dense array of " + std::to_string(n) + " elements is longer than its text"};
+  }
   auto array = std::make_shared<Array>(*dt, shape);
   if (!s.consume('[')) return err(s, "'['");
   int64_t count = 0;

@@ -48,12 +48,6 @@ std::string sanitize(std::string_view s) {
   return out;
 }
 
-std::string join_types(const std::vector<TensorType>& types) {
-  std::string s;
-  for (const TensorType& t : types) s += (s.empty() ? "" : ", ") + t.to_string();
-  return s;
-}
-
 class Parser {
  public:
   Parser(std::string_view text, std::string_view filename, int first_line)

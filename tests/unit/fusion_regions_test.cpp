@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <thread>
 
 #include "fusion/fuse.h"
 #include "fusion/pipeline.h"
@@ -328,6 +329,79 @@ TEST(RegionExecutor, PoolReusesBuffersAcrossRuns) {
   ArrayPool::Stats st = exe->pool_stats();
   EXPECT_EQ(st.allocations, 1u);
   EXPECT_EQ(st.reuses, 2u);
+}
+
+}  // namespace
+}  // namespace fusebox
+
+namespace fusebox {
+namespace {
+
+TEST(SpecDefects, ExactGeluIsNotApproximatedInsideRegions) {
+  // Spec §5 defect 3: a region must not turn exact gelu into the tanh form (or any unknown step
+  // into identity). At x = -2.5 the two forms differ by about 2e-4.
+  GraphBuilder b("gelu");
+  ValueId x = b.input("x", DType::F32, {5});
+  ValueId y = b.gelu(b.mul(x, b.scalar(DType::F32, 1.0)), false);
+  b.output(b.op(Op::Erf, {y}));
+  b.output(y);
+  Graph g = *b.build();
+  Array xa = testing::array_f32({5}, {-2.5f, -1.0f, 0.3f, 1.7f, 3.1f});
+  std::vector<Array> fused = run(g, {{"x", xa}}, true, ExecutorKind::Cpu);
+  ASSERT_EQ(fused.size(), 2u);
+  for (int i = 0; i < 5; ++i) {
+    double v = xa.data<float>()[i];
+    double exact = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+    EXPECT_NEAR(fused[1].data<float>()[i], exact, 1e-6) << v;
+    EXPECT_NEAR(fused[0].data<float>()[i], std::erf(exact), 1e-6) << v;
+  }
+  double tanh_form = 0.5 * -2.5 * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (-2.5 + 0.044715 * -15.625)));
+  EXPECT_GT(std::fabs(fused[1].data<float>()[0] - tanh_form), 1e-4);
+}
+
+TEST(SpecDefects, StepsWithoutVectorLoopsKeepTheirSemantics) {
+  // mod, pow, f16 casts and integer division have no vectorised loop: the region runs their
+  // reference kernels on each tile and must agree exactly.
+  GraphBuilder b("slow_steps");
+  ValueId x = b.input("x", DType::F32, {7, 300});
+  ValueId i = b.input("i", DType::I32, {7, 1});
+  ValueId m = b.op(Op::Mod, {x, b.scalar(DType::F32, 0.75)});
+  ValueId p = b.op(Op::Pow, {b.op(Op::Abs, {m}), b.scalar(DType::F32, 1.5)});
+  ValueId h = b.cast(b.cast(p, DType::F16), DType::F32);
+  ValueId q = b.div(b.cast(b.mul(x, b.scalar(DType::F32, 10.0)), DType::I32), i);
+  b.output(b.add(h, b.cast(q, DType::F32)));
+  Graph g = *b.build();
+  NamedArrays in{{"x", testing::random_array(DType::F32, {7, 300}, 21)},
+                 {"i", testing::array_of(DType::I32, {7, 1}, {3, -2, 0, 7, 1, -5, 4})}};
+  std::vector<Array> want = run(g, in, false, ExecutorKind::Reference);
+  std::vector<Array> fused = run(g, in, true, ExecutorKind::Cpu);
+  ASSERT_EQ(fused.size(), 1u);
+  EXPECT_TRUE(want[0].same_data(fused[0]));  // bit for bit
+}
+
+TEST(SpecDefects, CompilesFromSeveralThreadsGiveIdenticalResults) {
+  // Spec §5 defect 9: no pipeline state in globals or thread-locals.
+  Graph g = chain5({32, 17});
+  FusionOptions a = FusionOptions::for_cpu();
+  FusionOptions b = FusionOptions::for_cpu();
+  b.fusion_limits = FusionLimits{2, 16};
+  std::string want_a = print_graph(*Fuse(FusionTarget::Cpu).options(a).run(g));
+  std::string want_b = print_graph(*Fuse(FusionTarget::Cpu).options(b).run(g));
+  ASSERT_NE(want_a, want_b);
+  std::vector<std::string> got(8);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      std::string last;
+      for (int k = 0; k < 25; ++k) {
+        Expected<Graph> f = Fuse(FusionTarget::Cpu).options(t % 2 ? b : a).run(g);
+        last = f ? print_graph(*f) : f.status().to_string();
+      }
+      got[static_cast<size_t>(t)] = last;
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 8; ++t) EXPECT_EQ(got[static_cast<size_t>(t)], t % 2 ? want_b : want_a) << t;
 }
 
 }  // namespace

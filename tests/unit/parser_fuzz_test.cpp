@@ -133,7 +133,7 @@ TEST(ParserFuzz, MutatedProgramsNeverCrash) {
     std::string input = mutator.mutate(seeds[mutator.below(seeds.size())], seeds);
     Expected<Module> m = parse_module(input, "fuzz.fbir");
     if (!m) {
-      const std::string& msg = m.status().message();
+      std::string msg = m.status().message();
       ASSERT_EQ(msg.rfind("fuzz.fbir:", 0), 0u) << msg << "\n--- input ---\n" << input;
       ASSERT_EQ(msg.find('\n'), std::string::npos) << msg;
       continue;

@@ -136,6 +136,9 @@ TEST(ReferenceMovement, SliceNegativeStepsAndClampedEnds) {
   EXPECT_EQ(slice1d(v, {{"starts", I64s{8}}, {"ends", I64s{1}}, {"steps", I64s{-3}}}), (D{8, 5, 2}));
   EXPECT_EQ(slice1d(v, {{"starts", I64s{100}}, {"ends", I64s{-100}}, {"steps", I64s{-4}}}), (D{9, 5, 1}));
   EXPECT_EQ(slice1d(v, {{"starts", I64s{1}}, {"ends", I64s{-1}}, {"steps", I64s{3}}}), (D{1, 4, 7}));
+  // Steps longer than the axis read one element.
+  EXPECT_EQ(slice1d(v, {{"starts", I64s{3}}, {"ends", I64s{100}}, {"steps", I64s{1000}}}), (D{3}));
+  EXPECT_EQ(slice1d(v, {{"starts", I64s{-2}}, {"ends", I64s{-100}}, {"steps", I64s{-1000}}}), (D{8}));
   EXPECT_EQ(slice1d(v, {{"starts", I64s{8}}, {"ends", I64s{2}}}), D{});
   EXPECT_EQ(slice1d(v, {{"starts", I64s{2}}, {"ends", I64s{8}}, {"steps", I64s{-1}}}), D{});
 }

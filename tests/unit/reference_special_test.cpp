@@ -91,7 +91,8 @@ std::vector<double> naive_dft(const Array& x, int64_t row, int64_t n) {
 
 TEST(ReferenceFft, PureTonesAndImpulses) {
   const double pi = 3.14159265358979323846;
-  EXPECT_EQ(testing::to_doubles(fft(array_of(DType::F64, {4}, {1, 1, 1, 1}))), (std::vector<double>{4, 0, 0}));
+  // cos(pi/2) is not exactly 0 in double: the zero bins are zero to rounding.
+  EXPECT_TRUE(arrays_close(fft(array_of(DType::F64, {4}, {1, 1, 1, 1})), array_of(DType::F64, {3}, {4, 0, 0}), 0, 1e-15));
   Array impulse = fft(array_of(DType::F64, {5}, {1, 0, 0, 0, 0}));
   EXPECT_EQ(testing::to_doubles(impulse), (std::vector<double>{1, 1, 1}));  // n = 5: 3 bins
   Array nyquist = fft(array_of(DType::F64, {4}, {1, -1, 1, -1}));

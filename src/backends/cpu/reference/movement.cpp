@@ -82,8 +82,12 @@ Status ref_Transpose(const KernelArgs& args) {
   FUSEBOX_CHECK(static_cast<int>(perm.size()) == x.rank()) << "transpose: perm length";
   std::vector<int64_t> in_strides = contiguous_strides(x.shape());
   std::vector<int64_t> strides(perm.size());
+  std::vector<bool> seen(perm.size(), false);
   for (size_t i = 0; i < perm.size(); ++i) {
-    strides[i] = in_strides[static_cast<size_t>(checked_axis(perm[i], x.rank(), "transpose"))];
+    auto axis = static_cast<size_t>(checked_axis(perm[i], x.rank(), "transpose"));
+    FUSEBOX_CHECK(!seen[axis] && y.shape()[i] == x.shape()[axis]) << "transpose: perm is not a permutation";
+    seen[axis] = true;
+    strides[i] = in_strides[axis];
   }
   copy_strided(x, y, 0, std::move(strides));
   return Status::ok();
@@ -105,16 +109,24 @@ Status ref_Slice(const KernelArgs& args) {
   FUSEBOX_CHECK(ends.size() == starts.size() && axes.size() == starts.size() &&
                 steps.size() == starts.size())
       << "slice: attribute lengths differ";
+  FUSEBOX_CHECK(y.rank() == x.rank()) << "slice: result rank";
   if (y.numel() == 0) return Status::ok();
   std::vector<int64_t> strides = contiguous_strides(x.shape());
+  std::vector<int64_t> want = x.shape();
+  std::vector<bool> seen(strides.size(), false);
   int64_t base = 0;
   for (size_t i = 0; i < starts.size(); ++i) {
     auto axis = static_cast<size_t>(checked_axis(axes[i], x.rank(), "slice"));
+    FUSEBOX_CHECK(steps[i] != 0 && !seen[axis]) << "slice: step 0 or repeated axis";
+    seen[axis] = true;
     SliceRange r = normalize_slice(x.shape()[axis], starts[i], ends[i], steps[i]);
-    FUSEBOX_CHECK(r.count == y.shape()[axis]) << "slice: result dim " << axis << " disagrees";
+    want[axis] = r.count;
     base += r.start * strides[axis];
-    strides[axis] *= steps[i];
+    // A step larger than the axis reads one element; its stride is never used, and multiplying
+    // it out could overflow.
+    strides[axis] = r.count > 1 ? strides[axis] * steps[i] : 0;
   }
+  FUSEBOX_CHECK(want == y.shape()) << "slice: result shape disagrees";
   copy_strided(x, y, base, std::move(strides));
   return Status::ok();
 }
@@ -129,6 +141,9 @@ Status ref_Concat(const KernelArgs& args) {
   int64_t total = 0;
   for (const Array& x : args.in) {
     FUSEBOX_CHECK(x.dtype() == y.dtype() && x.rank() == y.rank()) << "concat: operand type";
+    for (int d = 0; d < y.rank(); ++d) {
+      FUSEBOX_CHECK(d == axis || x.shape()[size_t(d)] == shape[size_t(d)]) << "concat: operand dim " << d;
+    }
     total += x.shape()[static_cast<size_t>(axis)];
   }
   FUSEBOX_CHECK(total == shape[static_cast<size_t>(axis)]) << "concat: result dim disagrees";

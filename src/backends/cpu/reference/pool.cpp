@@ -116,7 +116,7 @@ void avg_pool(const Array& x, Array& y, const Window& w, bool count_include_pad)
             ++count;
           }
         }
-        int64_t divisor = count_include_pad ? w.kernel[0] * w.kernel[1] : count;
+        int64_t divisor = count_include_pad ? padded_h * padded_w : count;
         // A window with nothing to average (only possible on an empty input) is NaN, as 0/0.
         double mean = divisor > 0 ? sum / static_cast<double>(divisor) : std::numeric_limits<double>::quiet_NaN();
         dst[(p * OH + oh) * OW + ow] = T::store(static_cast<C>(mean));

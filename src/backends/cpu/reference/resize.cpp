@@ -67,7 +67,7 @@ int64_t nearest_index(float c, NearestMode mode, int64_t in) {
   double v = c;
   double f = std::floor(v);
   switch (mode) {
-    case NearestMode::kRoundPreferFloor: v = std::round(v); break;
+    case NearestMode::kRoundPreferFloor: v = (v - f == 0.5) ? f : std::round(v); break;
     case NearestMode::kRoundPreferCeil: v = (v - f == 0.5) ? f + 1 : std::round(v); break;
     case NearestMode::kFloor: v = f; break;
     case NearestMode::kCeil: v = std::ceil(v); break;
