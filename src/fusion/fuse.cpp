@@ -25,7 +25,7 @@ Expected<FuseResult> Fuse::run_with_report(const Graph& g) const {
   hooks.skip_unavailable = true;
   Graph out = g;
   FUSEBOX_RETURN_IF_ERROR(run_pipeline(out, plan_pipeline(target_, ctx.options), ctx, hooks));
-  FusionReport report = make_fusion_report(g, out, target_, ctx.remarks, ctx.stats);
+  FusionReport report = make_fusion_report(g, out, target_, ctx.remarks, ctx.stats, sizes_);
   return FuseResult{std::move(out), std::move(report)};
 }
 

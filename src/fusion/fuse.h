@@ -39,6 +39,8 @@ class Fuse {
   // Lets canonicalize fold constants (the runtime passes its reference evaluator).
   Fuse& evaluator(ConstantEvaluator e) { evaluate_ = std::move(e); return *this; }
   Fuse& verify_each_pass(bool on = true) { verify_each_ = on; return *this; }
+  // Symbol sizes for the report's byte estimate (unbound symbols count as 1).
+  Fuse& report_sizes(SymbolBindings sizes) { sizes_ = std::move(sizes); return *this; }
 
   // The resolved options and the pass list this builder would run.
   FusionOptions resolved_options() const;
@@ -55,6 +57,7 @@ class Fuse {
   std::optional<EnvLookup> env_;
   ConstantEvaluator evaluate_;
   bool verify_each_ = false;
+  SymbolBindings sizes_;
 };
 
 Expected<Graph> fuse(const Graph& g, FusionTarget target);

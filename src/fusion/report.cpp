@@ -109,7 +109,11 @@ std::string FusionReport::to_string() const {
     if (!m.hint.empty()) s += " (hint: " + m.hint + ")";
     s += "\n";
   }
-  for (const std::string& p : skipped_passes) s += "  skipped  " + p + " (not in this build)\n";
+  if (!skipped_passes.empty()) {
+    std::string list;
+    for (const std::string& p : skipped_passes) list += (list.empty() ? "" : ", ") + p;
+    s += "  pending  " + list + " (planned for this target, not in this build)\n";
+  }
   return s;
 }
 

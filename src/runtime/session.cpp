@@ -60,11 +60,10 @@ Expected<Executable> Session::compile(const Graph& graph, const CompileOptions& 
     if (options.fusion) fuser.options(*options.fusion);
     if (options.merge_env) fuser.merge_env(env);
     fuser.evaluator(&evaluate_with_reference).verify_each_pass(options.verify_each_pass);
+    fuser.report_sizes(options.report_sizes);
     FUSEBOX_ASSIGN_OR_RETURN(FuseResult fused, fuser.run_with_report(graph));
     exe.graph_ = std::move(fused.graph);
-    exe.report_ = make_fusion_report(graph, exe.graph_, options.target, {}, {}, options.report_sizes);
-    exe.report_.missed = fused.report.missed;
-    exe.report_.skipped_passes = fused.report.skipped_passes;
+    exe.report_ = std::move(fused.report);
   } else {
     exe.graph_ = graph;
     exe.report_ = make_fusion_report(graph, graph, options.target, {}, {}, options.report_sizes);

@@ -126,7 +126,7 @@ void check_model(const std::string& prefix) {
     std::printf("%s: %s in %.2f s, rel err %.3g (max|diff| %.3g, max|ref| %.3g), worst element %lld: %.9g vs %.9g (%.3g)\n",
                 c.name.c_str(), got.type_string().c_str(), run_s, rel, max_diff, max_ref,
                 static_cast<long long>(worst_at), got.get_f64(worst_at), want->get_f64(worst_at), worst);
-    RecordProperty(c.name + "_rel_err", std::to_string(rel));
+    ::testing::Test::RecordProperty(c.name + "_rel_err", std::to_string(rel));
     EXPECT_LE(rel, kTolerance) << "max|fusebox - onnxruntime| / max|onnxruntime| over " << got.type_string();
   }
 }

@@ -5,6 +5,7 @@
 // input is printed.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -127,9 +128,13 @@ class Mutator {
 TEST(ParserFuzz, MutatedProgramsNeverCrash) {
   std::vector<std::string> seeds = seed_programs();
   ASSERT_GT(seeds[0].size(), 1000u) << "cannot read ops-roundtrip.fbir";
-  Mutator mutator(20240601);
-  int parsed = 0;
-  for (int i = 0; i < 4000; ++i) {
+  // FUSEBOX_FUZZ_ITERATIONS / FUSEBOX_FUZZ_SEED run a longer or different campaign by hand.
+  const char* iterations_env = std::getenv("FUSEBOX_FUZZ_ITERATIONS");
+  const char* seed_env = std::getenv("FUSEBOX_FUZZ_SEED");
+  long iterations = iterations_env ? std::atol(iterations_env) : 4000;
+  Mutator mutator(seed_env ? std::strtoull(seed_env, nullptr, 10) : 20240601);
+  long parsed = 0;
+  for (long i = 0; i < iterations; ++i) {
     std::string input = mutator.mutate(seeds[mutator.below(seeds.size())], seeds);
     Expected<Module> m = parse_module(input, "fuzz.fbir");
     if (!m) {
@@ -146,7 +151,7 @@ TEST(ParserFuzz, MutatedProgramsNeverCrash) {
     ASSERT_EQ(print_module(*again), printed) << "--- input ---\n" << input;
   }
   // Some mutations (inside comments, whitespace) keep programs valid: the round trip ran too.
-  EXPECT_GT(parsed, 20);
+  EXPECT_GT(parsed, iterations / 200);
 }
 
 TEST(ParserFuzz, PathologicalInputs) {

@@ -296,6 +296,37 @@ TEST(ReferenceCast, NarrowFloatsRoundOnceToNearestEven) {
   EXPECT_TRUE(arrays_close(run1(Op::Cast, {r32}, {{"to", DType::F64}}), map_expected(r32, DType::F64, [](double v) { return v; }), 0, 0));
 }
 
+// Casting f64 to f16/bf16 gives the nearest value, ties to even: checked against both neighbours
+// of the result, on random doubles and on doubles just off the exact halfway points.
+TEST(ReferenceCast, F64ToNarrowFloatsIsCorrectlyRounded) {
+  for (DType to : {DType::F16, DType::BF16}) {
+    auto value = [to](uint16_t h) { return double(to == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h)); };
+    uint16_t max_finite = to == DType::F16 ? 0x7bff : 0x7f7f;
+    Array seeds = random_array(DType::I32, {600}, 81, 0, max_finite);
+    Array d(DType::F64, {1800});
+    for (int64_t i = 0; i < 600; ++i) {
+      uint16_t h = uint16_t(seeds.get_i64(i));
+      double mid = (value(h) + value(uint16_t(h + 1))) / 2;  // exact in double
+      double sign = i % 2 ? -1.0 : 1.0;
+      d.set_f64(3 * i, sign * mid * (1 + std::ldexp(1.0, -45)));
+      d.set_f64(3 * i + 1, sign * mid * (1 - std::ldexp(1.0, -45)));
+      d.set_f64(3 * i + 2, sign * (i % 3 ? mid : value(h) + (value(uint16_t(h + 1)) - value(h)) * 0.3));
+    }
+    Array r = run1(Op::Cast, {d}, {{"to", to}});
+    for (int64_t i = 0; i < d.numel(); ++i) {
+      uint16_t h = r.data<uint16_t>()[i] & 0x7fff;
+      double want = std::fabs(d.get_f64(i)), dist = std::fabs(value(h) - want);
+      ASSERT_LE(dist, std::fabs(value(uint16_t(h + 1)) - want)) << dtype_name(to) << " " << d.get_f64(i);
+      if (h > 0) {
+        double below = std::fabs(value(uint16_t(h - 1)) - want);
+        ASSERT_LE(dist, below) << dtype_name(to) << " " << d.get_f64(i);
+        if (dist == below || dist == std::fabs(value(uint16_t(h + 1)) - want)) ASSERT_EQ(h & 1, 0) << d.get_f64(i);
+      }
+      ASSERT_EQ(bool(r.data<uint16_t>()[i] & 0x8000), std::signbit(d.get_f64(i)));
+    }
+  }
+}
+
 // ---- binary --------------------------------------------------------------------------------
 
 // Flat index into an operand of shape `in` broadcast to `out`, for the row-major flat index i of

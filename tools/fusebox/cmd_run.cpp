@@ -10,8 +10,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
-#include "ir/parser.h"
-#include "runtime/file_io.h"
+#include "load_program.h"
 #include "runtime/npy.h"
 #include "runtime/session.h"
 
@@ -39,6 +38,7 @@ std::optional<int> read_request(const CommandLine& cl, RunRequest* req) {
   }
   req->path = cl.positionals()[0];
   req->func = cl.value("--func").value_or("");
+  if (!req->func.empty() && req->func[0] == '@') req->func.erase(0, 1);
   req->output_dir = cl.value("--output-dir");
   if (auto s = cl.value("--seed")) {
     std::optional<int64_t> seed = parse_int(*s);
@@ -61,16 +61,6 @@ std::optional<int> read_request(const CommandLine& cl, RunRequest* req) {
     req->given.emplace(std::move(name), std::move(*a));
   }
   return std::nullopt;
-}
-
-Expected<Graph> pick_function(const Module& m, const std::string& func, const std::string& path) {
-  if (m.functions.empty()) return Status::invalid(path + ": the file has no function");
-  if (func.empty()) return m.functions.front();
-  const std::string name = func[0] == '@' ? func.substr(1) : func;
-  if (const Graph* g = m.find(name)) return *g;
-  std::string have;
-  for (const Graph& g : m.functions) have += (have.empty() ? "@" : ", @") + g.name();
-  return Status::not_found(path + ": no function @" + name + " (the file has " + have + ")");
 }
 
 // Sizes of every input symbol: from the given inputs first, then --dim, then the default (said
@@ -156,8 +146,8 @@ Status write_outputs(const std::string& dir, const std::vector<std::string>& nam
 
 int cmd_run(const Args& args) {
   CommandLine cl("run", "FILE.fbir [options]",
-                 "Runs one function of FILE.fbir on the CPU and prints each output's type and checksum\n"
-                 "(the sum of its values and an FNV-1a hash of its bytes).",
+                 "Runs one function of FILE.fbir (or an ONNX model, FILE.onnx) on the CPU and prints each\n"
+                 "output's type and checksum (the sum of its values and an FNV-1a hash of its bytes).",
                  {
                      {"--input", "NAME=FILE.npy", "value of input %NAME (others are drawn from --seed)", true},
                      {"--func", "NAME", "the function to run (default: the first)"},
@@ -169,12 +159,10 @@ int cmd_run(const Args& args) {
   RunRequest req;
   if (std::optional<int> exit = read_request(cl, &req)) return *exit;
 
-  Expected<std::string> text = read_file(req.path);
-  if (!text) return cl.error(text.status());
-  Expected<Module> module = parse_module(*text, req.path);
+  Expected<Module> module = load_program(req.path);
   if (!module) return cl.error(module.status());
-  Expected<Graph> graph = pick_function(*module, req.func, req.path);
-  if (!graph) return cl.error(graph.status());
+  Expected<Graph> graph = pick_function(*module, req.func);
+  if (!graph) return cl.error(graph.status().with_context(req.path));
 
   Expected<SymbolBindings> bindings = bind_symbols(*graph, req, cl);
   if (!bindings) return cl.error(bindings.status());

@@ -12,5 +12,6 @@ using Args = std::vector<std::string>;
 int cmd_run(const Args& args);
 int cmd_opt(const Args& args);
 int cmd_demo(const Args& args);
+int cmd_explain(const Args& args);
 
 }  // namespace fusebox::cli

@@ -14,6 +14,7 @@ constexpr const char* kUsage =
     "commands:\n"
     "  run FILE.fbir   run a program on the CPU; inputs from .npy files or a fixed seed\n"
     "  opt FILE.fbir   parse, verify, run passes and print the IR (the pass test driver)\n"
+    "  explain FILE    print the fusion report: what was fused, what was not and why\n"
     "  demo            run the built-in example programs\n"
     "\n"
     "`fusebox <command> --help` describes each command's options.\n";
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
     if (cmd == "run") return fusebox::cli::cmd_run(args);
     if (cmd == "opt") return fusebox::cli::cmd_opt(args);
     if (cmd == "demo") return fusebox::cli::cmd_demo(args);
+    if (cmd == "explain") return fusebox::cli::cmd_explain(args);
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "fusebox: out of memory\n");
     return 1;
