@@ -119,6 +119,7 @@ std::string Lexer::describe_next() {
     while (end < text_.size() && end - start < 24 && is_name_char(text_[end])) ++end;
     return "'" + std::string(text_.substr(start, end - start)) + "'";
   }
+  if (text_.substr(start, 2) == "->") return "'->'";
   return "'" + printable_char(text_[start]) + "'";
 }
 

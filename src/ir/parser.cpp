@@ -380,6 +380,11 @@ Status Parser::parse_attrs(Node& node) {
     std::string what = "attribute '" + name + "' of " + std::string(info.keyword);
     if (!value) {
       std::string msg = value.status().message();
+      // attr_text quotes the text after the error; keep only its first line.
+      if (size_t nl = msg.find('\n'); nl != std::string::npos) {
+        size_t quote = msg.rfind('\'');
+        msg.erase(nl, quote != std::string::npos && quote > nl ? quote - nl : std::string::npos);
+      }
       // An unterminated string runs to the end of the file; its start is the useful place.
       size_t where = msg.rfind("unterminated string", 0) == 0 ? value_at : value_at + error_offset;
       return error_at(where, "bad " + std::string(attr_type_name(spec->type)) + " value for " +

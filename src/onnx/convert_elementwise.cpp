@@ -141,6 +141,17 @@ Status convert_leaky_relu(ImportContext& ctx, OnnxNode& n) {
   return ctx.set_output(n, 0, ctx.emit(Op::LeakyRelu, {x}, {{"alpha", alpha}}));
 }
 
+// PRelu: where(x < 0, x * slope, x), which is exact (no op rounds differently from ONNX's).
+Status convert_prelu(ImportContext& ctx, OnnxNode& n) {
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId slope, ctx.value(n, 1));
+  Array zero(ctx.type(x).dtype, {});
+  zero.set_f64(0, 0.0);
+  ValueId negative = ctx.emit(Op::Less, {x, ctx.builder().constant(zero)});
+  ValueId scaled = ctx.emit(Op::Mul, {x, slope});
+  return ctx.set_output(n, 0, ctx.emit(Op::Where, {negative, scaled, x}));
+}
+
 Status convert_gelu(ImportContext& ctx, OnnxNode& n) {
   std::string approx = n.attr_string("approximate", "none");
   if (approx != "none" && approx != "tanh") return n.error("attribute 'approximate' = \"" + approx + "\" is not supported");
@@ -262,6 +273,7 @@ void add_elementwise_converters(ConverterTable& table) {
   table["HardSigmoid"] = convert_hard_sigmoid;
   table["LeakyRelu"] = convert_leaky_relu;
   table["Gelu"] = convert_gelu;
+  table["PRelu"] = convert_prelu;
   table["Clip"] = convert_clip;
   table["Cast"] = convert_cast;
   table["Where"] = convert_where;

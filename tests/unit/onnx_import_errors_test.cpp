@@ -128,6 +128,17 @@ TEST(OnnxImportErrors, BrokenGraphs) {
   EXPECT_CONTAINS(import_error(strings), "element type STRING");
 }
 
+TEST(OnnxImportErrors, ShapeMismatchNamesTheNodeAndOperands) {
+  OnnxModel m(13);
+  m.input("a", {2, 3});
+  m.input("b", {4});
+  m.node("Add", {"a", "b"}, {"y"}, "add_7");
+  m.output("y");
+  std::string e = import_error(m);
+  EXPECT_CONTAINS(e, "Add node 'add_7'");
+  EXPECT_CONTAINS(e, "f32[2,3], f32[4]");
+}
+
 TEST(OnnxImportErrors, BadInitializerData) {
   OnnxModel m(13);
   m.input("x", {2});

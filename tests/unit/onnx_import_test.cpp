@@ -99,6 +99,18 @@ TEST(OnnxImport, AttributesOfHardSigmoidLeakyReluAndClip) {
   }
 }
 
+TEST(OnnxImport, PReluWithPerChannelSlope) {
+  OnnxModel m(16);
+  m.input("x", {1, 2, 3});
+  m.initializer("slope", array_of(DType::F32, {2, 1}, {0.25, -2}));
+  m.node("PRelu", {"x", "slope"}, {"y"});
+  m.output("y");
+  Array x = array_of(DType::F32, {1, 2, 3}, {-1, 0, 2, -3, 4, -0.5});
+  std::vector<Array> out = import_and_run(m, {{"x", x}});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(arrays_close(out[0], array_of(DType::F32, {1, 2, 3}, {-0.25, 0, 2, 6, 4, 1}), 0, 0));
+}
+
 TEST(OnnxImport, BinaryOpsBroadcast) {
   Array a = random_array(DType::F32, {2, 3}, 1, 0.5, 2), b = random_array(DType::F32, {3}, 2, 0.5, 2);
   std::vector<std::pair<std::string, std::function<double(double, double)>>> cases = {

@@ -2,7 +2,9 @@
 // the textual tests (tests/lit, tests/error), so its output must be deterministic and its
 // messages must carry file:line:col.
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -115,13 +117,18 @@ std::vector<Chunk> split_chunks(const std::string& text) {
   return chunks;
 }
 
+// On failure errno says why (0: no reason known).
 bool read_input(const std::string& path, std::string* text) {
+  errno = 0;
   if (path == "-") {
     text->assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
     return !std::cin.bad();
   }
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return false;
+  if (std::filesystem::is_directory(path, ec)) {
+    errno = EISDIR;
+    return false;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return false;
   text->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -146,7 +153,9 @@ int cmd_opt(const Args& args) {
   if (Status s = run_passes(none, o, nullptr); !s.is_ok()) return cl.error(s);
 
   std::string text;
-  if (!read_input(o.input, &text)) return cl.error("cannot read '" + o.input + "'");
+  if (!read_input(o.input, &text)) {
+    return cl.error("cannot read '" + o.input + "': " + (errno ? std::strerror(errno) : "not a readable file"));
+  }
   std::string filename = o.input == "-" ? "<stdin>" : o.input;
   std::vector<Chunk> chunks = o.split_input_file ? split_chunks(text) : std::vector<Chunk>{{text, 1}};
 
