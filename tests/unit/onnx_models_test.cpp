@@ -83,7 +83,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-void check_model(const std::string& prefix) {
+void check_model(const std::string& prefix, bool fused) {
   const Prepared& p = prepare();
   if (!p.unavailable.empty()) GTEST_SKIP() << "real-model data unavailable: " << p.unavailable;
   std::vector<ModelCase> cases;
@@ -94,9 +94,16 @@ void check_model(const std::string& prefix) {
   auto t0 = std::chrono::steady_clock::now();
   Expected<Graph> g = import_onnx_file(p.cache + "/" + cases[0].model);
   ASSERT_TRUE(g.has_value()) << g.status().to_string();
-  Expected<Executable> exe = Session().compile(*g);
+  // Fused: the CPU pipeline and region executor. Unfused: the graph as imported, op by op on
+  // the reference kernels.
+  CompileOptions options;
+  options.fuse = fused;
+  options.executor = fused ? ExecutorKind::Cpu : ExecutorKind::Reference;
+  options.verify_each_pass = true;
+  Expected<Executable> exe = Session().compile(*g, options);
   ASSERT_TRUE(exe.has_value()) << exe.status().to_string();
-  std::printf("%s: imported %zu nodes in %.2f s\n", cases[0].model.c_str(), g->nodes().size(), seconds_since(t0));
+  std::printf("%s (%s): imported %zu nodes, %zu kernels after fusion, in %.2f s\n", cases[0].model.c_str(),
+              fused ? "fused" : "unfused", g->nodes().size(), exe->report().kernels_after, seconds_since(t0));
 
   for (const ModelCase& c : cases) {
     SCOPED_TRACE(c.name);
@@ -131,8 +138,10 @@ void check_model(const std::string& prefix) {
   }
 }
 
-TEST(OnnxModels, PaddleOcrV4Detection) { check_model("det_"); }
-TEST(OnnxModels, PaddleOcrMobileV2DirectionClassifier) { check_model("cls_"); }
+TEST(OnnxModels, PaddleOcrV4DetectionFused) { check_model("det_", true); }
+TEST(OnnxModels, PaddleOcrV4DetectionUnfused) { check_model("det_", false); }
+TEST(OnnxModels, PaddleOcrMobileV2DirectionClassifierFused) { check_model("cls_", true); }
+TEST(OnnxModels, PaddleOcrMobileV2DirectionClassifierUnfused) { check_model("cls_", false); }
 
 }  // namespace
 }  // namespace fusebox::testing

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli_util.h"
+#include "fusion/options.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 
@@ -22,7 +23,6 @@ namespace fusebox::cli {
 
 namespace {
 
-constexpr const char* kTargets[] = {"cpu", "cuda", "metal", "mlx", "wgpu", "rocm", "tpu"};
 constexpr const char* kSplitMarker = "// -----";
 
 CommandLine make_command_line() {
@@ -44,7 +44,7 @@ struct OptOptions {
   bool split_input_file = false;
   std::vector<std::string> passes;
   std::string print_after;
-  std::string target = "cpu";  // kept for the pass pipeline; no pass reads it yet
+  FusionTarget target = FusionTarget::Cpu;  // kept for the pass pipeline; nothing reads it yet
 };
 
 std::vector<std::string> split_list(const std::string& list) {
@@ -69,11 +69,12 @@ std::optional<int> parse_options(const Args& args, CommandLine& cl, OptOptions* 
   o->split_input_file = cl.has("--split-input-file");
   o->passes = split_list(cl.value("--passes").value_or(""));
   o->print_after = cl.value("--print-after").value_or("");
-  o->target = cl.value("--target").value_or("cpu");
-  if (std::find(std::begin(kTargets), std::end(kTargets), o->target) == std::end(kTargets)) {
-    return cl.usage_error("unknown target '" + o->target +
-                          "' (expected cpu, cuda, metal, mlx, wgpu, rocm or tpu)");
+  std::string target = cl.value("--target").value_or("cpu");
+  std::optional<FusionTarget> parsed = parse_target(target);
+  if (!parsed) {
+    return cl.usage_error("unknown target '" + target + "' (expected cpu, cuda, metal, mlx, wgpu, rocm or tpu)");
   }
+  o->target = *parsed;
   if (cl.has("--print-after") &&
       std::find(o->passes.begin(), o->passes.end(), o->print_after) == o->passes.end()) {
     return cl.usage_error("--print-after=" + o->print_after + " names a pass that --passes does not run");
