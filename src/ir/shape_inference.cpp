@@ -444,7 +444,7 @@ Expected<Types> infer_norm(const Ctx& c) {
     if (t.dtype != x.dtype) return c.fail(std::string(kNames[i]) + " dtype differs: " + type_str(t));
     std::string why;
     std::optional<Shape> b = broadcast_shapes(normalized, t.shape, &why);
-    if (!b || b->size() != normalized.size()) {
+    if (!b || !(*b == normalized)) {
       return c.fail(std::string(kNames[i]) + " " + type_str(t) + " does not broadcast to the normalised shape [" +
                     shape_to_string(normalized) + "]");
     }

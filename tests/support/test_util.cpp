@@ -47,7 +47,10 @@ Expected<std::vector<Array>> try_run_op(Op op, const std::vector<Array>& inputs,
   for (ValueId v : b.op_results(op, ins, std::move(attrs))) b.output(v);
   FUSEBOX_ASSIGN_OR_RETURN(Graph g, b.build());
   Session session;
-  FUSEBOX_ASSIGN_OR_RETURN(Executable exe, session.compile(g));
+  CompileOptions options;  // the oracle: no fusion, every node on its reference kernel
+  options.fuse = false;
+  options.executor = ExecutorKind::Reference;
+  FUSEBOX_ASSIGN_OR_RETURN(Executable exe, session.compile(g, options));
   return exe.run(named);
 }
 

@@ -320,7 +320,9 @@ TEST(ReferenceCast, F64ToNarrowFloatsIsCorrectlyRounded) {
       if (h > 0) {
         double below = std::fabs(value(uint16_t(h - 1)) - want);
         ASSERT_LE(dist, below) << dtype_name(to) << " " << d.get_f64(i);
-        if (dist == below || dist == std::fabs(value(uint16_t(h + 1)) - want)) ASSERT_EQ(h & 1, 0) << d.get_f64(i);
+        if (dist == below || dist == std::fabs(value(uint16_t(h + 1)) - want)) {
+          ASSERT_EQ(h & 1, 0) << d.get_f64(i);
+        }
       }
       ASSERT_EQ(bool(r.data<uint16_t>()[i] & 0x8000), std::signbit(d.get_f64(i)));
     }

@@ -16,6 +16,9 @@
 
 #include "cli_util.h"
 #include "fusion/options.h"
+#include "fusion/pipeline.h"
+#include "fusion/pipeline_plan.h"
+#include "runtime/session.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 
@@ -35,7 +38,10 @@ CommandLine make_command_line() {
         "handle the parts between `// -----` lines one by one (whole-file line numbers)"},
        {"--passes", "a,b", "run these passes in order (none: parse, verify and print)"},
        {"--print-after", "NAME", "also print the IR after pass NAME (one of --passes)"},
-       {"--target", "T", "the fusion target: cpu, cuda, metal, mlx, wgpu, rocm or tpu"}});
+       {"--target", "T", "the fusion target: cpu, cuda, metal, mlx, wgpu, rocm or tpu"},
+       {"--pipeline", "", "run the target's whole fusion pipeline (spec §3) instead of --passes"},
+       {"--fusion-options", "LIST", "options for --pipeline and the passes, e.g. fusion_limits=8x4"},
+       {"--stats", "", "print per-pass statistics to stderr"}});
 }
 
 struct OptOptions {
@@ -44,7 +50,10 @@ struct OptOptions {
   bool split_input_file = false;
   std::vector<std::string> passes;
   std::string print_after;
-  FusionTarget target = FusionTarget::Cpu;  // kept for the pass pipeline; nothing reads it yet
+  FusionTarget target = FusionTarget::Cpu;
+  bool pipeline = false;
+  bool stats = false;
+  FusionOptions fusion;  // resolved for the target (environment overrides applied)
 };
 
 std::vector<std::string> split_list(const std::string& list) {
@@ -75,6 +84,18 @@ std::optional<int> parse_options(const Args& args, CommandLine& cl, OptOptions* 
     return cl.usage_error("unknown target '" + target + "' (expected cpu, cuda, metal, mlx, wgpu, rocm or tpu)");
   }
   o->target = *parsed;
+  o->pipeline = cl.has("--pipeline");
+  o->stats = cl.has("--stats");
+  if (o->pipeline && cl.has("--passes")) return cl.usage_error("give --passes or --pipeline, not both");
+  EnvLookup env = process_env();
+  FusionOptions base = FusionOptions::for_target(o->target, env);
+  if (std::optional<std::string> text = cl.value("--fusion-options")) {
+    Expected<FusionOptions> fo = parse_fusion_options(*text, base);
+    if (!fo) return cl.usage_error(fo.status().message());
+    base = *fo;
+  }
+  o->fusion = resolve_options(o->target, base, &env);
+  if (o->pipeline) o->passes = plan_pipeline(o->target, o->fusion);
   if (cl.has("--print-after") &&
       std::find(o->passes.begin(), o->passes.end(), o->print_after) == o->passes.end()) {
     return cl.usage_error("--print-after=" + o->print_after + " names a pass that --passes does not run");
@@ -82,13 +103,36 @@ std::optional<int> parse_options(const Args& args, CommandLine& cl, OptOptions* 
   return std::nullopt;
 }
 
-// The pass hook. There is no pass registry yet (src/fusion/passes.def comes next), so every
-// name is unknown; an empty list runs nothing. Called once on an empty module before the input
-// is read, so a bad pass name fails fast. *printed receives --print-after dumps.
+// Runs the passes over every function, verifying after each. Called once on an empty module
+// before the input is read, so a bad pass name fails fast. *printed receives --print-after dumps.
 Status run_passes(Module& module, const OptOptions& o, std::string* printed) {
-  (void)module;
-  (void)printed;
-  if (!o.passes.empty()) return Status::invalid("unknown pass '" + o.passes.front() + "'");
+  for (const std::string& name : o.passes) {
+    std::string base = name.substr(0, name.find('{'));
+    if (!find_pass(base) && !o.pipeline) {
+      std::string known;
+      for (const PassInfo& p : all_passes()) known += (known.empty() ? "" : ", ") + std::string(p.name);
+      return Status::invalid("unknown pass '" + name + "' (passes: " + known + ")");
+    }
+  }
+  for (Graph& g : module.functions) {
+    PassContext ctx;
+    ctx.target = o.target;
+    ctx.options = o.fusion;
+    ctx.evaluate = &evaluate_with_reference;
+    ctx.recognize_patterns = !o.fusion.skip_fusion;
+    PipelineHooks hooks;
+    hooks.verify_each = true;
+    hooks.skip_unavailable = o.pipeline;
+    hooks.after_pass = [&](std::string_view pass, const Graph& after) {
+      if (printed && pass == o.print_after) {
+        *printed += "// IR after " + std::string(pass) + "\n" + print_graph(after);
+      }
+    };
+    FUSEBOX_RETURN_IF_ERROR(run_pipeline(g, o.passes, ctx, hooks).with_context("@" + g.name()));
+    if (o.stats) {
+      for (const auto& [key, value] : ctx.stats) std::fprintf(stderr, "stat @%s %s %lld\n", g.name().c_str(), key.c_str(), static_cast<long long>(value));
+    }
+  }
   return Status::ok();
 }
 
