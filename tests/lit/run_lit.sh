@@ -34,7 +34,7 @@ for cmd in "${runs[@]}"; do
   cmd=${cmd//%t/$tmp/t$n}
   cmd=${cmd//%data/$data}
   # Replace tool names only where they stand as words.
-  cmd=$(printf '%s' "$cmd" | sed -E "s#(^|[|;&(] *|not +)fusebox( |\$)#\1$fusebox\2#g; s#(^|[|;&(] *)not #\1$not #g; s#(^|[|;&(] *)FileCheck #\1$filecheck #g; s#(^|[|;&(] *)FileCheck\$#\1$filecheck#g")
+  cmd=$(printf '%s' "$cmd" | sed -E "s#(^|[|;&(] *|not +|=[^ ]* +)fusebox( |\$)#\1$fusebox\2#g; s#(^|[|;&(] *)not #\1$not #g; s#(^|[|;&(] *)FileCheck #\1$filecheck #g; s#(^|[|;&(] *)FileCheck\$#\1$filecheck#g")
   echo "RUN[$n]: $cmd"
   if ! (cd "$tmp" && bash -o pipefail -c "$cmd"); then
     echo "run_lit: RUN line $n of $file failed" >&2
