@@ -1,6 +1,7 @@
 #include "runtime/session.h"
 
 #include "backends/cpu/reference/reference.h"
+#include <chrono>
 #include <cstdio>
 
 #include "fusion/fuse.h"
@@ -121,7 +122,11 @@ Expected<SymbolBindings> Executable::bind(const NamedArrays& inputs) const {
   return bindings;
 }
 
-Expected<std::vector<Array>> Executable::run(const NamedArrays& inputs) const {
+Expected<std::vector<Array>> Executable::run(const NamedArrays& inputs) const { return run_profiled(inputs, nullptr); }
+
+Expected<std::vector<Array>> Executable::run_profiled(const NamedArrays& inputs,
+                                                      std::vector<double>* node_seconds) const {
+  if (node_seconds) node_seconds->assign(graph_.nodes().size(), 0.0);
   FUSEBOX_ASSIGN_OR_RETURN(SymbolBindings bindings, bind(inputs));
   std::vector<Array> values(graph_.num_values());
   for (ValueId v : graph_.inputs()) values[static_cast<size_t>(v)] = inputs.find(graph_.value(v).name)->second;
@@ -156,7 +161,11 @@ Expected<std::vector<Array>> Executable::run(const NamedArrays& inputs) const {
       if (!ok.is_ok()) return ok.with_context(where(n));
       out.push_back(pool_->allocate(t.dtype, std::move(dims)));
     }
+    auto start = std::chrono::steady_clock::now();
     Status s = kernels_[i]->run(in, out);
+    if (node_seconds) {
+      (*node_seconds)[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
     if (!s.is_ok()) return Status(s.code() == StatusCode::kInvalidArgument ? StatusCode::kExecutionError : s.code(),
                                   where(n) + ": " + s.message());
     for (size_t r = 0; r < out.size(); ++r) values[static_cast<size_t>(n.outputs[r])] = std::move(out[r]);

@@ -63,6 +63,8 @@ class Executable {
   // Runs the plan. Errors: a missing or unknown input, a wrong dtype, rank or static dim, a
   // symbol bound to two sizes, a run-time failure of a kernel. Outputs follow graph order.
   Expected<std::vector<Array>> run(const NamedArrays& inputs) const;
+  // Same, and records each node's wall time in seconds (index: node of graph()).
+  Expected<std::vector<Array>> run_profiled(const NamedArrays& inputs, std::vector<double>* node_seconds) const;
   // Binds the symbols of the input shapes (exposed for tests and tools).
   Expected<SymbolBindings> bind(const NamedArrays& inputs) const;
   ArrayPool::Stats pool_stats() const { return pool_->stats(); }
