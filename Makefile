@@ -2,7 +2,7 @@
 #
 #   make demo    run the example programs (build/tools/fusebox/fusebox demo)
 #   make test    every test (unit, lit, error, e2e) through CTest
-#   make bench   the benchmark executables under build/bench
+#   make bench   the Google Benchmark suites (fused vs unfused, with ratios)
 #   make format  clang-format the C++ sources (style: .clang-format)
 #   make clean   remove the build directory
 #
@@ -30,11 +30,13 @@ demo: build
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
+# The Google Benchmark suites of bench/ (model_bench has its own driver: bench/run_model_bench.sh).
+BENCHES ?= fusion_bench
 bench: build
-	@found=0; for b in $(BUILD_DIR)/bench/*; do \
-	  if [ -f "$$b" ] && [ -x "$$b" ]; then found=1; echo "== $$b"; "$$b" || exit 1; fi; \
-	done; \
-	[ $$found = 1 ] || echo "make bench: no benchmark executables in $(BUILD_DIR)/bench"
+	@for b in $(BENCHES); do \
+	  test -x $(BUILD_DIR)/bench/$$b || { echo "make bench: $(BUILD_DIR)/bench/$$b was not built"; exit 1; }; \
+	  echo "== $$b"; $(BUILD_DIR)/bench/$$b || exit 1; \
+	done
 
 FORMAT_FILES = $(shell git ls-files '*.cpp' '*.h' 2>/dev/null)
 format:

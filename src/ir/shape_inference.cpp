@@ -207,6 +207,8 @@ SliceRange normalize_slice(int64_t dim, int64_t start, int64_t end, int64_t step
   constexpr int64_t kBig = int64_t(1) << 62;
   start = std::clamp(start, -kBig, kBig);
   end = std::clamp(end, -kBig, kBig);
+  step = std::clamp(step, -kBig, kBig);
+  if (dim == 0) return {0, 0};
   if (start < 0) start += dim;
   if (end < 0) end += dim;
   if (step > 0) {
@@ -461,12 +463,20 @@ Expected<Types> infer_global_avg_pool(const Ctx& c) {
   return Types{TensorType{x.dtype, out}};
 }
 
+// Window attributes beyond this are nonsense and would overflow the size arithmetic.
+constexpr int64_t kMaxWindowAttr = int64_t(1) << 30;
+
 Status check_len(const Ctx& c, std::string_view name, size_t want) {
   if (!c.node.has_attr(name)) return Status::ok();
   const auto& v = c.node.attr_i64s(name);
   if (v.size() != want) {
     return c.fail(std::string(name) + " needs " + std::to_string(want) + " entries, got " +
                   std::to_string(v.size()));
+  }
+  for (int64_t x : v) {
+    if (x > kMaxWindowAttr || x < -kMaxWindowAttr) {
+      return c.fail(std::string(name) + " entry " + std::to_string(x) + " is out of range");
+    }
   }
   return Status::ok();
 }
@@ -563,7 +573,9 @@ Expected<Types> infer_conv(const Ctx& c, bool transpose) {
     if (p[i] < 0 || p[i + 2] < 0) return c.fail("pads must be >= 0");
   }
   for (size_t i = 2; i < 4; ++i) {
-    if (!w.shape[i].is_static() || w.shape[i].value() < 1) return c.fail("kernel dims must be static and >= 1");
+    if (!w.shape[i].is_static() || w.shape[i].value() < 1 || w.shape[i].value() > kMaxWindowAttr) {
+      return c.fail("kernel dims must be static and between 1 and 2^30");
+    }
   }
   if (!w.shape[0].is_static() || !w.shape[1].is_static()) return c.fail("weight channel dims must be static");
   const Dim& cin = x.shape[1];

@@ -44,8 +44,12 @@ struct CompileOptions {
   EnvLookup env;
   ExecutorKind executor = ExecutorKind::Cpu;
   bool verify = true;
-  // Verify after every pass (tests turn it on).
+  // Verify after every pass (on in debug builds; tests turn it on).
+#ifdef NDEBUG
   bool verify_each_pass = false;
+#else
+  bool verify_each_pass = true;
+#endif
   // Sizes of symbols for the report's byte estimate.
   SymbolBindings report_sizes;
 };

@@ -98,15 +98,21 @@ int cmd_demo(const Args& args) {
 
   std::printf("fusebox demo: %zu programs on the CPU, weights from a fixed seed\n\n",
               programs->size());
+  // A failing program does not hide the others; the exit code still reports it.
+  int exit = kExitOk;
   for (const DemoProgram& p : *programs) {
     std::printf("%s: %s\n", p.name.c_str(), p.description.c_str());
     std::fflush(stdout);
     Expected<Timing> t = time_program(p);
-    if (!t) return cl.error(t.status().with_context(p.name));
+    if (!t) {
+      exit = cl.error(t.status().with_context(p.name));
+      std::printf("  failed (see the message above)\n\n");
+      continue;
+    }
     std::printf("  %d ops  %.2f ms (median of %d runs)  -> %s  %s\n\n", count_ops(p.graph), t->median_ms, t->runs,
                 t->output_types.c_str(), t->checksum.to_string().c_str());
   }
-  return kExitOk;
+  return exit;
 }
 
 }  // namespace fusebox::cli

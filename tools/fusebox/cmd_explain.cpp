@@ -1,13 +1,55 @@
-// `fusebox explain`: the fusion report of every function of a program, for one target.
+// `fusebox explain`: the fusion report of every function of a program, for one target, and
+// optionally a Graphviz picture of one fused function (--dot, rendered to SVG with --svg).
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "cli_util.h"
+#include "dot_writer.h"
 #include "fusion/fuse.h"
 #include "fusion/pipeline_plan.h"
 #include "load_program.h"
+#include "runtime/file_io.h"
 #include "runtime/session.h"
 
+extern char** environ;
+
 namespace fusebox::cli {
+
+namespace {
+
+// Runs Graphviz's `dot -Tsvg DOT -o SVG` (found through PATH). Errors say what to install.
+Status render_svg(const std::string& dot_path, const std::string& svg_path) {
+  std::vector<std::string> words = {"dot", "-Tsvg", dot_path, "-o", svg_path};
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, "dot", nullptr, nullptr, argv.data(), environ);
+  if (rc == ENOENT) {
+    return Status::unimplemented("cannot render " + svg_path + ": Graphviz's `dot` is not on PATH (install the "
+                                 "graphviz package); the graph was written to " + dot_path);
+  }
+  if (rc != 0) return Status::internal("cannot run `dot`: " + std::string(std::strerror(rc)));
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return Status::internal("waiting for `dot`: " + std::string(std::strerror(errno)));
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+    return Status::unimplemented("cannot render " + svg_path + ": Graphviz's `dot` could not be started (install "
+                                 "the graphviz package); the graph was written to " + dot_path);
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return Status::internal("`dot -Tsvg " + dot_path + " -o " + svg_path + "` failed (status " +
+                            std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")");
+  }
+  return Status::ok();
+}
+
+}  // namespace
 
 int cmd_explain(const Args& args) {
   CommandLine cl("explain", "FILE [options]",
@@ -18,9 +60,15 @@ int cmd_explain(const Args& args) {
                   {"--fusion-options", "LIST", "e.g. skip_fusion=1,fusion_limits=8x4"},
                   {"--func", "NAME", "only this function"},
                   {"--dim", "SYM=N", "size of a symbol for the byte estimate", true},
-                  {"--passes", "", "also print the pass list"}});
+                  {"--passes", "", "also print the pass list"},
+                  {"--dot", "OUT.dot", "write the fused graph of the first (or --func) function as Graphviz"},
+                  {"--svg", "OUT.svg", "with --dot: also render it with Graphviz's `dot -Tsvg`"}});
   if (std::optional<int> done = cl.parse(args)) return *done;
   if (cl.positionals().size() != 1) return cl.usage_error("expected one FILE");
+  std::optional<std::string> dot_path = cl.value("--dot"), svg_path = cl.value("--svg");
+  if (svg_path && !dot_path) return cl.usage_error("--svg needs --dot OUT.dot (the graph is rendered from it)");
+  if (dot_path && dot_path->empty()) return cl.usage_error("--dot needs a file name");
+  if (svg_path && svg_path->empty()) return cl.usage_error("--svg needs a file name");
   FusionTarget target = FusionTarget::Cpu;
   if (std::optional<std::string> t = cl.value("--target")) {
     std::optional<FusionTarget> parsed = parse_target(*t);
@@ -45,6 +93,7 @@ int cmd_explain(const Args& args) {
   if (!m) return cl.error(m.status());
   std::string func = cl.value("--func").value_or("");
   if (!func.empty() && !m->find(func)) return cl.error(pick_function(*m, func).status());
+  bool drawn = false;
   for (const Graph& g : m->functions) {
     if (!func.empty() && g.name() != func) continue;
     Fuse fuser(target);
@@ -53,6 +102,13 @@ int cmd_explain(const Args& args) {
     if (!r) return cl.error(r.status().with_context("@" + g.name()));
     std::fputs(r->report.to_string().c_str(), stdout);
     if (cl.has("--passes")) std::printf("  passes   %s\n", join_pipeline(fuser.passes()).c_str());
+    if (!dot_path || drawn) continue;
+    drawn = true;
+    if (Status s = write_file(*dot_path, graph_to_dot(r->graph)); !s.is_ok()) return cl.error(s);
+    std::printf("wrote %s (@%s, %zu nodes)\n", dot_path->c_str(), g.name().c_str(), r->graph.nodes().size());
+    if (!svg_path) continue;
+    if (Status s = render_svg(*dot_path, *svg_path); !s.is_ok()) return cl.error(s);
+    std::printf("wrote %s\n", svg_path->c_str());
   }
   return kExitOk;
 }

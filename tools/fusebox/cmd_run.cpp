@@ -19,6 +19,7 @@ namespace fusebox::cli {
 namespace {
 
 constexpr int64_t kDefaultDim = 2;
+constexpr int64_t kMaxRandomBytes = int64_t(1) << 36;  // 64 GiB
 
 struct RunRequest {
   std::string path;
@@ -116,9 +117,14 @@ Expected<NamedArrays> complete_inputs(const Graph& g, const RunRequest& req, con
     if (inputs.count(name)) continue;
     const TensorType& t = g.type(v);
     std::vector<int64_t> dims;
+    int64_t bytes = dtype_size(t.dtype);
     for (const Dim& d : bind_shape(t.shape, b)) {
       if (!d.is_static()) return Status::invalid("input %" + name + " of @" + g.name() + " has an unknown dim");
       dims.push_back(d.value());
+      // Huge --dim values must be a message, not an overflowing size or a failed allocation.
+      if (__builtin_mul_overflow(bytes, d.value(), &bytes) || bytes > kMaxRandomBytes) {
+        return Status::invalid("input %" + name + " " + t.to_string() + " is too large to draw at these sizes");
+      }
     }
     double lo = is_float(t.dtype) ? -1.0 : is_signed(t.dtype) ? -8.0 : 0.0;
     double hi = is_float(t.dtype) ? 1.0 : 8.0;

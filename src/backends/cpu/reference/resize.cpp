@@ -57,9 +57,9 @@ float source_coordinate(Coordinate mode, int64_t x, float scale, int64_t in, int
   return 0.0f;
 }
 
-// A coordinate clamped to [0, in-1] (non-finite values go to 0), safe to convert to int64.
+// A coordinate clamped to [0, in-1] (NaN goes to 0), safe to convert to int64.
 double clamp_coordinate(double c, int64_t in) {
-  if (!std::isfinite(c) || c < 0) return 0;
+  if (!(c > 0)) return 0;
   return std::min(c, static_cast<double>(in - 1));
 }
 

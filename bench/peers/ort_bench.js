@@ -1,0 +1,121 @@
+// Times ONNX Runtime (onnxruntime-node, CPU) on the real models of onnx_models_test, as the peer
+// of bench/model_bench.cpp (bench/run_model_bench.sh runs both and prints one table).
+//
+//   node bench/peers/ort_bench.js [--cache DIR] [--runs N] [--warmup W]
+//
+// DIR is the model cache that tests/models/fetch_models.sh prepares (default: tests/models/cache,
+// or $FUSEBOX_MODEL_CACHE); the cases, models and inputs are those of its ref/manifest.txt, so
+// both sides run the same deterministic .npy inputs. Sessions use every graph optimisation
+// ('all'), 2 intra-op threads and 1 inter-op thread. For each case it runs W warm-up runs, then
+// N timed runs, and prints one line per case:
+//
+//   ort <model> <size> <median_ms>        e.g.  ort det 1x3x320x320 41.7
+'use strict';
+const fs = require('fs');
+const path = require('path');
+
+function parseArgs(argv) {
+  const opts = {
+    cache: process.env.FUSEBOX_MODEL_CACHE || path.join(__dirname, '..', '..', 'tests', 'models', 'cache'),
+    runs: 20,
+    warmup: 3,
+  };
+  for (let i = 0; i < argv.length; ++i) {
+    const a = argv[i];
+    const value = () => {
+      if (i + 1 >= argv.length) usage(`${a} needs a value`);
+      return argv[++i];
+    };
+    if (a === '--cache') opts.cache = value();
+    else if (a === '--runs') opts.runs = Number(value());
+    else if (a === '--warmup') opts.warmup = Number(value());
+    else if (a === '--help' || a === '-h') usage(null);
+    else usage(`unknown argument '${a}'`);
+  }
+  if (!Number.isInteger(opts.runs) || opts.runs < 1) usage('--runs takes an integer >= 1');
+  if (!Number.isInteger(opts.warmup) || opts.warmup < 0) usage('--warmup takes an integer >= 0');
+  return opts;
+}
+
+function usage(problem) {
+  const text = 'usage: node bench/peers/ort_bench.js [--cache DIR] [--runs N] [--warmup W]';
+  if (problem) {
+    console.error(`ort_bench: ${problem}\n${text}`);
+    process.exit(2);
+  }
+  console.log(text);
+  process.exit(0);
+}
+
+// Reads a float32 little-endian C-order .npy (what make_reference.js writes).
+function readNpy(file) {
+  const bytes = fs.readFileSync(file);
+  if (bytes.toString('latin1', 0, 6) !== '\x93NUMPY') throw new Error(`${file}: not a .npy file`);
+  const major = bytes[6];
+  const headerLen = major === 1 ? bytes.readUInt16LE(8) : bytes.readUInt32LE(8);
+  const start = major === 1 ? 10 : 12;
+  const header = bytes.toString('latin1', start, start + headerLen);
+  if (!header.includes("'<f4'") || header.includes("'fortran_order': True")) {
+    throw new Error(`${file}: expected a C-order float32 array, header ${header.trim()}`);
+  }
+  const m = header.match(/'shape': \(([^)]*)\)/);
+  if (!m) throw new Error(`${file}: no shape in header ${header.trim()}`);
+  const shape = m[1].split(',').map((s) => s.trim()).filter((s) => s.length).map(Number);
+  const count = shape.reduce((a, b) => a * b, 1);
+  const data = new Float32Array(count);
+  const body = start + headerLen;
+  for (let i = 0; i < count; ++i) data[i] = bytes.readFloatLE(body + 4 * i);
+  return { data, shape };
+}
+
+function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  return s.length % 2 ? s[mid] : (s[mid - 1] + s[mid]) / 2;
+}
+
+// Case names are <model>_<size> (det_1x3x320x320).
+function splitCase(name) {
+  const k = name.indexOf('_');
+  return k < 0 ? [name, '?'] : [name.slice(0, k), name.slice(k + 1)];
+}
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2));
+  const manifestPath = path.join(opts.cache, 'ref', 'manifest.txt');
+  if (!fs.existsSync(manifestPath)) {
+    throw new Error(`no ${manifestPath}: run tests/models/fetch_models.sh first (or pass --cache DIR)`);
+  }
+  const ort = require(path.join(opts.cache, 'npm', 'node_modules', 'onnxruntime-node'));
+  const cases = fs.readFileSync(manifestPath, 'utf8').split('\n')
+    .filter((l) => l.trim() && !l.startsWith('#'))
+    .map((l) => {
+      const [name, model, inputName, inputNpy] = l.trim().split(/\s+/);
+      return { name, model, inputName, inputNpy };
+    });
+  const sessions = new Map();
+  for (const c of cases) {
+    if (!sessions.has(c.model)) {
+      sessions.set(c.model, await ort.InferenceSession.create(path.join(opts.cache, c.model), {
+        graphOptimizationLevel: 'all', intraOpNumThreads: 2, interOpNumThreads: 1,
+        executionMode: 'sequential', executionProviders: ['cpu'] }));
+    }
+    const session = sessions.get(c.model);
+    const input = readNpy(path.join(opts.cache, c.inputNpy));
+    const feeds = { [c.inputName]: new ort.Tensor('float32', input.data, input.shape) };
+    for (let i = 0; i < opts.warmup; ++i) await session.run(feeds);
+    const ms = [];
+    for (let i = 0; i < opts.runs; ++i) {
+      const t0 = process.hrtime.bigint();
+      await session.run(feeds);
+      ms.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    }
+    const [model, size] = splitCase(c.name);
+    console.log(`ort ${model} ${size} ${median(ms).toFixed(3)}`);
+  }
+}
+
+main().catch((e) => {
+  console.error(`ort_bench: ${e && e.message ? e.message : String(e)}`);
+  process.exit(1);
+});
