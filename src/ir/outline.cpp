@@ -63,7 +63,13 @@ bool is_region_step(const Node& n, std::span<const TensorType> operands, const T
     if (!b) return false;
     shape = *b;
   }
-  return shape == result.shape;
+  if (!(shape == result.shape)) return false;
+  // The op must also be meaningful on scalars: batch_norm (per-channel vectors) and expand
+  // (a target shape) pass the broadcast test by coincidence of sizes but not this one.
+  std::vector<TensorType> scalars;
+  for (const TensorType& t : operands) scalars.push_back(TensorType{t.dtype, {}});
+  Expected<std::vector<TensorType>> r = infer_result_types(n, scalars);
+  return r.has_value() && r->size() == 1 && (*r)[0].rank() == 0;
 }
 
 bool is_region_step(const Graph& g, const Node& n) {
