@@ -4,6 +4,7 @@
 // regenerated from the one definition.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -47,16 +48,22 @@ int write_examples(const CommandLine& cl, const std::vector<DemoProgram>& progra
 struct Timing {
   double median_ms = 0;
   int runs = 0;
+  size_t kernels = 0;
   Checksum checksum;
   std::string output_types;
+  std::vector<Array> outputs;
 };
 
-Expected<Timing> time_program(const DemoProgram& p) {
+// Unfused: the graph as written, every op alone on the CPU path (element-wise ops through the
+// region executor as one-op regions). Fused: the CPU fusion pipeline.
+Expected<Timing> time_program(const DemoProgram& p, bool fused) {
   Session session;
   CompileOptions options;
+  options.fuse = fused;
   options.merge_env = true;  // FUSEBOX_* overrides apply to the CLI
   FUSEBOX_ASSIGN_OR_RETURN(Executable exe, session.compile(p.graph, options));
   Timing t;
+  t.kernels = exe.report().kernels_after;
   std::vector<double> ms;
   double total = 0;
   while (int(ms.size()) < kMinRuns || (int(ms.size()) < kMaxRuns && total < kTimeBudgetMs)) {
@@ -68,6 +75,7 @@ Expected<Timing> time_program(const DemoProgram& p) {
     for (const Array& a : outs) c.add(a);
     if (ms.size() == 1) {
       t.checksum = c;
+      t.outputs = outs;
       for (const Array& a : outs) t.output_types += (t.output_types.empty() ? "" : " ") + a.type_string();
     } else if (c.fnv1a != t.checksum.fnv1a) {
       return Status::internal("run " + std::to_string(ms.size()) + " computed different bytes than run 1");
@@ -79,13 +87,24 @@ Expected<Timing> time_program(const DemoProgram& p) {
   return t;
 }
 
+double max_abs_diff(const std::vector<Array>& a, const std::vector<Array>& b) {
+  double d = 0;
+  for (size_t k = 0; k < a.size() && k < b.size(); ++k) {
+    for (int64_t i = 0; i < a[k].numel() && i < b[k].numel(); ++i) {
+      d = std::max(d, std::fabs(a[k].get_f64(i) - b[k].get_f64(i)));
+    }
+  }
+  return d;
+}
+
 }  // namespace
 
 int cmd_demo(const Args& args) {
   CommandLine cl("demo", "[options]",
                  "Runs the built-in example programs (a transformer block, a CNN block with squeeze-excite\n"
-                 "and an image pre-processing pipeline) with weights from a fixed seed, and prints each\n"
-                 "one's op count, median run time and output checksum.",
+                 "and an image pre-processing pipeline) with weights from a fixed seed, unfused and fused,\n"
+                 "and prints each one's kernels before -> after, both median times, the speed-up and\n"
+                 "the largest difference between the two results.",
                  {
                      {"--write-examples", "DIR", "write each program as DIR/<name>.fbir", false, true},
                      {"--small", "", "tiny sizes (for tests)", false, true},
@@ -103,14 +122,20 @@ int cmd_demo(const Args& args) {
   for (const DemoProgram& p : *programs) {
     std::printf("%s: %s\n", p.name.c_str(), p.description.c_str());
     std::fflush(stdout);
-    Expected<Timing> t = time_program(p);
-    if (!t) {
-      exit = cl.error(t.status().with_context(p.name));
+    Expected<Timing> unfused = time_program(p, false);
+    Expected<Timing> fused = unfused ? time_program(p, true) : unfused;
+    if (!unfused || !fused) {
+      exit = cl.error((unfused ? fused : unfused).status().with_context(p.name));
       std::printf("  failed (see the message above)\n\n");
       continue;
     }
-    std::printf("  %d ops  %.2f ms (median of %d runs)  -> %s  %s\n\n", count_ops(p.graph), t->median_ms, t->runs,
-                t->output_types.c_str(), t->checksum.to_string().c_str());
+    std::printf("  %d ops -> %s\n", count_ops(p.graph), fused->output_types.c_str());
+    std::printf("  unfused  %3zu kernels  %9.2f ms (median of %d runs)\n", unfused->kernels, unfused->median_ms,
+                unfused->runs);
+    std::printf("  fused    %3zu kernels  %9.2f ms (median of %d runs)  speed-up %.2fx\n", fused->kernels,
+                fused->median_ms, fused->runs, unfused->median_ms / std::max(fused->median_ms, 1e-9));
+    std::printf("  max |fused - unfused| = %.3g  %s\n\n", max_abs_diff(fused->outputs, unfused->outputs),
+                fused->checksum.to_string().c_str());
   }
   return exit;
 }

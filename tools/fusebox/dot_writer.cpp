@@ -42,7 +42,7 @@ class DotWriter {
  public:
   std::string write(const Graph& g) {
     out_ = "digraph " + quoted(g.name()) + " {\n";
-    out_ += "  label=" + quoted("@" + g.name() + " (fused)") + ";\n  labelloc=t;\n";
+    out_ += "  label=" + quoted("@" + g.name() + " (fused)") + ";\n  labelloc=t;\n  fontname=\"Helvetica\";\n";
     out_ += "  node [shape=box, fontname=\"Helvetica\", fontsize=10];\n";
     out_ += "  edge [arrowsize=0.6];\n";
     std::vector<std::string> names = value_display_names(g);
