@@ -10,6 +10,19 @@
 
 namespace fusebox::cpu::simd {
 
+// Round half to even without a libm call (GCC does not vectorise __builtin_roundevenf): adding
+// and subtracting 2^23 leaves the nearest integer, ties to even, for |x| < 2^23; larger floats are
+// integers already. The sign is put back so -0.3 rounds to -0 as numpy does.
+inline float round_even(float x) {
+  uint32_t bits = std::bit_cast<uint32_t>(x);
+  float ax = std::bit_cast<float>(bits & 0x7fffffffu);
+  // A select by bit mask: GCC (trapping math) will not turn a ?: around an FP add into a blend.
+  uint32_t rounded = std::bit_cast<uint32_t>((ax + 8388608.0f) - 8388608.0f);
+  uint32_t small = 0u - static_cast<uint32_t>(ax < 8388608.0f);  // NaN: false, keeps x
+  uint32_t r = (rounded & small) | (std::bit_cast<uint32_t>(ax) & ~small);
+  return std::bit_cast<float>(r | (bits & 0x80000000u));
+}
+
 // exp(x): x = n*ln2 + r with |r| <= ln2/2, exp(r) by its Taylor series to degree 7 (truncation
 // error below 1e-8 relative on that interval), times 2^n built in the exponent bits.
 inline float exp(float x) {
@@ -18,7 +31,7 @@ inline float exp(float x) {
   constexpr float kLog2e = 1.44269504f;
   float xc = x < -87.3365f ? -87.3365f : x;  // below: the result is not a normal float
   xc = xc > 88.7228f ? 88.7228f : xc;
-  float n = __builtin_roundevenf(xc * kLog2e);
+  float n = simd::round_even(xc * kLog2e);
   float r = (xc - n * kLn2Hi) - n * kLn2Lo;
   float p = 1.0f / 5040.0f;
   p = p * r + 1.0f / 720.0f;
