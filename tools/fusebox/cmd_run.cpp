@@ -160,6 +160,8 @@ int cmd_run(const Args& args) {
                      {"--dim", "SYM=N", "size of symbol SYM when no input fixes it (default 2)", true},
                      {"--seed", "S", "seed of the random inputs (default 0)"},
                      {"--output-dir", "DIR", "write each output to DIR/<name>.npy"},
+                     {"--target", "T", "cpu (default); other targets have no executor in this build"},
+                     {"--fusion-options", "LIST", "e.g. skip_fusion=1 or unfuse_elementwise_regions=1"},
                  });
   if (std::optional<int> exit = cl.parse(args)) return *exit;
   RunRequest req;
@@ -178,6 +180,16 @@ int cmd_run(const Args& args) {
   Session session;
   CompileOptions options;
   options.merge_env = true;  // FUSEBOX_* overrides apply to the CLI
+  if (std::optional<std::string> t = cl.value("--target")) {
+    std::optional<FusionTarget> target = parse_target(*t);
+    if (!target) return cl.usage_error("unknown target '" + *t + "' (targets: " + target_choices() + ")");
+    options.target = *target;
+  }
+  if (std::optional<std::string> text = cl.value("--fusion-options")) {
+    Expected<FusionOptions> fo = parse_fusion_options(*text, FusionOptions::for_target(options.target, process_env()));
+    if (!fo) return cl.usage_error(fo.status().message());
+    options.fusion = *fo;
+  }
   Expected<Executable> exe = session.compile(*graph, options);
   if (!exe) return cl.error(exe.status());
   Expected<std::vector<Array>> outs = exe->run(*inputs);
