@@ -3,6 +3,9 @@
 #include <cmath>
 #include <random>
 
+#include "backends/cpu/reference/reference.h"
+#include "ir/shape_inference.h"
+
 namespace fusebox::testing {
 
 Array random_array(DType dtype, std::vector<int64_t> shape, uint64_t seed, double lo, double hi) {
@@ -35,6 +38,13 @@ Array array_of(DType dtype, std::vector<int64_t> shape, std::vector<double> valu
   return a;
 }
 
+Array array_of_ints(DType dtype, std::vector<int64_t> shape, std::vector<int64_t> values) {
+  Array a(dtype, std::move(shape));
+  EXPECT_EQ(static_cast<int64_t>(values.size()), a.numel());
+  for (size_t i = 0; i < values.size() && static_cast<int64_t>(i) < a.numel(); ++i) a.set_i64(static_cast<int64_t>(i), values[i]);
+  return a;
+}
+
 Expected<std::vector<Array>> try_run_op(Op op, const std::vector<Array>& inputs, Attrs attrs) {
   GraphBuilder b("op");
   std::vector<ValueId> ins;
@@ -61,9 +71,47 @@ std::vector<Array> run_op(Op op, const std::vector<Array>& inputs, Attrs attrs) 
   return std::move(*r);
 }
 
+Array run_op1(Op op, const std::vector<Array>& inputs, Attrs attrs) {
+  std::vector<Array> r = run_op(op, inputs, std::move(attrs));
+  return r.empty() ? Array() : r[0];
+}
+
+std::vector<Array> run_reference_poisoned(Op op, const std::vector<Array>& inputs, Attrs attrs) {
+  std::vector<Array> via_session = run_op(op, inputs, attrs);
+  Node node{op, {}, {}, std::move(attrs), nullptr, {}};
+  std::vector<TensorType> types;
+  for (const Array& a : inputs) types.push_back(TensorType{a.dtype(), make_shape(a.shape())});
+  Expected<std::vector<TensorType>> result_types = infer_result_types(node, types);
+  EXPECT_TRUE(result_types) << op_keyword(op) << ": " << result_types.status().to_string();
+  if (!result_types) return via_session;
+  EXPECT_EQ(via_session.size(), result_types->size()) << op_keyword(op) << ": number of results";
+  if (via_session.size() != result_types->size()) return via_session;
+  for (uint8_t poison : kPoisonBytes) {
+    std::vector<Array> outs;
+    for (const TensorType& t : *result_types) {
+      outs.emplace_back(t.dtype, static_dims(t.shape));
+      outs.back().fill_bytes(poison);
+    }
+    Status s = cpu::run_reference(node, inputs, outs);
+    EXPECT_TRUE(s.is_ok()) << op_keyword(op) << ": " << s.to_string();
+    if (!s.is_ok()) continue;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      EXPECT_TRUE(outs[i].same_data(via_session[i]))
+          << op_keyword(op) << ": result " << i << " differs with poison " << int(poison);
+    }
+  }
+  return via_session;
+}
+
 std::vector<double> to_doubles(const Array& a) {
   std::vector<double> v(static_cast<size_t>(a.numel()));
   for (int64_t i = 0; i < a.numel(); ++i) v[static_cast<size_t>(i)] = a.get_f64(i);
+  return v;
+}
+
+std::vector<int64_t> to_ints(const Array& a) {
+  std::vector<int64_t> v(static_cast<size_t>(a.numel()));
+  for (int64_t i = 0; i < a.numel(); ++i) v[static_cast<size_t>(i)] = a.get_i64(i);
   return v;
 }
 

@@ -1,5 +1,5 @@
-// Shared helpers for unit tests: random arrays, running one op or a graph through the runtime
-// with poisoned outputs, and comparisons with a tolerance.
+// Shared helpers for unit tests: random arrays, running one op through the runtime and directly on
+// its reference kernel with poisoned outputs, and comparisons with a tolerance.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -17,17 +17,32 @@ Array random_array(DType dtype, std::vector<int64_t> shape, uint64_t seed, doubl
                    double hi = 2.0);
 Array array_f32(std::vector<int64_t> shape, std::vector<float> values);
 Array array_of(DType dtype, std::vector<int64_t> shape, std::vector<double> values);
+// Like array_of but through Array::set_i64, so that 64-bit integers keep every bit.
+Array array_of_ints(DType dtype, std::vector<int64_t> shape, std::vector<int64_t> values);
 
 // Builds a one-node graph whose operands are inputs "in0", "in1", ... of the arrays' types and
 // runs it on the CPU reference backend. Fails the calling test on any error.
 std::vector<Array> run_op(Op op, const std::vector<Array>& inputs, Attrs attrs = {});
 // Like run_op but returns the status instead of failing.
 Expected<std::vector<Array>> try_run_op(Op op, const std::vector<Array>& inputs, Attrs attrs = {});
+// The one result of run_op for a single-result op; an empty Array when the run failed.
+Array run_op1(Op op, const std::vector<Array>& inputs, Attrs attrs = {});
+
+// The bytes that run_reference_poisoned fills results with before each direct kernel run.
+inline constexpr uint8_t kPoisonBytes[] = {0xFF, 0x00, 0x5A};
+// Runs one op through the runtime like run_op, then directly on its CPU reference kernel
+// (cpu::run_reference) once per byte of kPoisonBytes, on results pre-filled with that byte. Every
+// direct run must succeed and agree byte for byte with the runtime's results, which proves the
+// kernel writes every result element; fails the calling test otherwise. Returns the runtime's
+// results.
+std::vector<Array> run_reference_poisoned(Op op, const std::vector<Array>& inputs, Attrs attrs = {});
 
 // Element-wise |a-b| <= atol + rtol*|b| (NaN equals NaN); shapes and dtypes must match.
 ::testing::AssertionResult arrays_close(const Array& actual, const Array& expected,
                                         double rtol = 1e-6, double atol = 1e-6);
 // Every element as double.
 std::vector<double> to_doubles(const Array& a);
+// Every element as int64_t (through Array::get_i64).
+std::vector<int64_t> to_ints(const Array& a);
 
 }  // namespace fusebox::testing

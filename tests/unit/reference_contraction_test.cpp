@@ -8,8 +8,6 @@
 #include <cmath>
 #include <random>
 
-#include "backends/cpu/reference/reference.h"
-#include "ir/shape_inference.h"
 #include "support/test_util.h"
 
 namespace fusebox {
@@ -19,36 +17,11 @@ using testing::array_f32;
 using testing::array_of;
 using testing::arrays_close;
 using testing::random_array;
-using testing::run_op;
+using testing::run_reference_poisoned;
 using I64s = std::vector<int64_t>;
 
-// Runs through the session and directly on the kernel with outputs poisoned 0xFF and 0x5A; all
-// must agree byte for byte (every element written).
-std::vector<Array> run(Op op, const std::vector<Array>& inputs, Attrs attrs = {}) {
-  std::vector<Array> via_session = run_op(op, inputs, attrs);
-  Node node{op, {}, {}, attrs, nullptr, {}};
-  std::vector<TensorType> types;
-  for (const Array& a : inputs) types.push_back(TensorType{a.dtype(), make_shape(a.shape())});
-  Expected<std::vector<TensorType>> result_types = infer_result_types(node, types);
-  EXPECT_TRUE(result_types) << result_types.status().to_string();
-  if (!result_types || via_session.size() != result_types->size()) return {};
-  for (uint8_t poison : {uint8_t(0xFF), uint8_t(0x5A)}) {
-    std::vector<Array> outs;
-    for (const TensorType& t : *result_types) {
-      outs.emplace_back(t.dtype, static_dims(t.shape));
-      outs.back().fill_bytes(poison);
-    }
-    Status s = cpu::run_reference(node, inputs, outs);
-    EXPECT_TRUE(s.is_ok()) << s.to_string();
-    for (size_t i = 0; i < outs.size(); ++i) {
-      EXPECT_TRUE(outs[i].same_data(via_session[i])) << "result " << i << " poison " << int(poison);
-    }
-  }
-  return via_session;
-}
-
 Array one(Op op, const std::vector<Array>& inputs, Attrs attrs = {}) {
-  auto y = run(op, inputs, std::move(attrs));
+  auto y = run_reference_poisoned(op, inputs, std::move(attrs));
   return y.empty() ? Array(DType::F32, {0}) : y[0];
 }
 

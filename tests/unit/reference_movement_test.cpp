@@ -6,8 +6,6 @@
 #include <climits>
 #include <cstring>
 
-#include "backends/cpu/reference/reference.h"
-#include "ir/shape_inference.h"
 #include "support/test_util.h"
 
 namespace fusebox {
@@ -16,40 +14,13 @@ namespace {
 using testing::array_of;
 using testing::arrays_close;
 using testing::random_array;
-using testing::run_op;
+using testing::run_reference_poisoned;
 using testing::to_doubles;
 using testing::try_run_op;
 using I64s = std::vector<int64_t>;
 
 constexpr DType kAllDTypes[] = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8,
                                 DType::U8,  DType::I32, DType::I64,  DType::Bool};
-
-// Runs the op through the session (verifies attributes) and directly on the reference kernel
-// with outputs poisoned twice, 0xFF then 0x5A: all three must agree byte for byte, which proves
-// every output element is written.
-std::vector<Array> run(Op op, const std::vector<Array>& inputs, Attrs attrs = {}) {
-  std::vector<Array> via_session = run_op(op, inputs, attrs);
-  Node node{op, {}, {}, attrs, nullptr, {}};
-  std::vector<TensorType> types;
-  for (const Array& a : inputs) types.push_back(TensorType{a.dtype(), make_shape(a.shape())});
-  Expected<std::vector<TensorType>> result_types = infer_result_types(node, types);
-  EXPECT_TRUE(result_types) << result_types.status().to_string();
-  if (!result_types || via_session.size() != result_types->size()) return {};
-  for (uint8_t poison : {uint8_t(0xFF), uint8_t(0x5A)}) {
-    std::vector<Array> outs;
-    for (const TensorType& t : *result_types) {
-      outs.emplace_back(t.dtype, static_dims(t.shape));
-      outs.back().fill_bytes(poison);
-    }
-    Status s = cpu::run_reference(node, inputs, outs);
-    EXPECT_TRUE(s.is_ok()) << s.to_string();
-    for (size_t i = 0; i < outs.size(); ++i) {
-      EXPECT_TRUE(outs[i].same_data(via_session[i]))
-          << op_keyword(op) << ": result " << i << " differs with poison " << int(poison);
-    }
-  }
-  return via_session;
-}
 
 Array iota(DType dtype, std::vector<int64_t> shape) {
   Array a(dtype, std::move(shape));
@@ -83,18 +54,18 @@ bool same_element(const Array& a, int64_t i, const Array& b, int64_t j) {
 TEST(ReferenceMovement, ReshapeCopiesEveryDType) {
   for (DType t : kAllDTypes) {
     Array x = random_array(t, {2, 3, 4}, 11, -100, 100);
-    auto y = run(Op::Reshape, {x}, {{"shape", Shape{4, Dim::dynamic()}}});
+    auto y = run_reference_poisoned(Op::Reshape, {x}, {{"shape", Shape{4, Dim::dynamic()}}});
     ASSERT_EQ(y.size(), 1u);
     EXPECT_EQ(y[0].shape(), (I64s{4, 6}));
     EXPECT_TRUE(y[0].reshaped({2, 3, 4}).same_data(x)) << dtype_name(t);
   }
-  auto e = run(Op::Reshape, {Array(DType::F32, {0, 4})}, {{"shape", make_shape({2, 0, 3})}});
+  auto e = run_reference_poisoned(Op::Reshape, {Array(DType::F32, {0, 4})}, {{"shape", make_shape({2, 0, 3})}});
   ASSERT_EQ(e.size(), 1u);
   EXPECT_EQ(e[0].numel(), 0);
 }
 
 TEST(ReferenceMovement, TransposeHandCase) {
-  auto y = run(Op::Transpose, {iota(DType::F32, {2, 3})}, {{"perm", I64s{1, 0}}});
+  auto y = run_reference_poisoned(Op::Transpose, {iota(DType::F32, {2, 3})}, {{"perm", I64s{1, 0}}});
   ASSERT_EQ(y.size(), 1u);
   EXPECT_TRUE(arrays_close(y[0], array_of(DType::F32, {3, 2}, {0, 3, 1, 4, 2, 5})));
 }
@@ -103,7 +74,7 @@ TEST(ReferenceMovement, TransposeMatchesIndexArithmeticAndInverts) {
   const I64s perm{2, 0, 3, 1}, inverse{1, 3, 0, 2};
   for (DType t : kAllDTypes) {
     Array x = random_array(t, {2, 3, 4, 5}, 7, -50, 50);
-    auto y = run(Op::Transpose, {x}, {{"perm", perm}});
+    auto y = run_reference_poisoned(Op::Transpose, {x}, {{"perm", perm}});
     ASSERT_EQ(y.size(), 1u);
     ASSERT_EQ(y[0].shape(), (I64s{4, 2, 5, 3}));
     for (int64_t o = 0; o < y[0].numel(); ++o) {
@@ -112,17 +83,17 @@ TEST(ReferenceMovement, TransposeMatchesIndexArithmeticAndInverts) {
       for (size_t i = 0; i < 4; ++i) in_index[size_t(perm[i])] = out_index[i];
       ASSERT_TRUE(same_element(y[0], o, x, offset_of(in_index, x.shape()))) << dtype_name(t) << " at " << o;
     }
-    auto back = run(Op::Transpose, {y[0]}, {{"perm", inverse}});
+    auto back = run_reference_poisoned(Op::Transpose, {y[0]}, {{"perm", inverse}});
     ASSERT_EQ(back.size(), 1u);
     EXPECT_TRUE(back[0].same_data(x)) << dtype_name(t);
   }
-  auto e = run(Op::Transpose, {Array(DType::I32, {0, 3})}, {{"perm", I64s{1, 0}}});
+  auto e = run_reference_poisoned(Op::Transpose, {Array(DType::I32, {0, 3})}, {{"perm", I64s{1, 0}}});
   ASSERT_EQ(e.size(), 1u);
   EXPECT_EQ(e[0].shape(), (I64s{3, 0}));
 }
 
 std::vector<double> slice1d(const std::vector<double>& values, Attrs attrs) {
-  auto y = run(Op::Slice, {array_of(DType::F32, {int64_t(values.size())}, values)}, std::move(attrs));
+  auto y = run_reference_poisoned(Op::Slice, {array_of(DType::F32, {int64_t(values.size())}, values)}, std::move(attrs));
   return y.empty() ? std::vector<double>{-999} : to_doubles(y[0]);
 }
 
@@ -149,7 +120,7 @@ TEST(ReferenceMovement, SliceSeveralAxesMatchesIndexArithmetic) {
               {"steps", I64s{-2, 2}}};
   for (DType t : kAllDTypes) {
     Array x = random_array(t, {5, 3, 6}, 3, -50, 50);
-    auto y = run(Op::Slice, {x}, attrs);
+    auto y = run_reference_poisoned(Op::Slice, {x}, attrs);
     ASSERT_EQ(y.size(), 1u);
     ASSERT_EQ(y[0].shape(), (I64s{2, 3, 3}));
     for (int64_t o = 0; o < y[0].numel(); ++o) {
@@ -158,8 +129,8 @@ TEST(ReferenceMovement, SliceSeveralAxesMatchesIndexArithmetic) {
       ASSERT_TRUE(same_element(y[0], o, x, offset_of(src, x.shape()))) << dtype_name(t) << " at " << o;
     }
   }
-  auto e = run(Op::Slice, {Array(DType::F32, {0, 4})},
-               {{"starts", I64s{-1}}, {"ends", I64s{INT64_MIN}}, {"axes", I64s{1}}, {"steps", I64s{-1}}});
+  auto e = run_reference_poisoned(Op::Slice, {Array(DType::F32, {0, 4})},
+                                  {{"starts", I64s{-1}}, {"ends", I64s{INT64_MIN}}, {"axes", I64s{1}}, {"steps", I64s{-1}}});
   ASSERT_EQ(e.size(), 1u);
   EXPECT_EQ(e[0].shape(), (I64s{0, 4}));
 }
@@ -168,10 +139,10 @@ TEST(ReferenceMovement, ConcatThreeOperands) {
   Array a = array_of(DType::F32, {2, 1}, {1, 2});
   Array b = array_of(DType::F32, {2, 2}, {3, 4, 5, 6});
   Array c = array_of(DType::F32, {2, 3}, {7, 8, 9, 10, 11, 12});
-  auto y = run(Op::Concat, {a, b, c}, {{"axis", int64_t(-1)}});
+  auto y = run_reference_poisoned(Op::Concat, {a, b, c}, {{"axis", int64_t(-1)}});
   ASSERT_EQ(y.size(), 1u);
   EXPECT_TRUE(arrays_close(y[0], array_of(DType::F32, {2, 6}, {1, 3, 4, 7, 8, 9, 2, 5, 6, 10, 11, 12})));
-  y = run(Op::Concat, {a, a, a}, {{"axis", int64_t(0)}});
+  y = run_reference_poisoned(Op::Concat, {a, a, a}, {{"axis", int64_t(0)}});
   ASSERT_EQ(y.size(), 1u);
   EXPECT_TRUE(arrays_close(y[0], array_of(DType::F32, {6, 1}, {1, 2, 1, 2, 1, 2})));
 }
@@ -180,7 +151,7 @@ TEST(ReferenceMovement, ConcatEveryDTypeWithAnEmptyOperand) {
   for (DType t : kAllDTypes) {
     std::vector<Array> parts{random_array(t, {2, 3, 2}, 1, -50, 50), random_array(t, {2, 0, 2}, 2),
                              random_array(t, {2, 4, 2}, 3, -50, 50)};
-    auto y = run(Op::Concat, parts, {{"axis", int64_t(1)}});
+    auto y = run_reference_poisoned(Op::Concat, parts, {{"axis", int64_t(1)}});
     ASSERT_EQ(y.size(), 1u);
     ASSERT_EQ(y[0].shape(), (I64s{2, 7, 2}));
     for (int64_t o = 0; o < y[0].numel(); ++o) {
@@ -195,28 +166,28 @@ TEST(ReferenceMovement, ConcatEveryDTypeWithAnEmptyOperand) {
 TEST(ReferenceMovement, PadModesOnSmallArrays) {
   Array x = array_of(DType::F32, {4}, {1, 2, 3, 4});
   using D = std::vector<double>;
-  auto y = run(Op::Pad, {x}, {{"pads", I64s{2, 3}}, {"mode", std::string("reflect")}});
+  auto y = run_reference_poisoned(Op::Pad, {x}, {{"pads", I64s{2, 3}}, {"mode", std::string("reflect")}});
   ASSERT_EQ(y.size(), 1u);
   EXPECT_EQ(to_doubles(y[0]), (D{3, 2, 1, 2, 3, 4, 3, 2, 1}));
-  y = run(Op::Pad, {x}, {{"pads", I64s{2, 1}}, {"mode", std::string("edge")}});
+  y = run_reference_poisoned(Op::Pad, {x}, {{"pads", I64s{2, 1}}, {"mode", std::string("edge")}});
   ASSERT_EQ(y.size(), 1u);
   EXPECT_EQ(to_doubles(y[0]), (D{1, 1, 1, 2, 3, 4, 4}));
-  y = run(Op::Pad, {x}, {{"pads", I64s{1, 2}}, {"value", 2.5}});
+  y = run_reference_poisoned(Op::Pad, {x}, {{"pads", I64s{1, 2}}, {"value", 2.5}});
   ASSERT_EQ(y.size(), 1u);
   EXPECT_EQ(to_doubles(y[0]), (D{2.5, 1, 2, 3, 4, 2.5, 2.5}));
   // The fill value is cast to the element type like a cast: truncation toward zero.
-  y = run(Op::Pad, {array_of(DType::I32, {2}, {5, 6})}, {{"pads", I64s{1, 1}}, {"value", -1.75}});
+  y = run_reference_poisoned(Op::Pad, {array_of(DType::I32, {2}, {5, 6})}, {{"pads", I64s{1, 1}}, {"value", -1.75}});
   ASSERT_EQ(y.size(), 1u);
   EXPECT_EQ(to_doubles(y[0]), (D{-1, 5, 6, -1}));
 
   // 2-D: rows [1 2 3; 4 5 6], one row before, two columns before and one after.
   Array m = array_of(DType::F32, {2, 3}, {1, 2, 3, 4, 5, 6});
-  y = run(Op::Pad, {m}, {{"pads", I64s{1, 2, 0, 1}}, {"mode", std::string("reflect")}});
+  y = run_reference_poisoned(Op::Pad, {m}, {{"pads", I64s{1, 2, 0, 1}}, {"mode", std::string("reflect")}});
   ASSERT_EQ(y.size(), 1u);
   EXPECT_EQ(to_doubles(y[0]), (D{6, 5, 4, 5, 6, 5,  //
                                  3, 2, 1, 2, 3, 2,  //
                                  6, 5, 4, 5, 6, 5}));
-  y = run(Op::Pad, {m}, {{"pads", I64s{0, 1, 2, 2}}, {"mode", std::string("edge")}});
+  y = run_reference_poisoned(Op::Pad, {m}, {{"pads", I64s{0, 1, 2, 2}}, {"mode", std::string("edge")}});
   ASSERT_EQ(y.size(), 1u);
   EXPECT_EQ(to_doubles(y[0]), (D{1, 1, 2, 3, 3, 3,  //
                                  4, 4, 5, 6, 6, 6,  //
@@ -228,7 +199,7 @@ TEST(ReferenceMovement, PadEveryDTypeAndEmptyInput) {
   for (DType t : kAllDTypes) {
     Array x = random_array(t, {3, 2}, 5, -50, 50);
     for (const char* mode : {"constant", "reflect", "edge"}) {
-      auto y = run(Op::Pad, {x}, {{"pads", I64s{2, 1, 1, 1}}, {"mode", std::string(mode)}});
+      auto y = run_reference_poisoned(Op::Pad, {x}, {{"pads", I64s{2, 1, 1, 1}}, {"mode", std::string(mode)}});
       ASSERT_EQ(y.size(), 1u);
       ASSERT_EQ(y[0].shape(), (I64s{6, 4}));
       // The interior is the input, bit for bit.
@@ -240,7 +211,7 @@ TEST(ReferenceMovement, PadEveryDTypeAndEmptyInput) {
     }
   }
   // Constant padding of an empty input is all fill.
-  auto y = run(Op::Pad, {Array(DType::F32, {0, 2})}, {{"pads", I64s{1, 0, 1, 1}}, {"value", 3.0}});
+  auto y = run_reference_poisoned(Op::Pad, {Array(DType::F32, {0, 2})}, {{"pads", I64s{1, 0, 1, 1}}, {"value", 3.0}});
   ASSERT_EQ(y.size(), 1u);
   EXPECT_EQ(to_doubles(y[0]), (std::vector<double>(6, 3.0)));
 }
@@ -248,16 +219,16 @@ TEST(ReferenceMovement, PadEveryDTypeAndEmptyInput) {
 TEST(ReferenceMovement, GatherWithNegativeIndices) {
   Array data = array_of(DType::F32, {3, 2}, {1, 2, 3, 4, 5, 6});
   for (DType it : {DType::I32, DType::I64}) {
-    auto y = run(Op::Gather, {data, array_of(it, {3}, {2, -1, 0})}, {{"axis", int64_t(0)}});
+    auto y = run_reference_poisoned(Op::Gather, {data, array_of(it, {3}, {2, -1, 0})}, {{"axis", int64_t(0)}});
     ASSERT_EQ(y.size(), 1u);
     EXPECT_TRUE(arrays_close(y[0], array_of(DType::F32, {3, 2}, {5, 6, 5, 6, 1, 2})));
     // Axis 1 with 2-D indices: the index dims are spliced in place of the axis.
-    y = run(Op::Gather, {data, array_of(it, {2, 2}, {1, 0, -2, -1})}, {{"axis", int64_t(-1)}});
+    y = run_reference_poisoned(Op::Gather, {data, array_of(it, {2, 2}, {1, 0, -2, -1})}, {{"axis", int64_t(-1)}});
     ASSERT_EQ(y.size(), 1u);
     EXPECT_TRUE(arrays_close(y[0], array_of(DType::F32, {3, 2, 2}, {2, 1, 1, 2, 4, 3, 3, 4, 6, 5, 5, 6})));
   }
   // A scalar index removes the axis.
-  auto y = run(Op::Gather, {data, array_of(DType::I64, {}, {1})}, {{"axis", int64_t(1)}});
+  auto y = run_reference_poisoned(Op::Gather, {data, array_of(DType::I64, {}, {1})}, {{"axis", int64_t(1)}});
   ASSERT_EQ(y.size(), 1u);
   EXPECT_TRUE(arrays_close(y[0], array_of(DType::F32, {3}, {2, 4, 6})));
 }
@@ -266,7 +237,7 @@ TEST(ReferenceMovement, GatherEveryDTypeAndEmptyIndices) {
   for (DType t : kAllDTypes) {
     Array x = random_array(t, {2, 5, 3}, 9, -50, 50);
     Array idx = array_of(DType::I64, {4}, {4, -5, 2, -1});
-    auto y = run(Op::Gather, {x, idx}, {{"axis", int64_t(1)}});
+    auto y = run_reference_poisoned(Op::Gather, {x, idx}, {{"axis", int64_t(1)}});
     ASSERT_EQ(y.size(), 1u);
     ASSERT_EQ(y[0].shape(), (I64s{2, 4, 3}));
     const int64_t resolved[] = {4, 0, 2, 4};
@@ -276,7 +247,7 @@ TEST(ReferenceMovement, GatherEveryDTypeAndEmptyIndices) {
       ASSERT_TRUE(same_element(y[0], o, x, offset_of(i, x.shape()))) << dtype_name(t);
     }
   }
-  auto y = run(Op::Gather, {random_array(DType::F32, {3, 2}, 1), Array(DType::I32, {0})}, {{"axis", int64_t(0)}});
+  auto y = run_reference_poisoned(Op::Gather, {random_array(DType::F32, {3, 2}, 1), Array(DType::I32, {0})}, {{"axis", int64_t(0)}});
   ASSERT_EQ(y.size(), 1u);
   EXPECT_EQ(y[0].shape(), (I64s{0, 2}));
 }
@@ -299,15 +270,15 @@ TEST(ReferenceMovement, GatherOutOfRangeIsAnError) {
 }
 
 TEST(ReferenceMovement, FlipHandCaseAndTwiceIsIdentity) {
-  auto y = run(Op::Flip, {iota(DType::F32, {2, 3})}, {{"axes", I64s{-1}}});
+  auto y = run_reference_poisoned(Op::Flip, {iota(DType::F32, {2, 3})}, {{"axes", I64s{-1}}});
   ASSERT_EQ(y.size(), 1u);
   EXPECT_TRUE(arrays_close(y[0], array_of(DType::F32, {2, 3}, {2, 1, 0, 5, 4, 3})));
-  y = run(Op::Flip, {iota(DType::F32, {2, 3})}, {{"axes", I64s{0, 1}}});
+  y = run_reference_poisoned(Op::Flip, {iota(DType::F32, {2, 3})}, {{"axes", I64s{0, 1}}});
   ASSERT_EQ(y.size(), 1u);
   EXPECT_TRUE(arrays_close(y[0], array_of(DType::F32, {2, 3}, {5, 4, 3, 2, 1, 0})));
   for (DType t : kAllDTypes) {
     Array x = random_array(t, {3, 4, 2}, 4, -50, 50);
-    auto once = run(Op::Flip, {x}, {{"axes", I64s{0, 2}}});
+    auto once = run_reference_poisoned(Op::Flip, {x}, {{"axes", I64s{0, 2}}});
     ASSERT_EQ(once.size(), 1u);
     for (int64_t o = 0; o < x.numel(); ++o) {
       I64s i = index_of(o, x.shape());
@@ -315,11 +286,11 @@ TEST(ReferenceMovement, FlipHandCaseAndTwiceIsIdentity) {
       i[2] = 1 - i[2];
       ASSERT_TRUE(same_element(once[0], o, x, offset_of(i, x.shape()))) << dtype_name(t);
     }
-    auto twice = run(Op::Flip, {once[0]}, {{"axes", I64s{2, 0}}});
+    auto twice = run_reference_poisoned(Op::Flip, {once[0]}, {{"axes", I64s{2, 0}}});
     ASSERT_EQ(twice.size(), 1u);
     EXPECT_TRUE(twice[0].same_data(x)) << dtype_name(t);
   }
-  auto e = run(Op::Flip, {Array(DType::U8, {3, 0})}, {{"axes", I64s{0, 1}}});
+  auto e = run_reference_poisoned(Op::Flip, {Array(DType::U8, {3, 0})}, {{"axes", I64s{0, 1}}});
   ASSERT_EQ(e.size(), 1u);
   EXPECT_EQ(e[0].shape(), (I64s{3, 0}));
 }

@@ -8,7 +8,6 @@
 #include <limits>
 #include <random>
 
-#include "backends/cpu/reference/reference.h"
 #include "ir/shape_inference.h"
 #include "support/test_util.h"
 
@@ -19,36 +18,11 @@ using testing::array_f32;
 using testing::array_of;
 using testing::arrays_close;
 using testing::random_array;
-using testing::run_op;
+using testing::run_reference_poisoned;
 using I64s = std::vector<int64_t>;
 
-// Runs through the session and directly on the kernel with outputs poisoned 0xFF and 0x5A; all
-// must agree byte for byte (every element written).
-std::vector<Array> run(Op op, const std::vector<Array>& inputs, Attrs attrs = {}) {
-  std::vector<Array> via_session = run_op(op, inputs, attrs);
-  Node node{op, {}, {}, attrs, nullptr, {}};
-  std::vector<TensorType> types;
-  for (const Array& a : inputs) types.push_back(TensorType{a.dtype(), make_shape(a.shape())});
-  Expected<std::vector<TensorType>> result_types = infer_result_types(node, types);
-  EXPECT_TRUE(result_types) << result_types.status().to_string();
-  if (!result_types || via_session.size() != result_types->size()) return {};
-  for (uint8_t poison : {uint8_t(0xFF), uint8_t(0x5A)}) {
-    std::vector<Array> outs;
-    for (const TensorType& t : *result_types) {
-      outs.emplace_back(t.dtype, static_dims(t.shape));
-      outs.back().fill_bytes(poison);
-    }
-    Status s = cpu::run_reference(node, inputs, outs);
-    EXPECT_TRUE(s.is_ok()) << s.to_string();
-    for (size_t i = 0; i < outs.size(); ++i) {
-      EXPECT_TRUE(outs[i].same_data(via_session[i])) << "result " << i << " poison " << int(poison);
-    }
-  }
-  return via_session;
-}
-
 Array pool(Op op, const Array& x, Attrs attrs) {
-  auto y = run(op, {x}, std::move(attrs));
+  auto y = run_reference_poisoned(op, {x}, std::move(attrs));
   return y.empty() ? Array(DType::F32, {0}) : y[0];
 }
 
@@ -208,10 +182,10 @@ TEST(ReferencePool, RandomShapesMatchExplicitPadding) {
 TEST(ReferencePool, HalfPrecisionPools) {
   for (DType t : {DType::F16, DType::BF16, DType::F64}) {
     Array x = array_of(t, {1, 1, 2, 2}, {1, 2, 3, 4});
-    auto y = run(Op::AvgPool2d, {x}, {{"kernel", I64s{2, 2}}});
+    auto y = run_reference_poisoned(Op::AvgPool2d, {x}, {{"kernel", I64s{2, 2}}});
     ASSERT_EQ(y.size(), 1u);
     EXPECT_TRUE(arrays_close(y[0], array_of(t, {1, 1, 1, 1}, {2.5})));
-    y = run(Op::MaxPool2d, {x}, {{"kernel", I64s{2, 2}}, {"pad", I64s{1, 1, 0, 0}}});
+    y = run_reference_poisoned(Op::MaxPool2d, {x}, {{"kernel", I64s{2, 2}}, {"pad", I64s{1, 1, 0, 0}}});
     ASSERT_EQ(y.size(), 1u);
     EXPECT_TRUE(arrays_close(y[0], array_of(t, {1, 1, 2, 2}, {1, 2, 3, 4})));
   }
@@ -221,7 +195,7 @@ TEST(ReferencePool, GlobalAvgPoolAnyRank) {
   for (const I64s& shape : {I64s{2, 3, 4, 5}, I64s{2, 3, 7}, I64s{1, 2, 2, 3, 2}}) {
     for (DType t : {DType::F32, DType::F64, DType::F16}) {
       Array x = random_array(t, shape, 17);
-      auto y = run(Op::GlobalAvgPool, {x}, {});
+      auto y = run_reference_poisoned(Op::GlobalAvgPool, {x}, {});
       ASSERT_EQ(y.size(), 1u);
       int64_t planes = shape[0] * shape[1], size = x.numel() / planes;
       I64s out_shape(shape.size(), 1);
@@ -237,7 +211,7 @@ TEST(ReferencePool, GlobalAvgPoolAnyRank) {
       EXPECT_TRUE(arrays_close(y[0], expected, 1e-6, 1e-6)) << dtype_name(t);
     }
   }
-  auto y = run(Op::GlobalAvgPool, {array_f32({1, 2, 2, 2}, {1, 2, 3, 4, -1, -2, -3, -10})}, {});
+  auto y = run_reference_poisoned(Op::GlobalAvgPool, {array_f32({1, 2, 2, 2}, {1, 2, 3, 4, -1, -2, -3, -10})}, {});
   ASSERT_EQ(y.size(), 1u);
   EXPECT_TRUE(arrays_close(y[0], array_f32({1, 2, 1, 1}, {2.5, -4})));
 }

@@ -9,8 +9,6 @@
 
 #include <cmath>
 
-#include "backends/cpu/reference/reference.h"
-#include "ir/shape_inference.h"
 #include "support/test_util.h"
 
 namespace fusebox {
@@ -19,36 +17,11 @@ namespace {
 using testing::array_of;
 using testing::arrays_close;
 using testing::random_array;
-using testing::run_op;
+using testing::run_reference_poisoned;
 using testing::to_doubles;
 using testing::try_run_op;
 using D = std::vector<double>;
 using I64s = std::vector<int64_t>;
-
-// Runs through the session and directly on the kernel with outputs poisoned 0xFF and 0x5A; all
-// must agree byte for byte (every element written).
-std::vector<Array> run(Op op, const std::vector<Array>& inputs, Attrs attrs = {}) {
-  std::vector<Array> via_session = run_op(op, inputs, attrs);
-  Node node{op, {}, {}, attrs, nullptr, {}};
-  std::vector<TensorType> types;
-  for (const Array& a : inputs) types.push_back(TensorType{a.dtype(), make_shape(a.shape())});
-  Expected<std::vector<TensorType>> result_types = infer_result_types(node, types);
-  EXPECT_TRUE(result_types) << result_types.status().to_string();
-  if (!result_types || via_session.size() != result_types->size()) return {};
-  for (uint8_t poison : {uint8_t(0xFF), uint8_t(0x5A)}) {
-    std::vector<Array> outs;
-    for (const TensorType& t : *result_types) {
-      outs.emplace_back(t.dtype, static_dims(t.shape));
-      outs.back().fill_bytes(poison);
-    }
-    Status s = cpu::run_reference(node, inputs, outs);
-    EXPECT_TRUE(s.is_ok()) << s.to_string();
-    for (size_t i = 0; i < outs.size(); ++i) {
-      EXPECT_TRUE(outs[i].same_data(via_session[i])) << "result " << i << " poison " << int(poison);
-    }
-  }
-  return via_session;
-}
 
 Attrs resize_attrs(std::string mode, std::string coordinate, std::string nearest = "round_prefer_floor") {
   return Attrs{{"mode", std::move(mode)}, {"coordinate", std::move(coordinate)}, {"nearest_mode", std::move(nearest)}};
@@ -57,7 +30,7 @@ Attrs resize_attrs(std::string mode, std::string coordinate, std::string nearest
 // Resizes a 1-D f32 array to `out` elements.
 D resize1d(const D& x, int64_t out, Attrs attrs) {
   attrs.set("sizes", make_shape({out}));
-  auto y = run(Op::Resize, {array_of(DType::F32, {int64_t(x.size())}, x)}, std::move(attrs));
+  auto y = run_reference_poisoned(Op::Resize, {array_of(DType::F32, {int64_t(x.size())}, x)}, std::move(attrs));
   return y.empty() ? D{-999} : to_doubles(y[0]);
 }
 
@@ -161,13 +134,13 @@ TEST(ReferenceResize, ScalesAreUsedAsGiven) {
   // the 4/3 that sizes=[4] would use: -0.125 0.625 1.375 2.125).
   Attrs a = resize_attrs("nearest", "half_pixel");
   a.set("scales", std::vector<double>{1.5});
-  auto y = run(Op::Resize, {array_of(DType::F32, {3}, k3)}, a);
+  auto y = run_reference_poisoned(Op::Resize, {array_of(DType::F32, {3}, k3)}, a);
   ASSERT_EQ(y.size(), 1u);
   EXPECT_EQ(to_doubles(y[0]), (D{10, 10, 20, 30}));
   EXPECT_EQ(nearest(k3, 4, "half_pixel", "round_prefer_floor"), (D{10, 20, 20, 30}));
   a = resize_attrs("linear", "half_pixel");
   a.set("scales", std::vector<double>{1.5});
-  y = run(Op::Resize, {array_of(DType::F32, {3}, k3)}, a);
+  y = run_reference_poisoned(Op::Resize, {array_of(DType::F32, {3}, k3)}, a);
   ASSERT_EQ(y.size(), 1u);
   EXPECT_TRUE(near(to_doubles(y[0]), D{10, 15, 20 + 10.0 / 6, 20 + 50.0 / 6}));
 }
@@ -179,7 +152,7 @@ TEST(ReferenceResize, BilinearTwoDimensions) {
     Array x = array_of(t, {2, 2}, {0, 10, 20, 30});
     Attrs a = resize_attrs("linear", "half_pixel");
     a.set("sizes", make_shape({4, 4}));
-    auto y = run(Op::Resize, {x}, a);
+    auto y = run_reference_poisoned(Op::Resize, {x}, a);
     ASSERT_EQ(y.size(), 1u);
     EXPECT_TRUE(arrays_close(y[0], array_of(t, {4, 4}, {0, 2.5, 7.5, 10, 5, 7.5, 12.5, 15,  //
                                                         15, 17.5, 22.5, 25, 20, 22.5, 27.5, 30}),
@@ -193,14 +166,14 @@ TEST(ReferenceResize, NchwResizesEachPlaneAlone) {
   x.set_f64(1 * 12 + 5, NAN);  // a NaN in (n=0, c=1) must not leak into other channels
   Attrs a = resize_attrs("linear", "align_corners");
   a.set("sizes", make_shape({2, 3, 5, 7}));
-  auto y = run(Op::Resize, {x}, a);
+  auto y = run_reference_poisoned(Op::Resize, {x}, a);
   ASSERT_EQ(y.size(), 1u);
   Attrs plane_attrs = resize_attrs("linear", "align_corners");
   plane_attrs.set("sizes", make_shape({5, 7}));
   for (int64_t p = 0; p < 6; ++p) {
     Array plane(DType::F32, {3, 4});
     for (int64_t i = 0; i < 12; ++i) plane.set_f64(i, x.get_f64(p * 12 + i));
-    auto expected = run(Op::Resize, {plane}, plane_attrs);
+    auto expected = run_reference_poisoned(Op::Resize, {plane}, plane_attrs);
     ASSERT_EQ(expected.size(), 1u);
     Array got(DType::F32, {5, 7});
     int nans = 0;
@@ -221,20 +194,20 @@ TEST(ReferenceResize, IntegerLinearRoundsHalfAwayFromZero) {
   // align_corners 2->3 puts the middle output exactly between the inputs.
   Attrs a = resize_attrs("linear", "align_corners");
   a.set("sizes", make_shape({3}));
-  auto y = run(Op::Resize, {array_of(DType::U8, {2}, {10, 11})}, a);
+  auto y = run_reference_poisoned(Op::Resize, {array_of(DType::U8, {2}, {10, 11})}, a);
   ASSERT_EQ(y.size(), 1u);
   EXPECT_EQ(to_doubles(y[0]), (D{10, 11, 11}));
-  y = run(Op::Resize, {array_of(DType::I8, {2}, {-10, -11})}, a);
+  y = run_reference_poisoned(Op::Resize, {array_of(DType::I8, {2}, {-10, -11})}, a);
   ASSERT_EQ(y.size(), 1u);
   EXPECT_EQ(to_doubles(y[0]), (D{-10, -11, -11}));
-  y = run(Op::Resize, {array_of(DType::U8, {2}, {0, 255})}, a);
+  y = run_reference_poisoned(Op::Resize, {array_of(DType::U8, {2}, {0, 255})}, a);
   ASSERT_EQ(y.size(), 1u);
   EXPECT_EQ(to_doubles(y[0]), (D{0, 128, 255}));  // 127.5 rounds up, not truncated to 127
 
   // A u8 image: [[0, 255], [255, 0]] -> 4x4 half_pixel, value 255*(cx(1-cy) + cy(1-cx)).
   a = resize_attrs("linear", "half_pixel");
   a.set("sizes", make_shape({4, 4}));
-  y = run(Op::Resize, {array_of(DType::U8, {2, 2}, {0, 255, 255, 0})}, a);
+  y = run_reference_poisoned(Op::Resize, {array_of(DType::U8, {2, 2}, {0, 255, 255, 0})}, a);
   ASSERT_EQ(y.size(), 1u);
   const double c[] = {0, 0.25, 0.75, 1};
   D expected;
@@ -251,7 +224,7 @@ TEST(ReferenceResize, NearestCopiesEveryDTypeExactly) {
     if (t == DType::I64) x.set_i64(0, (int64_t(1) << 60) + 1);  // not representable in double
     Attrs a = resize_attrs("nearest", "asymmetric", "floor");
     a.set("sizes", make_shape({4, 6}));
-    auto y = run(Op::Resize, {x}, a);
+    auto y = run_reference_poisoned(Op::Resize, {x}, a);
     ASSERT_EQ(y.size(), 1u);
     for (int64_t r = 0; r < 4; ++r) {
       for (int64_t col = 0; col < 6; ++col) {
@@ -273,7 +246,7 @@ TEST(ReferenceResize, EmptyInputDimIsAnError) {
   // Scales on an empty input give an empty output: nothing to compute.
   a = resize_attrs("linear", "half_pixel");
   a.set("scales", std::vector<double>{2.0, 2.0});
-  auto y = run(Op::Resize, {Array(DType::F32, {0, 2})}, a);
+  auto y = run_reference_poisoned(Op::Resize, {Array(DType::F32, {0, 2})}, a);
   ASSERT_EQ(y.size(), 1u);
   EXPECT_EQ(y[0].shape(), (I64s{0, 4}));
 }

@@ -9,8 +9,6 @@
 #include <memory>
 #include <utility>
 
-#include "backends/cpu/reference/reference.h"
-#include "ir/shape_inference.h"
 #include "support/test_util.h"
 
 namespace fusebox {
@@ -19,47 +17,19 @@ namespace {
 using testing::array_of;
 using testing::arrays_close;
 using testing::random_array;
-
-// Runs one op through the runtime with the reference executor and no fusion.
-std::vector<Array> run(Op op, const std::vector<Array>& inputs, Attrs attrs = {}) {
-  GraphBuilder b("op");
-  std::vector<ValueId> ins;
-  NamedArrays named;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    std::string name = "in" + std::to_string(i);
-    ins.push_back(b.input(name, inputs[i].dtype(), make_shape(inputs[i].shape())));
-    named[name] = inputs[i];
-  }
-  for (ValueId v : b.op_results(op, ins, std::move(attrs))) b.output(v);
-  Expected<Graph> g = b.build();
-  EXPECT_TRUE(g) << g.status().to_string();
-  if (!g) return {};
-  CompileOptions options;
-  options.fuse = false;
-  options.executor = ExecutorKind::Reference;
-  Expected<Executable> exe = Session().compile(*g, options);
-  EXPECT_TRUE(exe) << exe.status().to_string();
-  if (!exe) return {};
-  Expected<std::vector<Array>> r = exe->run(named);
-  EXPECT_TRUE(r) << op_keyword(op) << ": " << r.status().to_string();
-  return r ? *r : std::vector<Array>{};
-}
+using testing::run_op;
+using testing::run_reference_poisoned;
+using testing::to_ints;
 
 Array fft(const Array& x) {
-  std::vector<Array> r = run(Op::FftMagnitude, {x});
+  std::vector<Array> r = run_op(Op::FftMagnitude, {x});
   return r.empty() ? Array() : r[0];
 }
 
 std::pair<Array, Array> peaks(const Array& x, int64_t k) {
-  std::vector<Array> r = run(Op::Peaks, {x}, {{"k", k}});
+  std::vector<Array> r = run_op(Op::Peaks, {x}, {{"k", k}});
   if (r.size() != 2) return {};
   return {r[0], r[1]};
-}
-
-std::vector<int64_t> to_ints(const Array& a) {
-  std::vector<int64_t> v;
-  for (int64_t i = 0; i < a.numel(); ++i) v.push_back(a.get_i64(i));
-  return v;
 }
 
 TEST(ReferenceConstant, CopiesTheValueAttribute) {
@@ -71,7 +41,7 @@ TEST(ReferenceConstant, CopiesTheValueAttribute) {
   big.set_i64(2, -7);
   values.push_back(big);
   for (const Array& v : values) {
-    std::vector<Array> r = run(Op::Constant, {}, {{"value", std::make_shared<const Array>(v.clone())}});
+    std::vector<Array> r = run_op(Op::Constant, {}, {{"value", std::make_shared<const Array>(v.clone())}});
     ASSERT_EQ(r.size(), 1u);
     EXPECT_TRUE(r[0].same_data(v)) << v.type_string();
   }
@@ -191,38 +161,13 @@ TEST(ReferencePeaks, MatchesNaiveSearchOnRandomRows) {
   }
 }
 
-// Runs the kernel directly twice, on results filled with 0xFF bytes and with 0x00 bytes: the runs
-// must agree bit for bit (so every element is written) and match the runtime's reference result.
-void expect_overwrites(Op op, const std::vector<Array>& in, Attrs attrs = {}) {
-  Node node{op, {}, {}, attrs, nullptr, {}};
-  std::vector<TensorType> types;
-  for (const Array& a : in) types.push_back(TensorType{a.dtype(), make_shape(a.shape())});
-  Expected<std::vector<TensorType>> out_types = infer_result_types(node, types);
-  ASSERT_TRUE(out_types) << out_types.status().to_string();
-  std::vector<Array> ones, zeros;
-  for (const TensorType& t : *out_types) {
-    ones.emplace_back(t.dtype, static_dims(t.shape));
-    ones.back().fill_bytes(0xFF);
-    zeros.emplace_back(t.dtype, static_dims(t.shape));
-    zeros.back().fill_bytes(0x00);
-  }
-  ASSERT_TRUE(cpu::run_reference(node, in, ones).is_ok()) << op_keyword(op);
-  ASSERT_TRUE(cpu::run_reference(node, in, zeros).is_ok()) << op_keyword(op);
-  std::vector<Array> runtime = run(op, in, attrs);
-  ASSERT_EQ(runtime.size(), ones.size());
-  for (size_t r = 0; r < ones.size(); ++r) {
-    EXPECT_TRUE(ones[r].same_data(zeros[r])) << op_keyword(op) << " leaves result elements unwritten";
-    EXPECT_TRUE(ones[r].same_data(runtime[r])) << op_keyword(op);
-  }
-}
-
 TEST(ReferenceSpecial, KernelsOverwriteEveryResultElement) {
   for (DType d : {DType::F32, DType::F16, DType::BF16, DType::F64}) {
     Array x = random_array(d, {3, 9}, 71);
-    expect_overwrites(Op::FftMagnitude, {x});
-    expect_overwrites(Op::Peaks, {x}, {{"k", int64_t(2)}});
-    expect_overwrites(Op::Peaks, {x}, {{"k", int64_t(8)}});  // more slots than peaks
-    expect_overwrites(Op::Constant, {}, {{"value", std::make_shared<const Array>(x.clone())}});
+    run_reference_poisoned(Op::FftMagnitude, {x});
+    run_reference_poisoned(Op::Peaks, {x}, {{"k", int64_t(2)}});
+    run_reference_poisoned(Op::Peaks, {x}, {{"k", int64_t(8)}});  // more slots than peaks
+    run_reference_poisoned(Op::Constant, {}, {{"value", std::make_shared<const Array>(x.clone())}});
   }
 }
 
