@@ -1,7 +1,7 @@
 // Real ONNX models on the CPU, fused against unfused, with a per-op profile of the fused run
-// (docs/benchmarks-models.md has the figures; bench/run_model_bench.sh adds ONNX Runtime):
+// (docs/benchmarks.md has the figures; bench/run_model_bench.sh adds ONNX Runtime):
 //
-//   model_bench CACHE_DIR [--runs N] [--warmup W] [--profile-runs P] [--top K]
+//   model_bench CACHE_DIR [--runs N] [--warmup W] [--min-ms T] [--profile-runs P] [--top K]
 //
 // CACHE_DIR is the model cache of onnx_models_test (tests/models/fetch_models.sh prepares it);
 // its ref/manifest.txt lists the cases: <model>_<size>, the .onnx file, the input name, the
@@ -10,14 +10,16 @@
 //   fused    default CompileOptions (the CPU fusion pipeline, the CPU executor)
 //   unfused  fuse = false, executor Cpu (the graph as imported, one kernel per node)
 //
-// For each case both run W warm-up runs, then N timed runs (median reported), on the same
-// deterministic input ONNX Runtime ran. The outputs are compared with ONNX Runtime's
-// (max|a-b| / max|b|) so a fast wrong answer shows. Then P profiled runs of the fused plan
-// (Executable::run_profiled: wall time per node) are summed per op keyword (a region counts as
-// its keyword, elementwise_region) and the top K printed with their share of the total.
+// For each case the two run alternately on the same deterministic input ONNX Runtime ran:
+// W warm-up pairs, then at least N timed pairs and T ms (medians reported). The outputs are
+// compared with ONNX Runtime's (max|a-b| / max|b|) so a fast wrong answer shows. Then P profiled
+// runs of each plan (Executable::run_profiled: wall time per node) are summed per op keyword (a
+// region counts as its keyword, elementwise_region); the fused plan's top K are printed with their
+// share of the total, and the time outside contractions (conv, matmul: op kind Contraction, the
+// part fusion can change) fused against unfused.
 //
 // One machine-readable line per case, for the script:
-//   fusebox <model> <size> fused_ms <ms> unfused_ms <ms> kernels <before> <after> rel_err <e>
+//   fusebox <model> <size> fused_ms <ms> unfused_ms <ms> kernels <before> <after> rel_err <e> samples <n>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -42,7 +44,7 @@ struct Case {
 
 struct Settings {
   std::string cache;
-  int runs = 5, warmup = 1, profile_runs = 2, top = 8;
+  int runs = 5, warmup = 1, profile_runs = 2, top = 8, min_ms = 2000;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -64,7 +66,7 @@ double median(std::vector<double> xs) {
 
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr, "model_bench: %s\nusage: model_bench CACHE_DIR [--runs N] [--warmup W] "
-               "[--profile-runs P] [--top K]\n", problem.c_str());
+               "[--profile-runs P] [--top K] [--min-ms T]\n", problem.c_str());
   std::exit(2);
 }
 
@@ -84,6 +86,7 @@ Settings parse_args(int argc, char** argv) {
     else if (a == "--warmup") s.warmup = number(0);
     else if (a == "--profile-runs") s.profile_runs = number(0);
     else if (a == "--top") s.top = number(1);
+    else if (a == "--min-ms") s.min_ms = number(0);
     else if (a.rfind("--", 0) == 0) usage("unknown option '" + a + "'");
     else if (s.cache.empty()) s.cache = a;
     else usage("more than one CACHE_DIR");
@@ -135,19 +138,41 @@ Executable compile(const Graph& g, bool fused, const std::string& model) {
   return std::move(*exe);
 }
 
-// Runs `warmup` + `runs` times; returns the median ms and the last output.
-double time_runs(const Executable& exe, const NamedArrays& inputs, const Settings& s, const std::string& what,
-                 Array* output) {
-  std::vector<double> ms;
-  for (int i = 0; i < s.warmup + s.runs; ++i) {
+// Median ms of the fused and the unfused plan. The two alternate run by run, so a change in the
+// machine's load hits both alike: `warmup` pairs, then at least `runs` timed pairs and at least
+// `min_ms` of timed fused runs (small models get more samples), at most 1000 pairs.
+struct Timing {
+  double fused_ms = 0, unfused_ms = 0;
+  int samples = 0;
+  Array fused_out, unfused_out;
+};
+
+Timing time_pair(const Executable& fused, const Executable& unfused, const NamedArrays& inputs, const Settings& s,
+                 const std::string& label) {
+  auto once = [&](const Executable& exe, const char* what, Array* out) {
     auto t0 = Clock::now();
-    Expected<std::vector<Array>> out = exe.run(inputs);
-    double t = ms_since(t0);
-    if (!out) fail(what + ": " + out.status().to_string());
-    if (i >= s.warmup) ms.push_back(t);
-    *output = (*out)[0];
+    Expected<std::vector<Array>> r = exe.run(inputs);
+    double ms = ms_since(t0);
+    if (!r) fail(label + " (" + what + "): " + r.status().to_string());
+    *out = (*r)[0];
+    return ms;
+  };
+  Timing t;
+  for (int i = 0; i < s.warmup; ++i) {
+    once(fused, "fused", &t.fused_out);
+    once(unfused, "unfused", &t.unfused_out);
   }
-  return median(ms);
+  std::vector<double> f, u;
+  double spent = 0;
+  while ((int(f.size()) < s.runs || spent < s.min_ms) && f.size() < 1000) {
+    f.push_back(once(fused, "fused", &t.fused_out));
+    u.push_back(once(unfused, "unfused", &t.unfused_out));
+    spent += f.back();
+  }
+  t.fused_ms = median(f);
+  t.unfused_ms = median(u);
+  t.samples = int(f.size());
+  return t;
 }
 
 double rel_error(const Array& got, const Array& want) {
@@ -160,30 +185,50 @@ double rel_error(const Array& got, const Array& want) {
   return diff / scale;
 }
 
-// P profiled runs of the fused plan: seconds per op keyword (summed over nodes, averaged over
-// runs), printed largest first with their share of the time spent in nodes.
-void print_profile(const Executable& exe, const NamedArrays& inputs, const Settings& s, const std::string& label) {
-  if (s.profile_runs == 0) return;
-  const Graph& g = exe.graph();
+// Seconds per op keyword over `runs` profiled runs of a plan (summed over nodes, averaged over
+// runs), with the number of nodes of each keyword; and the seconds outside contractions.
+struct Profile {
   std::map<std::string, std::pair<double, int>> by_op;  // keyword -> (seconds, nodes)
-  for (const Node& n : g.nodes()) by_op[std::string(n.info().keyword)].second++;
-  for (int r = 0; r < s.profile_runs; ++r) {
+  double total = 0, outside_contractions = 0;
+};
+
+Profile profile(const Executable& exe, const NamedArrays& inputs, int runs, const std::string& label) {
+  const Graph& g = exe.graph();
+  Profile p;
+  for (const Node& n : g.nodes()) p.by_op[std::string(n.info().keyword)].second++;
+  for (int r = 0; r < runs; ++r) {
     std::vector<double> seconds;
     Expected<std::vector<Array>> out = exe.run_profiled(inputs, &seconds);
     if (!out) fail(label + " (profiled): " + out.status().to_string());
-    for (size_t i = 0; i < g.nodes().size(); ++i) by_op[std::string(g.nodes()[i].info().keyword)].first += seconds[i];
+    for (size_t i = 0; i < g.nodes().size(); ++i) {
+      const Node& n = g.nodes()[i];
+      double t = seconds[i] / runs;
+      p.by_op[std::string(n.info().keyword)].first += t;
+      p.total += t;
+      if (op_kind(n.op) != OpKind::Contraction) p.outside_contractions += t;
+    }
   }
-  std::vector<std::pair<std::string, std::pair<double, int>>> rows(by_op.begin(), by_op.end());
-  double total = 0;
-  for (auto& row : rows) total += (row.second.first /= s.profile_runs);
+  return p;
+}
+
+// The fused plan's top K op keywords with their share of the time spent in nodes, and the time
+// outside contractions (the part fusion can change) fused against unfused.
+void print_profile(const Executable& fused, const Executable& unfused, const NamedArrays& inputs, const Settings& s,
+                   const std::string& label) {
+  if (s.profile_runs == 0) return;
+  Profile f = profile(fused, inputs, s.profile_runs, label + " fused");
+  Profile u = profile(unfused, inputs, s.profile_runs, label + " unfused");
+  std::vector<std::pair<std::string, std::pair<double, int>>> rows(f.by_op.begin(), f.by_op.end());
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
   std::printf("  profile %s (fused, mean of %d profiled runs): %.1f ms in nodes\n", label.c_str(), s.profile_runs,
-              total * 1e3);
+              f.total * 1e3);
   for (size_t i = 0; i < rows.size() && i < size_t(s.top); ++i) {
     const auto& [op, v] = rows[i];
     std::printf("    %-24s %10.2f ms  %5.1f%%  (%d nodes)\n", op.c_str(), v.first * 1e3,
-                total > 0 ? 100 * v.first / total : 0.0, v.second);
+                f.total > 0 ? 100 * v.first / f.total : 0.0, v.second);
   }
+  std::printf("  outside contractions (conv, matmul): fused %.2f ms, unfused %.2f ms (of %.1f / %.1f ms in nodes)\n",
+              f.outside_contractions * 1e3, u.outside_contractions * 1e3, f.total * 1e3, u.total * 1e3);
 }
 
 int run(const Settings& s) {
@@ -191,8 +236,8 @@ int run(const Settings& s) {
   std::vector<std::string> models;  // in manifest order
   for (const Case& c : cases)
     if (std::find(models.begin(), models.end(), c.model) == models.end()) models.push_back(c.model);
-  std::printf("model_bench: %zu cases, %d warm-up + %d timed runs each (median), %d profiled runs\n", cases.size(),
-              s.warmup, s.runs, s.profile_runs);
+  std::printf("model_bench: %zu cases; per case %d warm-up + at least %d timed runs and %d ms (median; fused and "
+              "unfused alternate), %d profiled runs\n", cases.size(), s.warmup, s.runs, s.min_ms, s.profile_runs);
   for (const std::string& model : models) {
     auto t0 = Clock::now();
     Expected<Graph> g = import_onnx_file(s.cache + "/" + model);
@@ -205,16 +250,14 @@ int run(const Settings& s) {
       Array input = load(s.cache + "/" + c.input_npy);
       Array want = load(s.cache + "/" + c.output_npy);
       NamedArrays inputs{{onnx_value_name(c.input_name), input}};
-      Array out_fused, out_unfused;
-      double fused_ms = time_runs(fused, inputs, s, c.name + " (fused)", &out_fused);
-      double unfused_ms = time_runs(unfused, inputs, s, c.name + " (unfused)", &out_unfused);
-      double err = std::max(rel_error(out_fused, want), rel_error(out_unfused, want));
+      Timing t = time_pair(fused, unfused, inputs, s, c.name);
+      double err = std::max(rel_error(t.fused_out, want), rel_error(t.unfused_out, want));
       auto [key, size] = split_case(c.name);
-      std::printf("fusebox %s %s fused_ms %.3f unfused_ms %.3f kernels %zu %zu rel_err %.2g\n", key.c_str(),
-                  size.c_str(), fused_ms, unfused_ms, fused.report().kernels_before, fused.report().kernels_after,
-                  err);
+      std::printf("fusebox %s %s fused_ms %.3f unfused_ms %.3f kernels %zu %zu rel_err %.2g samples %d\n",
+                  key.c_str(), size.c_str(), t.fused_ms, t.unfused_ms, fused.report().kernels_before,
+                  fused.report().kernels_after, err, t.samples);
       std::fflush(stdout);
-      print_profile(fused, inputs, s, c.name);
+      print_profile(fused, unfused, inputs, s, c.name);
       std::fflush(stdout);
     }
   }

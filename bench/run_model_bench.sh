@@ -11,8 +11,9 @@
 # 3. bench/peers/ort_bench.js times ONNX Runtime (all graph optimisations, 2 intra-op threads);
 # 4. the table: model, size, fused ms, unfused ms, ORT ms, fused/ORT.
 #
-# Environment: RUNS (fusebox timed runs, default 5), WARMUP (1), PROFILE_RUNS (2),
-# ORT_RUNS (20), ORT_WARMUP (3). Exit status: 0, or 1 with the reason on stderr.
+# Environment: RUNS (fusebox timed runs, at least; default 5), MIN_MS (2000: and at least this
+# long, for ONNX Runtime too), WARMUP (1), PROFILE_RUNS (2), ORT_RUNS (20), ORT_WARMUP (3).
+# Exit status: 0, or 1 with the reason on stderr.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -34,12 +35,14 @@ fusebox_log="$(mktemp)"
 ort_log="$(mktemp)"
 trap 'rm -f "$fusebox_log" "$ort_log"' EXIT
 
-echo "\$ $bench $cache --runs ${RUNS:-5} --warmup ${WARMUP:-1} --profile-runs ${PROFILE_RUNS:-2}"
-"$bench" "$cache" --runs "${RUNS:-5}" --warmup "${WARMUP:-1}" --profile-runs "${PROFILE_RUNS:-2}" \
+args=(--runs "${RUNS:-5}" --min-ms "${MIN_MS:-2000}" --warmup "${WARMUP:-1}" --profile-runs "${PROFILE_RUNS:-2}")
+echo "\$ $bench $cache ${args[*]}"
+"$bench" "$cache" "${args[@]}" \
   | tee "$fusebox_log" || die "model_bench failed"
 echo
-echo "\$ node bench/peers/ort_bench.js --cache $cache --runs ${ORT_RUNS:-20} --warmup ${ORT_WARMUP:-3}"
-node "$here/peers/ort_bench.js" --cache "$cache" --runs "${ORT_RUNS:-20}" --warmup "${ORT_WARMUP:-3}" \
+ort_args=(--runs "${ORT_RUNS:-20}" --min-ms "${MIN_MS:-2000}" --warmup "${ORT_WARMUP:-3}")
+echo "\$ node bench/peers/ort_bench.js --cache $cache ${ort_args[*]}"
+node "$here/peers/ort_bench.js" --cache "$cache" "${ort_args[@]}" \
   | tee "$ort_log" || die "ort_bench.js failed"
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo

@@ -1,15 +1,15 @@
 // Times ONNX Runtime (onnxruntime-node, CPU) on the real models of onnx_models_test, as the peer
 // of bench/model_bench.cpp (bench/run_model_bench.sh runs both and prints one table).
 //
-//   node bench/peers/ort_bench.js [--cache DIR] [--runs N] [--warmup W]
+//   node bench/peers/ort_bench.js [--cache DIR] [--runs N] [--warmup W] [--min-ms T]
 //
 // DIR is the model cache that tests/models/fetch_models.sh prepares (default: tests/models/cache,
 // or $FUSEBOX_MODEL_CACHE); the cases, models and inputs are those of its ref/manifest.txt, so
 // both sides run the same deterministic .npy inputs. Sessions use every graph optimisation
 // ('all'), 2 intra-op threads and 1 inter-op thread. For each case it runs W warm-up runs, then
-// N timed runs, and prints one line per case:
+// at least N timed runs lasting at least T ms in all (at most 10000), and prints one line per case:
 //
-//   ort <model> <size> <median_ms>        e.g.  ort det 1x3x320x320 41.7
+//   ort <model> <size> <median_ms> samples <n>        e.g.  ort det 1x3x320x320 23.7 samples 85
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -19,6 +19,7 @@ function parseArgs(argv) {
     cache: process.env.FUSEBOX_MODEL_CACHE || path.join(__dirname, '..', '..', 'tests', 'models', 'cache'),
     runs: 20,
     warmup: 3,
+    minMs: 2000,
   };
   for (let i = 0; i < argv.length; ++i) {
     const a = argv[i];
@@ -29,16 +30,18 @@ function parseArgs(argv) {
     if (a === '--cache') opts.cache = value();
     else if (a === '--runs') opts.runs = Number(value());
     else if (a === '--warmup') opts.warmup = Number(value());
+    else if (a === '--min-ms') opts.minMs = Number(value());
     else if (a === '--help' || a === '-h') usage(null);
     else usage(`unknown argument '${a}'`);
   }
   if (!Number.isInteger(opts.runs) || opts.runs < 1) usage('--runs takes an integer >= 1');
   if (!Number.isInteger(opts.warmup) || opts.warmup < 0) usage('--warmup takes an integer >= 0');
+  if (!Number.isInteger(opts.minMs) || opts.minMs < 0) usage('--min-ms takes an integer >= 0');
   return opts;
 }
 
 function usage(problem) {
-  const text = 'usage: node bench/peers/ort_bench.js [--cache DIR] [--runs N] [--warmup W]';
+  const text = 'usage: node bench/peers/ort_bench.js [--cache DIR] [--runs N] [--warmup W] [--min-ms T]';
   if (problem) {
     console.error(`ort_bench: ${problem}\n${text}`);
     process.exit(2);
@@ -105,13 +108,15 @@ async function main() {
     const feeds = { [c.inputName]: new ort.Tensor('float32', input.data, input.shape) };
     for (let i = 0; i < opts.warmup; ++i) await session.run(feeds);
     const ms = [];
-    for (let i = 0; i < opts.runs; ++i) {
+    let spent = 0;
+    while ((ms.length < opts.runs || spent < opts.minMs) && ms.length < 10000) {
       const t0 = process.hrtime.bigint();
       await session.run(feeds);
       ms.push(Number(process.hrtime.bigint() - t0) / 1e6);
+      spent += ms[ms.length - 1];
     }
     const [model, size] = splitCase(c.name);
-    console.log(`ort ${model} ${size} ${median(ms).toFixed(3)}`);
+    console.log(`ort ${model} ${size} ${median(ms).toFixed(3)} samples ${ms.length}`);
   }
 }
 
