@@ -118,6 +118,9 @@ Status verify(const Graph& g) {
     }
     Status attrs = verify_attrs(n);
     if (!attrs.is_ok()) return attrs.with_context(where);
+    if (n.body && info.num_outputs >= 0) {
+      return Status::invalid(where + ": " + std::string(info.keyword) + " takes no body");
+    }
     if (n.body) FUSEBOX_RETURN_IF_ERROR(verify_body(*n.body, where));
     for (const auto& [name, value] : n.attrs.entries()) {
       if (const Shape* s = std::get_if<Shape>(&value)) {

@@ -1,6 +1,7 @@
 #include "runtime/session.h"
 
 #include "backends/cpu/reference/reference.h"
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -138,6 +139,13 @@ Expected<std::vector<Array>> Executable::run_profiled(const NamedArrays& inputs,
   const auto& nodes = graph_.nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
+    // A constant read only by kernels (which never write their operands) shares the graph's
+    // array instead of copying it every run; a returned constant is copied so the caller owns it.
+    if (n.op == Op::Constant && std::find(graph_.outputs().begin(), graph_.outputs().end(), n.outputs[0]) ==
+                                    graph_.outputs().end()) {
+      values[static_cast<size_t>(n.outputs[0])] = n.attr_array("value");
+      continue;
+    }
     std::vector<Array> in;
     std::vector<TensorType> in_types;
     in.reserve(n.inputs.size());
