@@ -406,3 +406,27 @@ TEST(SpecDefects, CompilesFromSeveralThreadsGiveIdenticalResults) {
 
 }  // namespace
 }  // namespace fusebox
+
+namespace fusebox {
+namespace {
+
+TEST(RegionExecutor, BroadcastGatherAtHighRankAndAcrossRows) {
+  // Rank 18 (above the gather's fixed index buffer) with stretched and contiguous operands whose
+  // rows are shorter than a tile, so runs cross row boundaries inside a tile.
+  std::vector<int64_t> big(18, 1), row(18, 1), col(18, 1);
+  big[0] = 3, big[16] = 70, big[17] = 5;
+  row[17] = 5;
+  col[16] = 70;
+  GraphBuilder b("rank18");
+  ValueId x = b.input("x", DType::F32, make_shape(big));
+  ValueId r = b.input("r", DType::F32, make_shape(row));
+  ValueId c = b.input("c", DType::F32, make_shape(col));
+  b.output(b.relu(b.mul(b.add(x, r), c)));
+  Graph g = *b.build();
+  expect_fused_matches_reference(g, {{"x", random_array(DType::F32, big, 31)},
+                                     {"r", random_array(DType::F32, row, 32)},
+                                     {"c", random_array(DType::F32, col, 33)}});
+}
+
+}  // namespace
+}  // namespace fusebox

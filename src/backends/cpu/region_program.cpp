@@ -68,7 +68,10 @@ template <typename T>
 void gather(const T* base, const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
             int64_t start, int64_t n, T* dst) {
   const size_t rank = shape.size();
-  int64_t idx[16] = {0};
+  int64_t small[16] = {0};
+  std::vector<int64_t> large;  // ranks above 16 are rare: only they pay for an allocation
+  if (rank > 16) large.assign(rank, 0);
+  int64_t* idx = rank > 16 ? large.data() : small;
   int64_t offset = 0, rest = start;
   for (size_t d = rank; d-- > 0;) {
     idx[d] = rest % shape[d];
@@ -76,13 +79,22 @@ void gather(const T* base, const std::vector<int64_t>& shape, const std::vector<
     offset += idx[d] * strides[d];
   }
   const int64_t inner = shape[rank - 1], inner_stride = strides[rank - 1];
-  for (int64_t i = 0; i < n; ++i) {
-    dst[i] = base[offset];
-    if (++idx[rank - 1] < inner) {
-      offset += inner_stride;
-      continue;
+  // Row segments at a time: a contiguous run (stride 1) is a copy, a stretched one (stride 0) a
+  // fill; only other strides walk element by element.
+  for (int64_t i = 0; i < n;) {
+    const int64_t run = std::min(inner - idx[rank - 1], n - i);
+    if (inner_stride == 1) {
+      std::memcpy(dst + i, base + offset, size_t(run) * sizeof(T));
+    } else if (inner_stride == 0) {
+      std::fill(dst + i, dst + i + run, base[offset]);
+    } else {
+      for (int64_t k = 0; k < run; ++k) dst[i + k] = base[offset + k * inner_stride];
     }
-    offset -= inner_stride * (inner - 1);
+    i += run;
+    idx[rank - 1] += run;
+    offset += run * inner_stride;
+    if (idx[rank - 1] < inner) continue;
+    offset -= inner_stride * inner;
     idx[rank - 1] = 0;
     for (size_t d = rank - 1; d-- > 0;) {
       if (++idx[d] < shape[d]) {
