@@ -1,6 +1,9 @@
 #include "support/test_util.h"
 
+#include "runtime/file_io.h"
+
 #include <cmath>
+#include <filesystem>
 #include <random>
 
 #include "backends/cpu/reference/reference.h"
@@ -101,6 +104,12 @@ std::vector<Array> run_reference_poisoned(Op op, const std::vector<Array>& input
     }
   }
   return via_session;
+}
+
+std::string read_test_file(const std::string& relative) {
+  std::filesystem::path tests = std::filesystem::path(__FILE__).parent_path().parent_path();
+  Expected<std::string> text = read_file((tests / relative).string());
+  return text ? *text : std::string();
 }
 
 std::vector<double> to_doubles(const Array& a) {

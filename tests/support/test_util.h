@@ -40,6 +40,9 @@ std::vector<Array> run_reference_poisoned(Op op, const std::vector<Array>& input
 // Element-wise |a-b| <= atol + rtol*|b| (NaN equals NaN); shapes and dtypes must match.
 ::testing::AssertionResult arrays_close(const Array& actual, const Array& expected,
                                         double rtol = 1e-6, double atol = 1e-6);
+// The text of a file under tests/ (e.g. "lit/ir/ops-roundtrip.fbir"); empty when unreadable.
+std::string read_test_file(const std::string& relative);
+
 // Every element as double.
 std::vector<double> to_doubles(const Array& a);
 // Every element as int64_t (through Array::get_i64).

@@ -12,21 +12,14 @@
 #include <sstream>
 
 #include "fusebox/graph.h"
+#include "support/test_util.h"
 
 namespace fusebox {
 namespace {
 
-std::string read_text(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::vector<std::string> seed_programs() {
   std::vector<std::string> seeds;
-  seeds.push_back(read_text(std::filesystem::path(__FILE__).parent_path().parent_path() / "lit" / "ir" /
-                            "ops-roundtrip.fbir"));
+  seeds.push_back(testing::read_test_file("lit/ir/ops-roundtrip.fbir"));
   seeds.push_back(
       "func @mlp(%x: f32[N,512], %w: f32[512,256], %b: f32[256]) -> (f32[N,256], i64[N,4]) {\n"
       "  %0 = matmul %x, %w : f32[N,256]\n"

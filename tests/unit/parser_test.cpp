@@ -19,17 +19,6 @@
 namespace fusebox {
 namespace {
 
-std::string read_text(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::filesystem::path roundtrip_file() {
-  return std::filesystem::path(__FILE__).parent_path().parent_path() / "lit" / "ir" / "ops-roundtrip.fbir";
-}
-
 // The file without its comment lines: the functions in canonical form, blank-line separated.
 std::string without_comments(const std::string& text) {
   std::string out;
@@ -62,8 +51,8 @@ void collect_ops(const Graph& g, std::set<Op>* ops) {
 }
 
 TEST(OpsRoundTrip, FileIsCanonicalAndCoversEveryOp) {
-  std::string text = read_text(roundtrip_file());
-  ASSERT_FALSE(text.empty()) << "cannot read " << roundtrip_file();
+  std::string text = testing::read_test_file("lit/ir/ops-roundtrip.fbir");
+  ASSERT_FALSE(text.empty()) << "cannot read tests/lit/ir/ops-roundtrip.fbir";
   std::string canonical = without_comments(text);
   Expected<Module> m = parse_module(canonical, "ops-roundtrip.fbir");
   ASSERT_TRUE(m) << m.status().message();

@@ -16,14 +16,6 @@ namespace fusebox::cpu {
 
 namespace {
 
-template <DType D>
-using Storage = typename DTypeTraits<D>::Storage;
-
-Status unsupported(const KernelArgs& a, DType t) {
-  return Status::internal(std::string(a.node.info().keyword) + ": no reference kernel for dtype " +
-                          std::string(dtype_name(t)));
-}
-
 // out[i] = f(load(a[ia]), load(b[ib])) over the broadcast index space of the result; OutD is the
 // result's dtype (bool for comparisons), f returns its Compute type.
 template <DType D, DType OutD, typename F>
@@ -56,7 +48,7 @@ Status arith(const KernelArgs& a, FloatF float_f, IntF int_f) {
       broadcast_binary<D, D>(a.in[0], a.in[1], a.out[0], int_f);
       return Status::ok();
     } else {
-      return unsupported(a, D);
+      return unsupported_dtype(a, D);
     }
   });
 }
@@ -72,7 +64,7 @@ Status compare(const KernelArgs& a, F f) {
 
 template <typename F>
 Status logical(const KernelArgs& a, F f) {
-  if (a.in[0].dtype() != DType::Bool) return unsupported(a, a.in[0].dtype());
+  if (a.in[0].dtype() != DType::Bool) return unsupported_dtype(a, a.in[0].dtype());
   broadcast_binary<DType::Bool, DType::Bool>(a.in[0], a.in[1], a.out[0], f);
   return Status::ok();
 }

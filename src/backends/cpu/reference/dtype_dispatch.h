@@ -73,6 +73,10 @@ typename DTypeTraits<D>::Storage store_f64(double v) {
   else return static_cast<S>(f64_to_i64(v));
 }
 
+// What a buffer of dtype D holds.
+template <DType D>
+using Storage = typename DTypeTraits<D>::Storage;
+
 // Calls f.template operator()<D>() for the runtime dtype t:
 //   visit_dtype(t, [&]<DType D>() { using T = DTypeTraits<D>; ... });
 template <typename F>

@@ -15,9 +15,6 @@ namespace fusebox::cpu {
 namespace {
 
 template <DType D>
-using Storage = typename DTypeTraits<D>::Storage;
-
-template <DType D>
 double load_f64(const Array& a, int64_t i) {
   return double(DTypeTraits<D>::load(a.data<Storage<D>>()[i]));
 }

@@ -15,14 +15,6 @@ namespace fusebox::cpu {
 
 namespace {
 
-template <DType D>
-using Storage = typename DTypeTraits<D>::Storage;
-
-Status unsupported(const KernelArgs& a, DType t) {
-  return Status::internal(std::string(a.node.info().keyword) + ": no reference kernel for dtype " +
-                          std::string(dtype_name(t)));
-}
-
 // Where each input element lands in the (keepdims-free) result: for each input dim, the stride of
 // the result along it, 0 on reduced dims. `count` is how many inputs meet in one result.
 struct ReduceMap {
@@ -105,7 +97,7 @@ Status reduce_typed(const KernelArgs& a, const ReduceMap& m, Kind kind) {
     }
     return Status::ok();
   } else {
-    if (kind == Kind::Mean) return unsupported(a, D);
+    if (kind == Kind::Mean) return unsupported_dtype(a, D);
     std::vector<uint64_t> acc(n, prod ? 1u : 0u);
     if (prod) fold<D>(a.in[0], m, acc, [](uint64_t s, C x) { return s * uint64_t(int64_t(x)); });
     else fold<D>(a.in[0], m, acc, [](uint64_t s, C x) { return s + uint64_t(int64_t(x)); });
@@ -119,7 +111,7 @@ Status reduce(const KernelArgs& a, Kind kind) {
   if (!m) return m.status();
   FUSEBOX_CHECK(a.out[0].dtype() == a.in[0].dtype()) << "reduction dtype";
   return visit_dtype(a.in[0].dtype(), [&]<DType D>() -> Status {
-    if constexpr (D == DType::Bool) return unsupported(a, D);
+    if constexpr (D == DType::Bool) return unsupported_dtype(a, D);
     else return reduce_typed<D>(a, *m, kind);
   });
 }
@@ -139,7 +131,7 @@ Status arg_reduce(const KernelArgs& a, bool is_max) {
   int64_t* out = a.out[0].data<int64_t>();
   return visit_dtype(x.dtype(), [&]<DType D>() -> Status {
     if constexpr (D == DType::Bool) {
-      return unsupported(a, D);
+      return unsupported_dtype(a, D);
     } else {
       using C = typename DTypeTraits<D>::Compute;
       const Storage<D>* px = x.data<Storage<D>>();

@@ -15,6 +15,11 @@ static_assert(std::size(kKernels) == kNumOps, "every op of ops.def needs a refer
 
 }  // namespace
 
+Status unsupported_dtype(const KernelArgs& args, DType t) {
+  return Status::internal(std::string(args.node.info().keyword) + ": no reference kernel for dtype " +
+                          std::string(dtype_name(t)));
+}
+
 Status run_reference(const Node& node, std::span<const Array> inputs, std::span<Array> outputs) {
   return kKernels[static_cast<size_t>(node.op)](KernelArgs{node, inputs, outputs});
 }

@@ -30,6 +30,9 @@ using ReferenceKernel = Status (*)(const KernelArgs&);
 // Runs one node. Errors (an index out of range in gather, say) come back as a Status.
 Status run_reference(const Node& node, std::span<const Array> inputs, std::span<Array> outputs);
 
+// The error of a kernel asked for a dtype it does not implement (inference should have refused).
+Status unsupported_dtype(const KernelArgs& args, DType t);
+
 // One kernel per op, named ref_<Name> after the ops.def row. A row without its function fails to
 // link, so adding an op without a reference kernel does not build.
 #define FUSEBOX_OP(name, kw, min_in, max_in, num_out, kind, schema) \

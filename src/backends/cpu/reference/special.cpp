@@ -12,9 +12,6 @@ namespace fusebox::cpu {
 
 namespace {
 
-template <DType D>
-using Storage = typename DTypeTraits<D>::Storage;
-
 Status float_only(const KernelArgs& a, DType t) {
   return Status::internal(std::string(a.node.info().keyword) + ": no reference kernel for dtype " +
                           std::string(dtype_name(t)));

@@ -16,14 +16,6 @@ namespace fusebox::cpu {
 
 namespace {
 
-template <DType D>
-using Storage = typename DTypeTraits<D>::Storage;
-
-Status unsupported(const KernelArgs& a, DType t) {
-  return Status::internal(std::string(a.node.info().keyword) + ": no reference kernel for dtype " +
-                          std::string(dtype_name(t)));
-}
-
 // out[i] = store(f(load(in[i]))) over every element.
 template <DType D, typename F>
 void map_elements(const Array& x, Array& y, F f) {
@@ -42,7 +34,7 @@ Status float_unary(const KernelArgs& a, F f) {
       map_elements<D>(a.in[0], a.out[0], f);
       return Status::ok();
     } else {
-      return unsupported(a, D);
+      return unsupported_dtype(a, D);
     }
   });
 }
@@ -58,7 +50,7 @@ Status numeric_unary(const KernelArgs& a, FloatF float_f, IntF int_f) {
       map_elements<D>(a.in[0], a.out[0], int_f);
       return Status::ok();
     } else {
-      return unsupported(a, D);
+      return unsupported_dtype(a, D);
     }
   });
 }
@@ -248,7 +240,7 @@ Status ref_Round(const KernelArgs& a) {
 }
 
 Status ref_Not(const KernelArgs& a) {
-  if (a.in[0].dtype() != DType::Bool) return unsupported(a, a.in[0].dtype());
+  if (a.in[0].dtype() != DType::Bool) return unsupported_dtype(a, a.in[0].dtype());
   map_elements<DType::Bool>(a.in[0], a.out[0], [](bool x) { return !x; });
   return Status::ok();
 }
@@ -288,7 +280,7 @@ Status ref_Clip(const KernelArgs& a) {
       });
       return Status::ok();
     } else {
-      return unsupported(a, D);
+      return unsupported_dtype(a, D);
     }
   });
 }
