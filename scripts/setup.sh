@@ -2,13 +2,13 @@
 # Checks the Debian packages fusebox needs (dpkg-query) before `make` configures and builds.
 #
 # Required packages missing: as root, installs them (and the optional ones the archive has) with
-# apt-get; otherwise prints the exact apt-get command and exits 1. Optional packages (ONNX
-# import, oneDNN, graphviz) are installed when available and only reported when not: the build
+# apt-get; otherwise prints the exact apt-get command and exits 1. Optional packages (CPU code
+# generation, ONNX import, oneDNN, graphviz) are installed when available and only reported when not: the build
 # turns those components off (CMake prints which).
 set -u
 
 required=(cmake ninja-build g++ make libgtest-dev libgmock-dev llvm-14-tools libbenchmark-dev)
-optional=(libonnx-dev libprotobuf-dev protobuf-compiler libdnnl-dev graphviz)
+optional=(llvm-14-dev libonnx-dev libprotobuf-dev protobuf-compiler libdnnl-dev graphviz)
 # Root tries to install missing optional packages once per build directory, not on every make.
 stamp=${FUSEBOX_BUILD_DIR:-build}/.setup-optional-tried
 

@@ -1,6 +1,7 @@
 #include "ir/array.h"
 
 #include <cstdint>
+#include <new>
 
 #include "ir/check.h"
 
@@ -26,8 +27,14 @@ Array::Array(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(st
   for (int64_t d : shape_) FUSEBOX_CHECK(d >= 0) << "negative dim in array shape";
   numel_ = product(shape_);
   // Always allocate at least one byte so raw() of an empty array is a valid pointer.
-  buffer_ = std::shared_ptr<uint8_t[]>(new uint8_t[std::max<size_t>(nbytes(), 1)]);
+  buffer_ = std::shared_ptr<uint8_t[]>(allocate_array_bytes(std::max<size_t>(nbytes(), 1)), free_array_bytes);
 }
+
+uint8_t* allocate_array_bytes(size_t bytes) {
+  return static_cast<uint8_t*>(::operator new[](bytes, std::align_val_t{kArrayAlignment}));
+}
+
+void free_array_bytes(uint8_t* p) { ::operator delete[](p, std::align_val_t{kArrayAlignment}); }
 
 namespace {
 // Float to integer: truncation toward zero, NaN to 0, saturating at the int64 range (so no

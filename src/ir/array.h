@@ -13,6 +13,12 @@
 
 namespace fusebox {
 
+// Array buffers start on a cache line (64 bytes), so vector loops may use aligned and
+// non-temporal stores on them. Every owning buffer comes from these two functions.
+inline constexpr size_t kArrayAlignment = 64;
+uint8_t* allocate_array_bytes(size_t bytes);
+void free_array_bytes(uint8_t* p);
+
 class Array {
  public:
   Array() = default;

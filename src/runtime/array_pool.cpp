@@ -9,7 +9,7 @@ ArrayPool::ArrayPool(size_t max_cached_bytes) : state_(std::make_shared<State>()
 void ArrayPool::State::give_back(size_t capacity, uint8_t* p) {
   std::lock_guard<std::mutex> lock(mu);
   if (cached_bytes + capacity > max_cached_bytes) {
-    delete[] p;
+    free_array_bytes(p);
     return;
   }
   idle.emplace(capacity, p);
@@ -18,7 +18,7 @@ void ArrayPool::State::give_back(size_t capacity, uint8_t* p) {
 }
 
 ArrayPool::State::~State() {
-  for (auto& [capacity, p] : idle) delete[] p;
+  for (auto& [capacity, p] : idle) free_array_bytes(p);
 }
 
 Array ArrayPool::allocate(DType dtype, std::vector<int64_t> shape) {
@@ -39,13 +39,13 @@ Array ArrayPool::allocate(DType dtype, std::vector<int64_t> shape) {
       ++state_->stats.allocations;
     }
   }
-  if (!p) p = new uint8_t[capacity];
+  if (!p) p = allocate_array_bytes(capacity);
   std::weak_ptr<State> weak = state_;
   std::shared_ptr<uint8_t[]> buffer(p, [weak, capacity](uint8_t* q) {
     if (auto s = weak.lock()) {
       s->give_back(capacity, q);
     } else {
-      delete[] q;
+      free_array_bytes(q);
     }
   });
   return Array::adopt(dtype, std::move(shape), std::move(buffer));

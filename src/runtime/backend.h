@@ -6,6 +6,7 @@
 #include <span>
 #include <string_view>
 
+#include "backends/cpu/region_program.h"
 #include "fusebox/status.h"
 #include "ir/array.h"
 #include "ir/graph.h"
@@ -27,9 +28,10 @@ class Backend {
   virtual Expected<std::shared_ptr<const CompiledKernel>> compile(const Graph& g, const Node& n) const = 0;
 };
 
-// Fast CPU: elementwise_region nodes and lone element-wise ops through the tiled, vectorised,
-// multi-threaded region executor; every other op through its reference kernel.
-const Backend& cpu_backend();
+// Fast CPU: elementwise_region nodes and lone element-wise ops through the region executor
+// (generated code or the tiled interpreter, as `codegen` says); every other op through its
+// reference kernel.
+const Backend& cpu_backend(cpu::Codegen codegen = cpu::Codegen::Auto);
 // Every node through the reference kernels: the oracle. A region runs its body op by op at
 // full size.
 const Backend& reference_backend();

@@ -34,17 +34,21 @@ class RegionKernel final : public CompiledKernel {
 
 class CpuBackend final : public Backend {
  public:
+  explicit CpuBackend(cpu::Codegen codegen) : codegen_(codegen) {}
   std::string_view name() const override { return "cpu"; }
   Expected<std::shared_ptr<const CompiledKernel>> compile(const Graph& g, const Node& n) const override {
     std::vector<TensorType> in;
     for (ValueId v : n.inputs) in.push_back(g.type(v));
     bool region = n.op == Op::ElementwiseRegion;
     if (region || (n.outputs.size() == 1 && cpu::RegionProgram::supports(n, in, g.type(n.outputs[0])))) {
-      FUSEBOX_ASSIGN_OR_RETURN(auto program, cpu::RegionProgram::compile(n, in));
+      FUSEBOX_ASSIGN_OR_RETURN(auto program, cpu::RegionProgram::compile(n, in, codegen_));
       return std::shared_ptr<const CompiledKernel>(std::make_shared<RegionKernel>(std::move(program), region));
     }
     return std::shared_ptr<const CompiledKernel>(std::make_shared<ReferenceKernel>(n));
   }
+
+ private:
+  cpu::Codegen codegen_;
 };
 
 class ReferenceBackend final : public Backend {
@@ -57,9 +61,14 @@ class ReferenceBackend final : public Backend {
 
 }  // namespace
 
-const Backend& cpu_backend() {
-  static const CpuBackend backend;
-  return backend;
+const Backend& cpu_backend(cpu::Codegen codegen) {
+  static const CpuBackend automatic(cpu::Codegen::Auto), interpreter(cpu::Codegen::Interpreter), jit(cpu::Codegen::Jit);
+  switch (codegen) {
+    case cpu::Codegen::Interpreter: return interpreter;
+    case cpu::Codegen::Jit: return jit;
+    case cpu::Codegen::Auto: break;
+  }
+  return automatic;
 }
 
 const Backend& reference_backend() {

@@ -29,8 +29,12 @@ namespace fusebox {
 class CompiledKernel;
 
 enum class ExecutorKind {
-  Cpu,        // fused regions and element-wise ops on the fast CPU path, the rest by reference
-  Reference,  // every node through the reference kernels (the oracle of tests)
+  Cpu,             // fused regions and element-wise ops on the fast CPU path (generated code for
+                   // large runs when the build has LLVM, else the tile interpreter), the rest by
+                   // reference
+  CpuInterpreter,  // the same, regions always through the tile interpreter
+  CpuJit,          // the same, regions through generated code at every size (tests)
+  Reference,       // every node through the reference kernels (the oracle of tests)
 };
 
 struct CompileOptions {

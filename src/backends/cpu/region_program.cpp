@@ -131,6 +131,23 @@ struct OperandPlan {
   std::vector<int64_t> strides;
 };
 
+std::vector<OperandPlan> operand_plans(std::span<const Array> inputs, const std::vector<int64_t>& shape,
+                                       const std::vector<int64_t>& loop_shape) {
+  std::vector<OperandPlan> plans;
+  for (const Array& a : inputs) {
+    OperandPlan plan{Load::Gather, static_cast<const uint8_t*>(a.raw()), size_t(dtype_size(a.dtype())), {}};
+    if (a.numel() == 1) {
+      plan.load = Load::Repeat;
+    } else if (a.shape() == shape) {
+      plan.load = Load::Direct;
+    } else {
+      plan.strides = broadcast_strides(a.shape(), loop_shape);
+    }
+    plans.push_back(std::move(plan));
+  }
+  return plans;
+}
+
 }  // namespace
 
 bool RegionProgram::supports(const Node& node, std::span<const TensorType> operand_types,
@@ -140,8 +157,9 @@ bool RegionProgram::supports(const Node& node, std::span<const TensorType> opera
 }
 
 Expected<std::shared_ptr<const RegionProgram>> RegionProgram::compile(
-    const Node& node, std::span<const TensorType> operand_types) {
+    const Node& node, std::span<const TensorType> operand_types, Codegen codegen) {
   auto program = std::shared_ptr<RegionProgram>(new RegionProgram());
+  program->codegen_ = codegen;
   if (node.op == Op::ElementwiseRegion) {
     if (!node.body) return Status::internal("region without a body");
     program->body_ = node.body;
@@ -161,6 +179,7 @@ Expected<std::shared_ptr<const RegionProgram>> RegionProgram::compile(
   }
   const Graph& body = *program->body_;
   RegionProgram& p = *program;
+  p.jit_unsupported_ = jit_built() ? jit_unsupported_step(body) : "this build has no CPU code generation";
 
   // Registers: operands and constants keep theirs; step results reuse freed ones.
   std::vector<int> reg_of(body.num_values(), -1);
@@ -218,24 +237,90 @@ Status RegionProgram::run(std::span<const Array> inputs, std::span<Array> output
   if (inputs.size() != operand_reg_.size() || outputs.size() != output_reg_.size()) {
     return Status::internal("region program called with the wrong number of arrays");
   }
-  const std::vector<int64_t>& shape = outputs[0].shape();
   const int64_t total = outputs[0].numel();
   if (total == 0) return Status::ok();
-  std::vector<int64_t> loop_shape = shape.empty() ? std::vector<int64_t>{1} : shape;
-
-  std::vector<OperandPlan> plans;
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    const Array& a = inputs[k];
-    OperandPlan plan{Load::Gather, static_cast<const uint8_t*>(a.raw()), size_t(dtype_size(a.dtype())), {}};
-    if (a.numel() == 1) {
-      plan.load = Load::Repeat;
-    } else if (a.shape() == shape) {
-      plan.load = Load::Direct;
-    } else {
-      plan.strides = broadcast_strides(a.shape(), loop_shape);
+  if (codegen_ != Codegen::Interpreter && jit_unsupported_.empty() &&
+      (codegen_ == Codegen::Jit || total >= kJitMinElements)) {
+    JitVariant variant;
+    for (size_t k = 0; k < inputs.size() && k < 64; ++k) {
+      if (inputs[k].numel() == 1) variant.repeated |= uint64_t(1) << k;
     }
-    plans.push_back(std::move(plan));
+    int64_t out_bytes = 0;
+    bool aligned = true;
+    for (const Array& o : outputs) {
+      out_bytes += int64_t(o.nbytes());
+      aligned = aligned && reinterpret_cast<uintptr_t>(o.raw()) % kArrayAlignment == 0;
+    }
+    variant.streaming = aligned && out_bytes >= kStreamingBytes;
+    if (inputs.size() <= 64) {
+      FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const JitKernel> kernel, jit_kernel(variant));
+      if (kernel) return run_generated(*kernel, inputs, outputs);
+    }
   }
+  return run_interpreted(inputs, outputs);
+}
+
+Expected<std::shared_ptr<const JitKernel>> RegionProgram::jit_kernel(JitVariant variant) const {
+  std::lock_guard<std::mutex> lock(jit_mu_);
+  auto key = std::make_pair(variant.repeated, variant.streaming);
+  auto it = jit_kernels_.find(key);
+  if (it != jit_kernels_.end()) return it->second;
+  if (jit_failed_) return std::shared_ptr<const JitKernel>();
+  Expected<std::shared_ptr<const JitKernel>> kernel = jit_compile(*body_, variant);
+  if (!kernel) {
+    // Auto falls back to the interpreter for good; Jit (tests) reports the failure.
+    if (codegen_ == Codegen::Jit) return kernel.status();
+    jit_failed_ = true;
+    return std::shared_ptr<const JitKernel>();
+  }
+  jit_kernels_[key] = *kernel;
+  return *kernel;
+}
+
+Status RegionProgram::run_generated(const JitKernel& kernel, std::span<const Array> inputs,
+                                    std::span<Array> outputs) const {
+  const std::vector<int64_t>& shape = outputs[0].shape();
+  const int64_t total = outputs[0].numel();
+  const std::vector<int64_t> loop_shape = shape.empty() ? std::vector<int64_t>{1} : shape;
+  const std::vector<OperandPlan> plans = operand_plans(inputs, shape, loop_shape);
+  const JitKernelFn fn = kernel.function();
+  const int64_t chunks = (total + kJitChunk - 1) / kJitChunk;
+#pragma omp parallel if (chunks > 1)
+  {
+    // Gathered operands get a chunk buffer each (8-byte elements cover every dtype).
+    std::vector<uint64_t> gathered(plans.size() * size_t(kJitChunk));
+    std::vector<const void*> ops(plans.size());
+    std::vector<void*> outs(outputs.size());
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t start = c * kJitChunk;
+      const int64_t n = std::min(kJitChunk, total - start);
+      for (size_t k = 0; k < plans.size(); ++k) {
+        const OperandPlan& plan = plans[k];
+        if (plan.load == Load::Repeat) {
+          ops[k] = plan.base;
+        } else if (plan.load == Load::Direct) {
+          ops[k] = plan.base + size_t(start) * plan.esize;
+        } else {
+          void* buf = gathered.data() + k * size_t(kJitChunk);
+          gather_bytes(plan.esize, plan.base, loop_shape, plan.strides, start, n, buf);
+          ops[k] = buf;
+        }
+      }
+      for (size_t j = 0; j < outputs.size(); ++j) {
+        outs[j] = static_cast<uint8_t*>(outputs[j].raw()) + size_t(start) * size_t(dtype_size(outputs[j].dtype()));
+      }
+      fn(ops.data(), outs.data(), n);
+    }
+  }
+  return Status::ok();
+}
+
+Status RegionProgram::run_interpreted(std::span<const Array> inputs, std::span<Array> outputs) const {
+  const std::vector<int64_t>& shape = outputs[0].shape();
+  const int64_t total = outputs[0].numel();
+  const std::vector<int64_t> loop_shape = shape.empty() ? std::vector<int64_t>{1} : shape;
+  const std::vector<OperandPlan> plans = operand_plans(inputs, shape, loop_shape);
 
   const int64_t tiles = (total + kTile - 1) / kTile;
   Status error;

@@ -14,12 +14,20 @@
 //
 // Intermediates never leave the tile registers: the region reads each input once and writes
 // each output once.
+//
+// Generated code (region_jit.h) replaces the interpreter when the build has LLVM and every step
+// has code: then a region runs as one loop with all steps in vector registers, over chunks of
+// kJitChunk elements spread over all cores; broadcast operands are still gathered per chunk.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <span>
 #include <vector>
 
+#include "backends/cpu/region_jit.h"
 #include "fusebox/status.h"
 #include "ir/array.h"
 #include "ir/graph.h"
@@ -28,13 +36,25 @@
 namespace fusebox::cpu {
 
 inline constexpr int64_t kTile = 512;
+inline constexpr int64_t kJitChunk = 4096;  // a multiple of kJitLanes
+// Auto generates code for runs of at least this many elements: below it the interpreter is as
+// fast and a first run need not wait for code generation.
+inline constexpr int64_t kJitMinElements = int64_t(1) << 14;
+// Outputs of at least this many bytes are written with non-temporal stores: they would not stay
+// in the last-level cache anyway.
+inline constexpr int64_t kStreamingBytes = int64_t(16) << 20;
+
+// How regions run: Auto generates code for large runs (kJitMinElements), Interpreter never does,
+// Jit does for every run it can (tests). Without LLVM in the build all three interpret.
+enum class Codegen { Auto, Interpreter, Jit };
 
 class RegionProgram {
  public:
   // Compiles an elementwise_region node, or a single element-wise node as a one-op region
   // (the unfused fast path: every op alone through the same loops).
   static Expected<std::shared_ptr<const RegionProgram>> compile(const Node& node,
-                                                                std::span<const TensorType> operand_types);
+                                                                std::span<const TensorType> operand_types,
+                                                                Codegen codegen = Codegen::Auto);
   // Whether `node` can be compiled (an element-wise step whose result has the broadcast shape).
   static bool supports(const Node& node, std::span<const TensorType> operand_types,
                        const TensorType& result_type);
@@ -42,10 +62,18 @@ class RegionProgram {
   // Runs over the operands; outputs are preallocated with the broadcast shape.
   Status run(std::span<const Array> inputs, std::span<Array> outputs) const;
 
+  // Why generated code does not run this region ("" when it may).
+  const std::string& jit_unsupported() const { return jit_unsupported_; }
+
   struct Step;
 
  private:
   RegionProgram() = default;
+  // The kernel for a variant, generated on first use; null when code generation failed in Auto
+  // (the interpreter runs), an error when it failed in Jit.
+  Expected<std::shared_ptr<const JitKernel>> jit_kernel(JitVariant variant) const;
+  Status run_interpreted(std::span<const Array> inputs, std::span<Array> outputs) const;
+  Status run_generated(const JitKernel& kernel, std::span<const Array> inputs, std::span<Array> outputs) const;
 
   std::shared_ptr<const Graph> body_;
   std::vector<Step> steps_;
@@ -55,6 +83,11 @@ class RegionProgram {
   std::vector<int> constant_regs_; // registers filled once per thread
   std::vector<std::shared_ptr<const Array>> constant_arrays_;
   int num_regs_ = 0;
+  Codegen codegen_ = Codegen::Auto;
+  std::string jit_unsupported_;
+  mutable std::mutex jit_mu_;
+  mutable std::map<std::pair<uint64_t, bool>, std::shared_ptr<const JitKernel>> jit_kernels_;
+  mutable bool jit_failed_ = false;
 };
 
 }  // namespace fusebox::cpu

@@ -23,51 +23,53 @@ inline float round_even(float x) {
   return std::bit_cast<float>(r | (bits & 0x80000000u));
 }
 
-// exp(x): x = n*ln2 + r with |r| <= ln2/2, exp(r) by its Taylor series to degree 7 (truncation
-// error below 1e-8 relative on that interval), times 2^n built in the exponent bits.
-inline float exp(float x) {
-  constexpr float kLn2Hi = 0.693145752f;    // ln 2 split so n*kLn2Hi is exact for |n| < 2^11
-  constexpr float kLn2Lo = 1.42860677e-06f;
-  constexpr float kLog2e = 1.44269504f;
-  float xc = x < -87.3365f ? -87.3365f : x;  // below: the result is not a normal float
-  xc = xc > 88.7228f ? 88.7228f : xc;
-  float n = simd::round_even(xc * kLog2e);
-  float r = (xc - n * kLn2Hi) - n * kLn2Lo;
+inline constexpr float kLn2Hi = 0.693145752f;  // ln 2 split so n*kLn2Hi is exact for |n| < 2^11
+inline constexpr float kLn2Lo = 1.42860677e-06f;
+inline constexpr float kLog2e = 1.44269504f;
+
+// 2^n for an integer n in the normal exponent range [-126, 127], built in the exponent bits.
+inline float pow2i(int32_t n) { return std::bit_cast<float>(static_cast<uint32_t>(n + 127) << 23); }
+
+// e^r - 1 for |r| <= ln2/2 as r + r^2 * P(r), P the Taylor series to degree 5 (e^r - 1 to degree 7:
+// truncation error below 1e-8 relative), exact for tiny r.
+inline float expm1_reduced(float r) {
   float p = 1.0f / 5040.0f;
   p = p * r + 1.0f / 720.0f;
   p = p * r + 1.0f / 120.0f;
   p = p * r + 1.0f / 24.0f;
   p = p * r + 1.0f / 6.0f;
   p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  int32_t e = static_cast<int32_t>(n) + 127;
-  float scale = std::bit_cast<float>(static_cast<uint32_t>(e) << 23);
-  float y = p * scale;
+  return r + (r * r) * p;
+}
+
+// exp(x): x = n*ln2 + r with |r| <= ln2/2, e^r = 1 + expm1_reduced(r), times 2^n in two halves
+// (n reaches 128 just below the overflow threshold, where 2^n alone is not a float).
+inline float exp(float x) {
+  float xc = x < -87.3365f ? -87.3365f : x;  // below: the result is not a normal float
+  xc = xc > 88.7228f ? 88.7228f : xc;
+  xc = x != x ? 0.0f : xc;
+  float n = simd::round_even(xc * kLog2e);
+  float r = (xc - n * kLn2Hi) - n * kLn2Lo;
+  int32_t ni = static_cast<int32_t>(n), half = ni >> 1;
+  float y = ((1.0f + expm1_reduced(r)) * pow2i(half)) * pow2i(ni - half);
   y = x > 88.7228f ? __builtin_inff() : y;
   y = x < -87.3365f ? 0.0f : y;
   return x != x ? x : y;
 }
 
-// tanh(x): an odd Taylor polynomial near 0 (where 1 - 2/(e^2x + 1) would cancel), the
-// exponential form elsewhere, 1 beyond |x| = 9 (tanh rounds to 1 there).
+// tanh|x| = m / (m + 2) with m = e^(2|x|) - 1 computed without cancellation near 0; beyond
+// |x| = 10 tanh rounds to 1 (at 9 it still rounds to 1 - 2^-24).
 inline float tanh(float x) {
   float ax = x < 0 ? -x : x;
-  float x2 = x * x;
-  // Coefficients of the Maclaurin series of tanh (odd terms up to x^15).
-  float p = 929569.0f / 638512875.0f * -1.0f;
-  p = p * x2 + 21844.0f / 6081075.0f;
-  p = p * x2 - 1382.0f / 155925.0f;
-  p = p * x2 + 62.0f / 2835.0f;
-  p = p * x2 - 17.0f / 315.0f;
-  p = p * x2 + 2.0f / 15.0f;
-  p = p * x2 - 1.0f / 3.0f;
-  float small = x + x * x2 * p;
-  float e = simd::exp(2.0f * (ax > 9.0f ? 9.0f : ax));
-  float big = 1.0f - 2.0f / (e + 1.0f);
-  big = x < 0 ? -big : big;
-  float y = ax < 0.4f ? small : big;
-  return x != x ? x : y;
+  float y = 2.0f * (ax > 10.0f ? 10.0f : ax);
+  y = x != x ? 0.0f : y;
+  float n = simd::round_even(y * kLog2e);
+  float r = (y - n * kLn2Hi) - n * kLn2Lo;
+  float s = pow2i(static_cast<int32_t>(n));
+  float m = (s - 1.0f) + s * expm1_reduced(r);
+  float t = m / (m + 2.0f);
+  t = std::bit_cast<float>(std::bit_cast<uint32_t>(t) | (std::bit_cast<uint32_t>(x) & 0x80000000u));
+  return x != x ? x : t;
 }
 
 // 1 / (1 + e^-x), written with exp of a non-positive argument on both sides.

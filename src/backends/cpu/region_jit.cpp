@@ -1,0 +1,579 @@
+#include "backends/cpu/region_jit.h"
+
+#include <cstdlib>
+#include <limits>
+#include <string_view>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "ir/op_info.h"
+#include "ir/printer.h"
+
+#if FUSEBOX_HAVE_LLVM
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#endif
+
+namespace fusebox::cpu {
+
+namespace {
+
+bool jit_dtype(DType d) {
+  switch (d) {
+    case DType::F32: case DType::F64: case DType::I32: case DType::I64:
+    case DType::U8: case DType::I8: case DType::Bool:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool wide_dtype(DType d) { return d == DType::F32 || d == DType::F64 || d == DType::I32 || d == DType::I64; }
+
+bool float_unary_op(Op op) {
+  switch (op) {
+    case Op::Neg: case Op::Abs: case Op::Exp: case Op::Sqrt: case Op::Rsqrt: case Op::Reciprocal:
+    case Op::Tanh: case Op::Sigmoid: case Op::Silu: case Op::Relu: case Op::LeakyRelu:
+    case Op::Floor: case Op::Ceil: case Op::Round: case Op::Identity: case Op::Clip:
+    case Op::HardSigmoid: case Op::HardSwish: case Op::Gelu:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool compare_op(Op op) {
+  switch (op) {
+    case Op::Equal: case Op::NotEqual: case Op::Less: case Op::LessEqual: case Op::Greater:
+    case Op::GreaterEqual:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Clip bounds must be floats exactly (as region_program.cpp's fast_step_exact requires).
+bool float_bounds(const Node& n) {
+  for (const char* name : {"min", "max"}) {
+    if (n.has_attr(name) && double(float(n.attr_f64(name))) != n.attr_f64(name)) return false;
+  }
+  return true;
+}
+
+// The steps with generated code: the same set as region_loops.inc's vectorised loops.
+bool step_supported(const Node& n, const Graph& body) {
+  const DType out = body.type(n.outputs[0]).dtype;
+  if (!jit_dtype(out)) return false;
+  if (n.op == Op::Constant) return n.attr_array("value").numel() == 1;
+  const DType in = body.type(n.inputs[0]).dtype;
+  if (!jit_dtype(in)) return false;
+  if (n.op == Op::Cast) return in != DType::Bool;
+  if (n.op == Op::Where) return wide_dtype(out);
+  if (op_info(n.op).min_inputs == 1 && n.inputs.size() == 1) {
+    if (in != DType::F32 || !float_unary_op(n.op)) return false;
+    if (n.op == Op::Gelu) return n.attr_str("approximate") == "tanh";
+    if (n.op == Op::Clip) return float_bounds(n);
+    return true;
+  }
+  if (n.inputs.size() != 2) return false;
+  if (compare_op(n.op)) return wide_dtype(in);
+  switch (n.op) {
+    case Op::Add: case Op::Sub: case Op::Mul: case Op::Max: case Op::Min:
+      return wide_dtype(out);
+    case Op::Div:
+      return out == DType::F32 || out == DType::F64;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+std::string jit_unsupported_step(const Graph& body) {
+  for (ValueId v : body.inputs()) {
+    if (!jit_dtype(body.type(v).dtype)) return "operand of dtype " + std::string(dtype_name(body.type(v).dtype));
+  }
+  for (const Node& n : body.nodes()) {
+    if (n.outputs.size() != 1 || !step_supported(n, body)) {
+      return std::string(n.info().keyword) + " -> " + std::string(dtype_name(body.type(n.outputs[0]).dtype));
+    }
+  }
+  return "";
+}
+
+#if !FUSEBOX_HAVE_LLVM
+
+bool jit_built() { return false; }
+
+JitStats jit_stats() { return {}; }
+
+Expected<std::shared_ptr<const JitKernel>> jit_compile(const Graph&, JitVariant) {
+  return Status::unimplemented("this build has no CPU code generation (LLVM 14 was not found at configure time)");
+}
+
+#else
+
+namespace {
+
+using llvm::Value;
+
+// One process-wide LLJIT for the host; kernels are modules with their own resource tracker.
+struct JitEngine {
+  std::unique_ptr<llvm::orc::LLJIT> lljit;
+  std::string error;  // why the engine could not start
+  std::mutex mu;
+  std::map<std::string, std::weak_ptr<const JitKernel>> cache;
+  uint64_t next_id = 0;
+  JitStats stats;
+  bool x86 = false;
+};
+
+JitEngine& engine() {
+  static JitEngine* e = [] {
+    auto* eng = new JitEngine();  // never destroyed: kernels may outlive static destructors
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+    if (!jtmb) {
+      eng->error = llvm::toString(jtmb.takeError());
+      return eng;
+    }
+    jtmb->setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
+    eng->x86 = jtmb->getTargetTriple().getArch() == llvm::Triple::x86_64;
+    auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
+    if (!jit) {
+      eng->error = llvm::toString(jit.takeError());
+      return eng;
+    }
+    eng->lljit = std::move(*jit);
+    // Lowered intrinsics may call libm (roundevenf without SSE4.1): resolve from the process.
+    auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+        eng->lljit->getDataLayout().getGlobalPrefix());
+    if (gen) eng->lljit->getMainJITDylib().addGenerator(std::move(*gen));
+    else llvm::consumeError(gen.takeError());
+    return eng;
+  }();
+  return *e;
+}
+
+class LlvmKernel final : public JitKernel {
+ public:
+  LlvmKernel(llvm::orc::ResourceTrackerSP tracker, JitKernelFn fn) : tracker_(std::move(tracker)), fn_(fn) {}
+  ~LlvmKernel() override {
+    std::lock_guard<std::mutex> lock(engine().mu);
+    llvm::consumeError(tracker_->remove());
+  }
+  JitKernelFn function() const override { return fn_; }
+
+ private:
+  llvm::orc::ResourceTrackerSP tracker_;
+  JitKernelFn fn_;
+};
+
+// Emits a body's steps for a given lane count (16 in the vector loop, 1 in the scalar tail).
+class Emitter {
+ public:
+  Emitter(llvm::IRBuilder<>& b, llvm::Module& m, unsigned lanes) : b_(b), m_(m), lanes_(lanes) {}
+
+  llvm::Type* element(DType d) const {
+    switch (d) {
+      case DType::F32: return b_.getFloatTy();
+      case DType::F64: return b_.getDoubleTy();
+      case DType::I32: return b_.getInt32Ty();
+      case DType::I64: return b_.getInt64Ty();
+      case DType::Bool: return b_.getInt1Ty();
+      default: return b_.getInt8Ty();  // u8, i8
+    }
+  }
+  // What memory holds: bool as one byte.
+  llvm::Type* stored(DType d) const { return d == DType::Bool ? b_.getInt8Ty() : element(d); }
+  llvm::Type* vec(llvm::Type* e) const {
+    return lanes_ == 1 ? e : static_cast<llvm::Type*>(llvm::FixedVectorType::get(e, lanes_));
+  }
+  llvm::Type* type(DType d) const { return vec(element(d)); }
+  unsigned lanes() const { return lanes_; }
+
+  Value* f(DType d, double v) const { return llvm::ConstantFP::get(type(d), v); }
+  Value* f32(float v) const { return llvm::ConstantFP::get(type(DType::F32), double(v)); }
+  Value* splat(Value* scalar) const { return lanes_ == 1 ? scalar : b_.CreateVectorSplat(lanes_, scalar); }
+
+  // Converts a loaded storage value to the computing type (bool: byte != 0).
+  Value* from_storage(DType d, Value* v) const {
+    return d == DType::Bool ? b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType())) : v;
+  }
+  Value* to_storage(DType d, Value* v) const { return d == DType::Bool ? b_.CreateZExt(v, vec(b_.getInt8Ty())) : v; }
+
+  Value* constant(const Array& a) const {
+    const DType d = a.dtype();
+    switch (d) {
+      case DType::F32: return f32(*static_cast<const float*>(a.raw()));
+      case DType::F64: return f(d, *static_cast<const double*>(a.raw()));
+      case DType::I32: return llvm::ConstantInt::get(type(d), uint64_t(int64_t(*static_cast<const int32_t*>(a.raw()))), true);
+      case DType::I64: return llvm::ConstantInt::get(type(d), uint64_t(*static_cast<const int64_t*>(a.raw())), true);
+      case DType::I8: return llvm::ConstantInt::get(type(d), uint64_t(int64_t(*static_cast<const int8_t*>(a.raw()))), true);
+      case DType::U8: return llvm::ConstantInt::get(type(d), uint64_t(*static_cast<const uint8_t*>(a.raw())), false);
+      default: return llvm::ConstantInt::get(type(DType::Bool), *static_cast<const uint8_t*>(a.raw()) != 0 ? 1 : 0);
+    }
+  }
+
+  Value* step(const Node& n, const Graph& body, const std::vector<Value*>& in) const {
+    const DType out = body.type(n.outputs[0]).dtype;
+    const DType dt = body.type(n.inputs[0]).dtype;
+    if (n.op == Op::Cast) return cast(in[0], dt, out);
+    if (n.op == Op::Where) return b_.CreateSelect(in[0], in[1], in[2]);
+    if (in.size() == 1) return float_unary(n, in[0]);
+    if (compare_op(n.op)) return compare(n.op, dt, in[0], in[1]);
+    return is_float(out) ? float_binary(n.op, in[0], in[1]) : int_binary(n.op, in[0], in[1]);
+  }
+
+ private:
+  Value* intrinsic(llvm::Intrinsic::ID id, Value* x) const { return b_.CreateUnaryIntrinsic(id, x); }
+  Value* fmuladd(Value* a, Value* b, Value* c) const {
+    return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {a->getType()}, {a, b, c});
+  }
+  Value* is_nan(Value* x) const { return b_.CreateFCmpUNO(x, x); }
+  Value* lt(Value* a, Value* b) const { return b_.CreateFCmpOLT(a, b); }
+  Value* gt(Value* a, Value* b) const { return b_.CreateFCmpOGT(a, b); }
+
+  // 2^n for an integral i32 n in the normal exponent range, built in the exponent bits.
+  Value* pow2(Value* n) const {
+    Value* e = b_.CreateAdd(n, llvm::ConstantInt::get(type(DType::I32), 127));
+    return b_.CreateBitCast(b_.CreateShl(e, llvm::ConstantInt::get(type(DType::I32), 23)), type(DType::F32));
+  }
+  // n = round(y / ln2) as i32 and r = y - n*ln2 (|r| <= ln2/2; the split ln2 keeps n*hi exact).
+  // y is never NaN here (callers replace it), so the conversion is defined.
+  std::pair<Value*, Value*> reduce(Value* y) const {
+    Value* n = intrinsic(llvm::Intrinsic::roundeven, b_.CreateFMul(y, f32(1.44269504f)));
+    Value* r = fmuladd(b_.CreateFNeg(n), f32(0.693145752f), y);
+    r = fmuladd(b_.CreateFNeg(n), f32(1.42860677e-06f), r);
+    return {b_.CreateFPToSI(n, type(DType::I32)), r};
+  }
+  // e^r - 1 as r + r^2 * P(r), P the Taylor series to degree 5 (simd_math.h's expm1_reduced).
+  Value* expm1_reduced(Value* r) const {
+    Value* p = f32(1.0f / 5040.0f);
+    for (float c : {1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f}) p = fmuladd(p, r, f32(c));
+    return fmuladd(b_.CreateFMul(r, r), p, r);
+  }
+
+  // simd_math.h's exp: saturates like <cmath>, flushes results below the normal range to 0.
+  Value* exp(Value* x) const {
+    Value* xc = b_.CreateSelect(lt(x, f32(-87.3365f)), f32(-87.3365f), x);
+    xc = b_.CreateSelect(gt(xc, f32(88.7228f)), f32(88.7228f), xc);
+    xc = b_.CreateSelect(is_nan(x), f32(0.0f), xc);
+    auto [n, r] = reduce(xc);
+    // 2^n in two halves: n reaches 128 just below the overflow threshold.
+    Value* half = b_.CreateAShr(n, llvm::ConstantInt::get(type(DType::I32), 1));
+    Value* y = b_.CreateFMul(b_.CreateFAdd(expm1_reduced(r), f32(1.0f)), pow2(half));
+    y = b_.CreateFMul(y, pow2(b_.CreateSub(n, half)));
+    y = b_.CreateSelect(gt(x, f32(88.7228f)), f32(std::numeric_limits<float>::infinity()), y);
+    y = b_.CreateSelect(lt(x, f32(-87.3365f)), f32(0.0f), y);
+    return b_.CreateSelect(is_nan(x), x, y);
+  }
+  // tanh|x| = m / (m + 2) with m = e^(2|x|) - 1, exact near 0 (no cancellation); 1 beyond 10.
+  Value* tanh(Value* x) const {
+    Value* ax = intrinsic(llvm::Intrinsic::fabs, x);
+    Value* y = b_.CreateFMul(f32(2.0f), b_.CreateSelect(gt(ax, f32(10.0f)), f32(10.0f), ax));
+    y = b_.CreateSelect(is_nan(x), f32(0.0f), y);
+    auto [n, r] = reduce(y);
+    Value* s = pow2(n);
+    Value* m = fmuladd(s, expm1_reduced(r), b_.CreateFSub(s, f32(1.0f)));
+    Value* t = b_.CreateFDiv(m, b_.CreateFAdd(m, f32(2.0f)));
+    t = b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, t, x);
+    return b_.CreateSelect(is_nan(x), x, t);
+  }
+  // 1 / (1 + e^-|x|), times e^-|x| for negative x: one reciprocal for both sides.
+  Value* sigmoid(Value* x) const {
+    Value* neg = lt(x, f32(0.0f));
+    Value* e = exp(b_.CreateSelect(neg, x, b_.CreateFNeg(x)));
+    Value* r = b_.CreateFDiv(f32(1.0f), b_.CreateFAdd(f32(1.0f), e));
+    return b_.CreateSelect(neg, b_.CreateFMul(e, r), r);
+  }
+  Value* clamp01(Value* v, float hi) const {
+    v = b_.CreateSelect(lt(v, f32(0.0f)), f32(0.0f), v);
+    return b_.CreateSelect(gt(v, f32(hi)), f32(hi), v);
+  }
+
+  Value* float_unary(const Node& n, Value* x) const {
+    switch (n.op) {
+      case Op::Neg: return b_.CreateFNeg(x);
+      case Op::Abs: return intrinsic(llvm::Intrinsic::fabs, x);
+      case Op::Exp: return exp(x);
+      case Op::Sqrt: return intrinsic(llvm::Intrinsic::sqrt, x);
+      case Op::Rsqrt: return b_.CreateFDiv(f32(1.0f), intrinsic(llvm::Intrinsic::sqrt, x));
+      case Op::Reciprocal: return b_.CreateFDiv(f32(1.0f), x);
+      case Op::Tanh: return tanh(x);
+      case Op::Sigmoid: return sigmoid(x);
+      case Op::Silu: return b_.CreateFMul(x, sigmoid(x));
+      case Op::Relu: return b_.CreateSelect(lt(x, f32(0.0f)), f32(0.0f), x);
+      case Op::LeakyRelu:
+        return b_.CreateSelect(lt(x, f32(0.0f)), b_.CreateFMul(f32(float(n.attr_f64("alpha"))), x), x);
+      case Op::Floor: return intrinsic(llvm::Intrinsic::floor, x);
+      case Op::Ceil: return intrinsic(llvm::Intrinsic::ceil, x);
+      case Op::Round: return intrinsic(llvm::Intrinsic::roundeven, x);
+      case Op::Clip: {
+        Value* v = x;
+        if (n.has_attr("min")) v = b_.CreateSelect(lt(v, f32(float(n.attr_f64("min")))), f32(float(n.attr_f64("min"))), v);
+        if (n.has_attr("max")) v = b_.CreateSelect(gt(v, f32(float(n.attr_f64("max")))), f32(float(n.attr_f64("max"))), v);
+        return b_.CreateSelect(is_nan(x), x, v);
+      }
+      case Op::HardSigmoid: {
+        Value* v = b_.CreateFAdd(b_.CreateFMul(f32(float(n.attr_f64("alpha"))), x), f32(float(n.attr_f64("beta"))));
+        return b_.CreateSelect(is_nan(x), x, clamp01(v, 1.0f));
+      }
+      case Op::HardSwish: {
+        Value* v = clamp01(b_.CreateFAdd(x, f32(3.0f)), 6.0f);
+        return b_.CreateSelect(is_nan(x), x, b_.CreateFDiv(b_.CreateFMul(x, v), f32(6.0f)));
+      }
+      case Op::Gelu: {  // tanh approximation (step_supported admits no other)
+        Value* cube = b_.CreateFMul(b_.CreateFMul(b_.CreateFMul(f32(0.044715f), x), x), x);
+        Value* u = b_.CreateFMul(f32(0.7978845608028654f), b_.CreateFAdd(x, cube));
+        return b_.CreateFMul(b_.CreateFMul(f32(0.5f), x), b_.CreateFAdd(f32(1.0f), tanh(u)));
+      }
+      default: return x;  // Identity
+    }
+  }
+
+  // Max/min keep a NaN operand (the first if both are NaN), as the reference does.
+  Value* float_binary(Op op, Value* a, Value* c) const {
+    switch (op) {
+      case Op::Add: return b_.CreateFAdd(a, c);
+      case Op::Sub: return b_.CreateFSub(a, c);
+      case Op::Mul: return b_.CreateFMul(a, c);
+      case Op::Div: return b_.CreateFDiv(a, c);
+      default: {  // ties (0 and -0) keep the first operand, as the reference does
+        Value* pick = b_.CreateSelect(op == Op::Max ? lt(a, c) : gt(a, c), c, a);
+        pick = b_.CreateSelect(is_nan(c), c, pick);
+        return b_.CreateSelect(is_nan(a), a, pick);
+      }
+    }
+  }
+  // Wrapping add/sub/mul (no nsw), signed max/min.
+  Value* int_binary(Op op, Value* a, Value* c) const {
+    switch (op) {
+      case Op::Add: return b_.CreateAdd(a, c);
+      case Op::Sub: return b_.CreateSub(a, c);
+      case Op::Mul: return b_.CreateMul(a, c);
+      case Op::Max: return b_.CreateSelect(b_.CreateICmpSGT(a, c), a, c);
+      default: return b_.CreateSelect(b_.CreateICmpSLT(a, c), a, c);
+    }
+  }
+  Value* compare(Op op, DType d, Value* a, Value* c) const {
+    using P = llvm::CmpInst::Predicate;
+    const bool fp = is_float(d);
+    P p;
+    switch (op) {
+      case Op::Equal: p = fp ? P::FCMP_OEQ : P::ICMP_EQ; break;
+      case Op::NotEqual: p = fp ? P::FCMP_UNE : P::ICMP_NE; break;
+      case Op::Less: p = fp ? P::FCMP_OLT : P::ICMP_SLT; break;
+      case Op::LessEqual: p = fp ? P::FCMP_OLE : P::ICMP_SLE; break;
+      case Op::Greater: p = fp ? P::FCMP_OGT : P::ICMP_SGT; break;
+      default: p = fp ? P::FCMP_OGE : P::ICMP_SGE; break;
+    }
+    return fp ? b_.CreateFCmp(p, a, c) : b_.CreateICmp(p, a, c);
+  }
+  // Casts as region_loops.inc: float -> integer through double, truncating, NaN -> 0 and
+  // saturating at the int64 range, then wrapping to the width; u8 extends with zeros.
+  Value* cast(Value* x, DType from, DType to) const {
+    if (from == to) return x;
+    llvm::Type* t = type(to);
+    if (to == DType::Bool) {
+      return is_float(from) ? b_.CreateFCmpUNE(x, llvm::Constant::getNullValue(x->getType()))
+                            : b_.CreateICmpNE(x, llvm::Constant::getNullValue(x->getType()));
+    }
+    if (is_float(from) && is_float(to)) return b_.CreateFPCast(x, t);
+    if (!is_float(from) && is_float(to)) return from == DType::U8 ? b_.CreateUIToFP(x, t) : b_.CreateSIToFP(x, t);
+    if (!is_float(from)) return b_.CreateIntCast(x, t, /*isSigned=*/from != DType::U8);
+    Value* d = b_.CreateFPExt(x, type(DType::F64));
+    Value* nan = is_nan(d);
+    Value* hi = b_.CreateFCmpOGE(d, f(DType::F64, 9.2233720368547758e18));
+    Value* lo = b_.CreateFCmpOLE(d, f(DType::F64, -9.2233720368547758e18));
+    Value* out_of_range = b_.CreateOr(b_.CreateOr(nan, hi), lo);
+    Value* safe = b_.CreateSelect(out_of_range, f(DType::F64, 0.0), d);  // fptosi is poison outside
+    Value* i = b_.CreateFPToSI(safe, type(DType::I64));
+    i = b_.CreateSelect(hi, llvm::ConstantInt::get(type(DType::I64), uint64_t(INT64_MAX)), i);
+    i = b_.CreateSelect(lo, llvm::ConstantInt::get(type(DType::I64), uint64_t(INT64_MIN)), i);
+    return b_.CreateTrunc(i, t);  // no-op for i64
+  }
+
+  llvm::IRBuilder<>& b_;
+  llvm::Module& m_;
+  unsigned lanes_;
+};
+
+// Builds `void name(i8** operands, i8** outputs, i64 n)`.
+void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, JitVariant variant, bool x86) {
+  llvm::LLVMContext& ctx = m.getContext();
+  llvm::IRBuilder<> b(ctx);
+  llvm::Type* i8p = b.getInt8PtrTy();
+  llvm::Type* i64 = b.getInt64Ty();
+  auto* fty = llvm::FunctionType::get(b.getVoidTy(), {i8p->getPointerTo(), i8p->getPointerTo(), i64}, false);
+  auto* fn = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, name, m);
+  fn->addFnAttr(llvm::Attribute::NoUnwind);
+  llvm::Value* operands = fn->getArg(0);
+  llvm::Value* outputs = fn->getArg(1);
+  llvm::Value* n = fn->getArg(2);
+
+  auto* entry = llvm::BasicBlock::Create(ctx, "entry", fn);
+  auto* vloop = llvm::BasicBlock::Create(ctx, "vector", fn);
+  auto* tail_check = llvm::BasicBlock::Create(ctx, "tail_check", fn);
+  auto* tail = llvm::BasicBlock::Create(ctx, "tail", fn);
+  auto* done = llvm::BasicBlock::Create(ctx, "done", fn);
+
+  b.SetInsertPoint(entry);
+  const auto& ins = body.inputs();
+  Emitter scalar(b, m, 1), vector(b, m, unsigned(kJitLanes));
+  std::vector<llvm::Value*> in_ptr, repeated_scalar;
+  for (size_t k = 0; k < ins.size(); ++k) {
+    DType d = body.type(ins[k]).dtype;
+    llvm::Value* raw = b.CreateLoad(i8p, b.CreateConstGEP1_64(i8p, operands, k));
+    llvm::Value* p = b.CreatePointerCast(raw, scalar.stored(d)->getPointerTo());
+    in_ptr.push_back(p);
+    llvm::Value* one = nullptr;
+    if (variant.repeated >> k & 1) one = scalar.from_storage(d, b.CreateLoad(scalar.stored(d), p));
+    repeated_scalar.push_back(one);
+  }
+  std::vector<llvm::Value*> out_ptr;
+  for (size_t j = 0; j < body.outputs().size(); ++j) {
+    DType d = body.type(body.outputs()[j]).dtype;
+    llvm::Value* raw = b.CreateLoad(i8p, b.CreateConstGEP1_64(i8p, outputs, j));
+    out_ptr.push_back(b.CreatePointerCast(raw, scalar.stored(d)->getPointerTo()));
+  }
+  std::vector<llvm::Value*> repeated_vector;
+  for (llvm::Value* s : repeated_scalar) repeated_vector.push_back(s ? vector.splat(s) : nullptr);
+  llvm::Value* nvec = b.CreateAnd(n, llvm::ConstantInt::get(i64, ~uint64_t(kJitLanes - 1)));
+  b.CreateCondBr(b.CreateICmpSGT(nvec, llvm::ConstantInt::get(i64, 0)), vloop, tail_check);
+
+  // One iteration of the body at index i with the emitter's lane count.
+  auto emit_body = [&](const Emitter& e, llvm::Value* i, const std::vector<llvm::Value*>& repeated, bool vectorised) {
+    std::vector<llvm::Value*> val(body.num_values(), nullptr);
+    for (size_t k = 0; k < ins.size(); ++k) {
+      DType d = body.type(ins[k]).dtype;
+      if (repeated[k]) {
+        val[size_t(ins[k])] = repeated[k];
+        continue;
+      }
+      llvm::Type* st = e.vec(e.stored(d));
+      llvm::Value* addr = b.CreatePointerCast(b.CreateGEP(e.stored(d), in_ptr[k], i), st->getPointerTo());
+      val[size_t(ins[k])] = e.from_storage(d, b.CreateAlignedLoad(st, addr, llvm::MaybeAlign(dtype_size(d))));
+    }
+    for (const Node& node : body.nodes()) {
+      if (node.op == Op::Constant) {
+        val[size_t(node.outputs[0])] = e.constant(node.attr_array("value"));
+        continue;
+      }
+      std::vector<llvm::Value*> args;
+      for (ValueId v : node.inputs) args.push_back(val[size_t(v)]);
+      val[size_t(node.outputs[0])] = e.step(node, body, args);
+    }
+    for (size_t j = 0; j < body.outputs().size(); ++j) {
+      DType d = body.type(body.outputs()[j]).dtype;
+      llvm::Type* st = e.vec(e.stored(d));
+      llvm::Value* addr = b.CreatePointerCast(b.CreateGEP(e.stored(d), out_ptr[j], i), st->getPointerTo());
+      const bool nt = vectorised && variant.streaming;
+      const uint64_t align = nt ? std::min<uint64_t>(64, uint64_t(kJitLanes) * uint64_t(dtype_size(d))) : uint64_t(dtype_size(d));
+      auto* store = b.CreateAlignedStore(e.to_storage(d, val[size_t(body.outputs()[j])]), addr, llvm::MaybeAlign(align));
+      if (nt) {
+        store->setMetadata(llvm::LLVMContext::MD_nontemporal,
+                           llvm::MDNode::get(ctx, llvm::ConstantAsMetadata::get(b.getInt32(1))));
+      }
+    }
+  };
+
+  b.SetInsertPoint(vloop);
+  llvm::PHINode* i = b.CreatePHI(i64, 2, "i");
+  i->addIncoming(llvm::ConstantInt::get(i64, 0), entry);
+  emit_body(vector, i, repeated_vector, true);
+  llvm::Value* next = b.CreateAdd(i, llvm::ConstantInt::get(i64, kJitLanes));
+  i->addIncoming(next, b.GetInsertBlock());
+  b.CreateCondBr(b.CreateICmpSLT(next, nvec), vloop, tail_check);
+
+  b.SetInsertPoint(tail_check);
+  b.CreateCondBr(b.CreateICmpSLT(nvec, n), tail, done);
+
+  b.SetInsertPoint(tail);
+  llvm::PHINode* j = b.CreatePHI(i64, 2, "j");
+  j->addIncoming(nvec, tail_check);
+  emit_body(scalar, j, repeated_scalar, false);
+  llvm::Value* jnext = b.CreateAdd(j, llvm::ConstantInt::get(i64, 1));
+  j->addIncoming(jnext, b.GetInsertBlock());
+  b.CreateCondBr(b.CreateICmpSLT(jnext, n), tail, done);
+
+  b.SetInsertPoint(done);
+  // Non-temporal stores are weakly ordered: fence them before other threads read the outputs.
+  if (variant.streaming && x86) b.CreateCall(llvm::Intrinsic::getDeclaration(&m, llvm::Intrinsic::x86_sse_sfence));
+  b.CreateRetVoid();
+}
+
+// The cache key: the body's text without its name, plus the variant.
+std::string structure_key(const Graph& body, JitVariant v) {
+  std::string text = print_graph(body);
+  size_t open = text.find('(');
+  return text.substr(open == std::string::npos ? 0 : open) + "|repeated=" + std::to_string(v.repeated) +
+         "|streaming=" + (v.streaming ? "1" : "0");
+}
+
+}  // namespace
+
+bool jit_built() { return true; }
+
+JitStats jit_stats() {
+  JitEngine& eng = engine();
+  std::lock_guard<std::mutex> lock(eng.mu);
+  return eng.stats;
+}
+
+Expected<std::shared_ptr<const JitKernel>> jit_compile(const Graph& body, JitVariant variant) {
+  std::string unsupported = jit_unsupported_step(body);
+  if (!unsupported.empty()) return Status::unimplemented("no generated code for step " + unsupported);
+  JitEngine& eng = engine();
+  if (!eng.lljit) return Status::unimplemented("CPU code generation could not start: " + eng.error);
+  const std::string key = structure_key(body, variant);
+  std::lock_guard<std::mutex> lock(eng.mu);
+  auto found = eng.cache.find(key);
+  if (found != eng.cache.end()) {
+    if (auto kernel = found->second.lock()) {
+      ++eng.stats.cache_hits;
+      return kernel;
+    }
+  }
+  const std::string name = "fusebox_region_" + std::to_string(eng.next_id++);
+  auto ctx = std::make_unique<llvm::LLVMContext>();
+  auto mod = std::make_unique<llvm::Module>(name, *ctx);
+  mod->setDataLayout(eng.lljit->getDataLayout());
+  mod->setTargetTriple(eng.lljit->getTargetTriple().str());
+  build_kernel(*mod, name, body, variant, eng.x86);
+  std::string verify_errors;
+  llvm::raw_string_ostream os(verify_errors);
+  if (llvm::verifyModule(*mod, &os)) return Status::internal("generated region code does not verify: " + os.str());
+  // FUSEBOX_JIT_DUMP=1 prints each generated module (LLVM IR) to stderr, for `llc` and reading.
+  if (const char* dump = std::getenv("FUSEBOX_JIT_DUMP"); dump && std::string_view(dump) == "1") mod->print(llvm::errs(), nullptr);
+  llvm::orc::ResourceTrackerSP tracker = eng.lljit->getMainJITDylib().createResourceTracker();
+  if (llvm::Error err = eng.lljit->addIRModule(tracker, llvm::orc::ThreadSafeModule(std::move(mod), std::move(ctx)))) {
+    return Status::internal("adding generated region code failed: " + llvm::toString(std::move(err)));
+  }
+  auto symbol = eng.lljit->lookup(name);
+  if (!symbol) {
+    llvm::consumeError(tracker->remove());
+    return Status::internal("compiling generated region code failed: " + llvm::toString(symbol.takeError()));
+  }
+  auto fn = reinterpret_cast<JitKernelFn>(static_cast<uintptr_t>(symbol->getAddress()));
+  // The kernel's destructor takes the engine lock to remove its code; it never runs under it here.
+  std::shared_ptr<const JitKernel> kernel = std::make_shared<LlvmKernel>(std::move(tracker), fn);
+  eng.cache[key] = kernel;
+  ++eng.stats.compiled;
+  return kernel;
+}
+
+#endif  // FUSEBOX_HAVE_LLVM
+
+}  // namespace fusebox::cpu

@@ -1,0 +1,63 @@
+// Machine code for an elementwise_region body, generated with LLVM (ORC LLJIT) for the host
+// processor. Where the interpreter (region_program.cpp) runs each step as its own loop over a
+// tile register in L1, a generated kernel is one loop whose steps all stay in vector registers:
+//
+//   kernel(operands, outputs, n):
+//     for i in [0, n) step 16:   load operands[k][i..i+16)   (contiguous)  or a splat (repeated)
+//                                every step on 16-lane vectors
+//                                store outputs[j][i..i+16)   (non-temporal when streaming)
+//     scalar tail for the last n % 16 elements
+//
+// Semantics are those of region_loops.inc, step for step (same operation order, NaN rules and
+// saturating casts). Only exp/tanh/sigmoid differ in rounding: their polynomials use fused
+// multiply-adds where the processor has them (relative error below 4e-7, as for simd_math.h).
+//
+// Kernels are cached by structure: the body's text, which operands are repeated, streaming.
+// Without LLVM in the build, jit_compile returns an `unimplemented` error and the interpreter runs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "fusebox/status.h"
+#include "ir/graph.h"
+
+namespace fusebox::cpu {
+
+// operands[k]: operand k's first element (a contiguous run of n, or the one repeated element);
+// outputs[j]: output j's first element.
+using JitKernelFn = void (*)(const void* const* operands, void* const* outputs, int64_t n);
+
+// Lanes per vector iteration; callers keep tile starts a multiple of it (aligned streaming).
+inline constexpr int64_t kJitLanes = 16;
+
+struct JitVariant {
+  uint64_t repeated = 0;   // bit k: operand k is one element repeated
+  bool streaming = false;  // non-temporal stores; every output 64-byte aligned at index 0
+};
+
+class JitKernel {
+ public:
+  virtual ~JitKernel() = default;
+  virtual JitKernelFn function() const = 0;
+};
+
+// Whether this build generates code (LLVM found at configure time).
+bool jit_built();
+
+// Empty when every step of `body` has generated code; otherwise names the first step that does
+// not (its op and dtype), for the interpreter fallback and for reports.
+std::string jit_unsupported_step(const Graph& body);
+
+// Process-wide counts: kernels generated, and compiles answered from the structural cache.
+struct JitStats {
+  uint64_t compiled = 0;
+  uint64_t cache_hits = 0;
+};
+JitStats jit_stats();
+
+// Compiles (or finds in the cache) the kernel of `body` for `variant`. Thread-safe.
+Expected<std::shared_ptr<const JitKernel>> jit_compile(const Graph& body, JitVariant variant);
+
+}  // namespace fusebox::cpu

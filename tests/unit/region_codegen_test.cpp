@@ -1,0 +1,260 @@
+// Generated region code (src/backends/cpu/region_jit.*) and the tile interpreter it replaces:
+//   - exp/tanh/sigmoid/silu/tanh-gelu against <cmath> in double over wide ranges and special values
+//   - every exactly specified step (arithmetic, NaN rules, comparisons, where, saturating casts)
+//     bit for bit against the reference kernels, on special values
+//   - a large region (streaming stores, broadcast and repeated operands, odd length) run directly
+//     on outputs poisoned before each run: generated code equals the interpreter bit for bit
+//   - the structural kernel cache, and compiling and running from several threads at once
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <thread>
+
+#include "backends/cpu/region_jit.h"
+#include "backends/cpu/region_program.h"
+#include "support/test_util.h"
+
+namespace fusebox {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+#define SKIP_WITHOUT_JIT() \
+  if (!cpu::jit_built()) GTEST_SKIP() << "this build has no CPU code generation (llvm-14-dev not found)"
+
+// Runs a one-node graph of `op` fused on the CPU with the given executor.
+std::vector<Array> run_cpu(Op op, const std::vector<Array>& inputs, ExecutorKind executor, Attrs attrs = {}) {
+  GraphBuilder b("one");
+  std::vector<ValueId> ins;
+  NamedArrays named;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::string name = "in" + std::to_string(i);
+    ins.push_back(b.input(name, inputs[i].dtype(), make_shape(inputs[i].shape())));
+    named[name] = inputs[i];
+  }
+  for (ValueId v : b.op_results(op, ins, std::move(attrs))) b.output(v);
+  Expected<Graph> g = b.build();
+  EXPECT_TRUE(g) << g.status().to_string();
+  CompileOptions o;
+  o.executor = executor;
+  Expected<Executable> exe = Session().compile(*g, o);
+  EXPECT_TRUE(exe) << exe.status().to_string();
+  Expected<std::vector<Array>> out = exe->run(named);
+  EXPECT_TRUE(out) << out.status().to_string();
+  return out ? *out : std::vector<Array>{};
+}
+
+// Arguments: a dense sweep of [-lo, hi], random values, and the special values.
+Array sweep(float lo, float hi, int64_t n) {
+  std::vector<float> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(lo + (hi - lo) * float(i) / float(n - 1));
+  Array r = testing::random_array(DType::F32, {n}, 7, lo, hi);
+  for (int64_t i = 0; i < n; ++i) v.push_back(r.data<float>()[i]);
+  for (float s : {0.0f, -0.0f, kInf, -kInf, kNaN, 1e-40f, -1e-40f, 1e-30f, -1e-30f, 1e-8f, -3e-5f, 88.7f, -87.3f,
+                  89.0f, -88.0f, -104.0f, 9.0f, -9.0f, 9.5f, 1e30f, -1e30f, std::numeric_limits<float>::max()})
+    v.push_back(s);
+  return testing::array_f32({int64_t(v.size())}, v);
+}
+
+struct Transcendental {
+  Op op;
+  double (*exact)(double);
+  Attrs attrs;
+};
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double silu(double x) { return x * sigmoid(x); }
+double gelu_tanh(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+double exp_d(double x) { return std::exp(x); }
+double tanh_d(double x) { return std::tanh(x); }
+
+// Relative error below 4e-7 where the exact result is a normal float; results below the normal
+// range may flush to 0 (so x * f(x) may lose |x| * FLT_MIN); NaN in, NaN out; saturation like
+// <cmath>. `input_scaled` adds 1e-7 |x| of absolute error: tanh-gelu's 1 + tanh(u) cancels.
+void expect_accurate(const Array& got, const Array& x, double (*exact)(double), bool input_scaled,
+                     const std::string& what) {
+  ASSERT_EQ(got.numel(), x.numel());
+  int bad = 0;
+  for (int64_t i = 0; i < x.numel() && bad < 5; ++i) {
+    const float in = x.data<float>()[i], out = got.data<float>()[i];
+    const double want = exact(double(in));
+    if (std::isnan(want)) {
+      if (!std::isnan(out)) ++bad, ADD_FAILURE() << what << "(" << in << ") = " << out << ", want NaN";
+      continue;
+    }
+    const double tiny = std::numeric_limits<float>::min() * std::max(1.0, std::fabs(double(in)));
+    if (std::fabs(want) > std::numeric_limits<float>::max()) {
+      if (out != float(want)) ++bad, ADD_FAILURE() << what << "(" << in << ") = " << out << ", want " << want;
+      continue;
+    }
+    const double err = std::fabs(double(out) - want);
+    if (err > 4e-7 * std::fabs(want) + tiny + (input_scaled ? 1e-7 * std::fabs(double(in)) : 0.0)) {
+      ++bad;
+      ADD_FAILURE() << what << "(" << in << ") = " << out << ", want " << want << " (rel err "
+                    << err / std::fabs(want) << ")";
+    }
+  }
+}
+
+TEST(RegionCodegen, TranscendentalsAreAccurateOnBothPaths) {
+  const std::vector<Transcendental> cases = {
+      {Op::Exp, exp_d, {}},
+      {Op::Tanh, tanh_d, {}},
+      {Op::Sigmoid, sigmoid, {}},
+      {Op::Silu, silu, {}},
+      {Op::Gelu, gelu_tanh, {{"approximate", std::string("tanh")}}},
+  };
+  Array x = sweep(-120.0f, 100.0f, 40000);
+  Array small = sweep(-1.0f, 1.0f, 40000);
+  std::vector<ExecutorKind> executors = {ExecutorKind::CpuInterpreter};
+  if (cpu::jit_built()) executors.push_back(ExecutorKind::CpuJit);
+  for (ExecutorKind ex : executors) {
+    const std::string path = ex == ExecutorKind::CpuJit ? "generated " : "interpreted ";
+    for (const Transcendental& t : cases) {
+      for (const Array* in : {&x, &small}) {
+        std::vector<Array> out = run_cpu(t.op, {*in}, ex, t.attrs);
+        ASSERT_EQ(out.size(), 1u);
+        expect_accurate(out[0], *in, t.exact, t.op == Op::Gelu, path + std::string(op_info(t.op).keyword));
+      }
+    }
+  }
+}
+
+// Values that exercise NaN propagation, signed zeros, infinities and integer wrap-around.
+Array specials(DType dt, uint64_t seed, int64_t n) {
+  Array a = testing::random_array(dt, {n}, seed, dt == DType::F32 || dt == DType::F64 ? -1e3 : -2e9,
+                                  dt == DType::F32 || dt == DType::F64 ? 1e3 : 2e9);
+  if (is_float(dt)) {
+    const double s[] = {0.0, -0.0, double(kInf), -double(kInf), double(kNaN), 1e-40, 3e38, -3e38, 2.5, -2.5, 0.5};
+    for (int64_t i = 0; i < n; i += 3) a.set_f64(i, s[(i / 3 + int64_t(seed)) % 11]);
+  } else if (dt == DType::I32) {
+    for (int64_t i = 0; i < n; i += 7) a.set_i64(i, i % 2 ? INT32_MAX : INT32_MIN);
+  }
+  return a;
+}
+
+TEST(RegionCodegen, ExactStepsMatchTheReferenceBitForBit) {
+  SKIP_WITHOUT_JIT();
+  const int64_t n = 1000;  // 62 vectors and a tail of 8
+  for (DType dt : {DType::F32, DType::F64, DType::I32, DType::I64}) {
+    Array a = specials(dt, 1, n), b = specials(dt, 2, n);
+    std::vector<Op> ops = {Op::Add, Op::Sub, Op::Mul, Op::Max, Op::Min, Op::Equal, Op::NotEqual, Op::Less,
+                           Op::LessEqual, Op::Greater, Op::GreaterEqual};
+    if (is_float(dt)) ops.push_back(Op::Div);
+    for (Op op : ops) {
+      Array want = testing::run_op1(op, {a, b});
+      std::vector<Array> got = run_cpu(op, {a, b}, ExecutorKind::CpuJit);
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_TRUE(got[0].same_data(want)) << op_info(op).keyword << " " << dtype_name(dt);
+    }
+    Array c = testing::random_array(DType::Bool, {n}, 3);
+    EXPECT_TRUE(run_cpu(Op::Where, {c, a, b}, ExecutorKind::CpuJit)[0].same_data(testing::run_op1(Op::Where, {c, a, b})))
+        << "where " << dtype_name(dt);
+    for (DType to : {DType::F32, DType::F64, DType::I32, DType::I64, DType::U8, DType::I8, DType::Bool}) {
+      Attrs attrs{{"to", to}};
+      Array want = testing::run_op1(Op::Cast, {a}, attrs);
+      std::vector<Array> got = run_cpu(Op::Cast, {a}, ExecutorKind::CpuJit, attrs);
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_TRUE(got[0].same_data(want)) << "cast " << dtype_name(dt) << " -> " << dtype_name(to);
+    }
+  }
+  Array f = specials(DType::F32, 4, n);
+  const std::vector<std::pair<Op, Attrs>> unary = {
+      {Op::Neg, {}}, {Op::Abs, {}}, {Op::Sqrt, {}}, {Op::Rsqrt, {}}, {Op::Reciprocal, {}}, {Op::Relu, {}},
+      {Op::LeakyRelu, {{"alpha", 0.25}}}, {Op::Floor, {}}, {Op::Ceil, {}}, {Op::Round, {}},
+      {Op::Clip, {{"min", -2.5}, {"max", 100.0}}}, {Op::HardSigmoid, {{"alpha", 0.25}, {"beta", 0.5}}},
+      {Op::HardSwish, {}}};
+  for (const auto& [op, attrs] : unary) {
+    Array want = testing::run_op1(op, {f}, attrs);
+    std::vector<Array> got = run_cpu(op, {f}, ExecutorKind::CpuJit, attrs);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_TRUE(testing::arrays_close(got[0], want, 0, 0)) << op_info(op).keyword;
+  }
+  for (DType from : {DType::U8, DType::I8}) {
+    Array small = testing::random_array(from, {n}, 5, from == DType::U8 ? 0 : -128, from == DType::U8 ? 256 : 128);
+    for (DType to : {DType::F32, DType::I32, DType::I64, DType::I8, DType::U8, DType::Bool}) {
+      Attrs attrs{{"to", to}};
+      EXPECT_TRUE(run_cpu(Op::Cast, {small}, ExecutorKind::CpuJit, attrs)[0].same_data(
+          testing::run_op1(Op::Cast, {small}, attrs)))
+          << "cast " << dtype_name(from) << " -> " << dtype_name(to);
+    }
+  }
+}
+
+// A region of exact steps with a [C,1] broadcast operand, a repeated scalar and two outputs, over
+// 2^22 + 13 elements (16 MiB outputs: streaming stores), run directly on poisoned outputs.
+TEST(RegionCodegen, LargeRegionEqualsTheInterpreterOnPoisonedOutputs) {
+  SKIP_WITHOUT_JIT();
+  const int64_t rows = 1031, cols = 4069;  // 4195139 elements, rows * cols % 16 != 0
+  Graph body("body");
+  ValueId x = body.add_input("x", TensorType{DType::F32, {}});
+  ValueId c = body.add_input("c", TensorType{DType::F32, {}});
+  ValueId s = body.add_input("s", TensorType{DType::F32, {}});
+  TensorType f32{DType::F32, {}};
+  ValueId m = body.add_node(Op::Mul, {x, c}, {f32})[0];
+  ValueId a = body.add_node(Op::Add, {m, s}, {f32})[0];
+  ValueId r = body.add_node(Op::Max, {a, x}, {f32})[0];
+  ValueId k = body.add_node(Op::Less, {r, c}, {TensorType{DType::Bool, {}}})[0];
+  body.add_output(r);
+  body.add_output(k);
+  Node region{Op::ElementwiseRegion, {}, {}, {}, std::make_shared<Graph>(body), {}};
+  std::vector<TensorType> types = {{DType::F32, make_shape({rows, cols})}, {DType::F32, make_shape({rows, 1})},
+                                   {DType::F32, {}}};
+  std::vector<Array> in = {specials(DType::F32, 9, rows * cols), testing::random_array(DType::F32, {rows, 1}, 10),
+                           testing::array_f32({}, {0.75f})};
+  in[0] = in[0].reshaped({rows, cols});
+  std::vector<std::vector<Array>> results;
+  for (cpu::Codegen codegen : {cpu::Codegen::Interpreter, cpu::Codegen::Jit}) {
+    Expected<std::shared_ptr<const cpu::RegionProgram>> program = cpu::RegionProgram::compile(region, types, codegen);
+    ASSERT_TRUE(program) << program.status().to_string();
+    EXPECT_EQ((*program)->jit_unsupported(), "");
+    for (uint8_t poison : testing::kPoisonBytes) {
+      std::vector<Array> out = {Array(DType::F32, {rows, cols}), Array(DType::Bool, {rows, cols})};
+      for (Array& o : out) std::memset(o.raw(), poison, o.nbytes());
+      ASSERT_TRUE((*program)->run(in, out).is_ok());
+      if (!results.empty()) {
+        EXPECT_TRUE(out[0].same_data(results[0][0])) << "poison " << int(poison);
+        EXPECT_TRUE(out[1].same_data(results[0][1])) << "poison " << int(poison);
+      } else {
+        results.push_back(out);
+      }
+    }
+  }
+}
+
+TEST(RegionCodegen, KernelsAreCachedByStructure) {
+  SKIP_WITHOUT_JIT();
+  Array a = testing::random_array(DType::F32, {100}, 1), b = testing::random_array(DType::F32, {100}, 2);
+  // An op mix no other test uses, so the first compile is a miss.
+  run_cpu(Op::HardSwish, {testing::run_op1(Op::Min, {a, b})}, ExecutorKind::CpuJit);
+  const cpu::JitStats before = cpu::jit_stats();
+  std::vector<Array> first = run_cpu(Op::Min, {a, b}, ExecutorKind::CpuJit);
+  std::vector<Array> second = run_cpu(Op::Min, {a, b}, ExecutorKind::CpuJit);
+  const cpu::JitStats after = cpu::jit_stats();
+  // The first Min compiled above (kernels live while an executable holds them, so the first
+  // run_cpu's executable is gone and its kernel with it: at most one new compile).
+  EXPECT_LE(after.compiled - before.compiled, 2u);
+  EXPECT_TRUE(first[0].same_data(second[0]));
+  EXPECT_TRUE(first[0].same_data(testing::run_op1(Op::Min, {a, b})));
+}
+
+TEST(RegionCodegen, CompilesAndRunsFromSeveralThreads) {
+  SKIP_WITHOUT_JIT();
+  Array x = testing::random_array(DType::F32, {5000}, 3, -4, 4);
+  std::vector<std::vector<Array>> out(8);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < out.size(); ++t) {
+    threads.emplace_back([&, t] { out[t] = run_cpu(t % 2 ? Op::Tanh : Op::Sigmoid, {x}, ExecutorKind::CpuJit); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t t = 2; t < out.size(); ++t) {
+    ASSERT_EQ(out[t].size(), 1u);
+    EXPECT_TRUE(out[t][0].same_data(out[t % 2][0])) << t;
+  }
+}
+
+}  // namespace
+}  // namespace fusebox
