@@ -1,18 +1,25 @@
 // Element-wise fusion on the CPU, measured in one process (docs/benchmarks.md has the figures):
 //
 //   copy        STREAM-style copy on all cores into already-touched memory: the machine's
-//               practical bandwidth ceiling
+//               practical bandwidth ceiling (plain stores, as a compiled loop does)
+//   copy_nt     the same copy with non-temporal (streaming) stores, which skip reading the
+//               destination into the cache; fused regions write large outputs this way, so this
+//               is the stricter ceiling to compare them with
 //   chain5      relu(x*a+b)*0.5 + tanh(x)            (x, a, b inputs of n f32)
 //   chain10     a*sigmoid(relu(tanh(x*a+b)*0.5+x)^2 - b)
 //   each fused (one elementwise_region) and unfused (every op alone through the same tiled,
 //   vectorised, multi-threaded region executor as a one-op region), at n = 2^26 and 2^16
 //
-// After the runs it prints the ratios: fused speed-up over unfused, and the fused chain's
-// effective bandwidth (ideal bytes: inputs read once + output written once, per second) as a
-// fraction of the copy bandwidth. Output buffers come from the executable's pool, reused across
-// iterations.
+// Every case runs 5 times; the ratios printed after the runs use the medians: fused speed-up
+// over unfused, and the fused chain's effective bandwidth (ideal bytes: inputs read once + output
+// written once, per second) as a fraction of each copy bandwidth. Output buffers come from the
+// executable's pool, reused across iterations.
 #include <benchmark/benchmark.h>
 #include <omp.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <cstdio>
 #include <map>
@@ -23,11 +30,11 @@
 namespace fusebox {
 namespace {
 
-Graph chain(int ops) {
+Graph chain(int ops, double half_value = 0.5) {
   GraphBuilder b("chain" + std::to_string(ops));
   Shape n{Dim::symbol("N")};
   ValueId x = b.input("x", DType::F32, n), a = b.input("a", DType::F32, n), c = b.input("b", DType::F32, n);
-  ValueId half = b.scalar(DType::F32, 0.5);
+  ValueId half = b.scalar(DType::F32, half_value);
   ValueId t1 = b.mul(x, a);
   ValueId t2 = b.add(t1, c);
   if (ops == 5) {
@@ -87,6 +94,25 @@ void BM_Copy(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * n * 8);  // read + write
 }
 
+// The same copy with streaming stores (16-byte SSE stores; arrays are 64-byte aligned).
+void BM_CopyNt(benchmark::State& state) {
+#if defined(__x86_64__)
+  const int64_t n = state.range(0);
+  Array src = filled(n, 1.0f), dst = filled(n, 0.0f);
+  const float* s = src.data<float>();
+  float* d = dst.data<float>();
+  for (auto _ : state) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i += 4) _mm_stream_ps(d + i, _mm_load_ps(s + i));
+    _mm_sfence();
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * n * 8);
+#else
+  state.SkipWithError("streaming stores are measured on x86-64 only");
+#endif
+}
+
 void BM_Chain(benchmark::State& state, int ops, bool fused) {
   const int64_t n = state.range(0);
   ChainCase c = make_case(ops, n, fused);
@@ -100,30 +126,56 @@ void BM_Chain(benchmark::State& state, int ops, bool fused) {
   state.counters["kernels"] = double(c.exe.report().kernels_after);
 }
 
+// Compile time as a user sees it: Session::compile and the first run of a chain on 64 elements,
+// with generated code (a new constant each iteration, so every iteration generates code: no
+// structural cache hit) or with the interpreter.
+void BM_CompileAndFirstRun(benchmark::State& state, int ops, ExecutorKind executor) {
+  NamedArrays small = {{"x", filled(64, 2.0f)}, {"a", filled(64, 1.5f)}, {"b", filled(64, 0.5f)}};
+  double half = 0.5;
+  for (auto _ : state) {
+    half += 1.0 / 1024;
+    CompileOptions o;
+    o.executor = executor;
+    Expected<Executable> exe = Session().compile(chain(ops, half), o);
+    if (!exe) {
+      state.SkipWithError(exe.status().message().c_str());
+      break;
+    }
+    Expected<std::vector<Array>> out = exe->run(small);
+    if (!out) state.SkipWithError(out.status().message().c_str());
+    benchmark::DoNotOptimize(out);
+  }
+}
+
 // Keeps each run's time so the ratios can be printed after all runs.
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
+  // Keeps the median of each case's repetitions (or its one run without repetitions).
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& r : runs) {
-      seconds_[r.benchmark_name()] = r.real_accumulated_time / double(r.iterations);
-      bytes_per_second_[r.benchmark_name()] = r.counters.count("bytes_per_second")
-                                                  ? double(r.counters.at("bytes_per_second"))
-                                                  : 0.0;
+      const bool median = r.run_type == Run::RT_Aggregate && r.aggregate_name == "median";
+      if (r.run_type == Run::RT_Aggregate && !median) continue;
+      if (r.run_type == Run::RT_Iteration && r.repetitions > 1) continue;
+      const std::string name = r.run_name.str();
+      seconds_[name] = r.GetAdjustedRealTime() * unit_seconds(r.time_unit);
+      bytes_per_second_[name] = r.counters.count("bytes_per_second") ? double(r.counters.at("bytes_per_second")) : 0.0;
     }
     ConsoleReporter::ReportRuns(runs);
   }
   void Summarize() const {
     std::printf("\nsummary (threads: %d)\n", omp_get_max_threads());
-    double copy = find_bw("BM_Copy/");
-    if (copy > 0) std::printf("  copy bandwidth            %.1f GB/s\n", copy / 1e9);
+    double copy = find_bw("BM_Copy/"), copy_nt = find_bw("BM_CopyNt/");
+    std::printf("  copy bandwidth            %.1f GB/s (streaming stores: %.1f GB/s)\n", copy / 1e9, copy_nt / 1e9);
     for (const char* chain : {"chain5", "chain10"}) {
       for (const char* n : {"67108864", "65536"}) {
         double fused = find_time(std::string("BM_Chain/") + chain + "_fused/" + n);
         double unfused = find_time(std::string("BM_Chain/") + chain + "_unfused/" + n);
         double bw = find_bw(std::string("BM_Chain/") + chain + "_fused/" + n);
         if (fused <= 0 || unfused <= 0) continue;
-        std::printf("  %-7s n=%-9s fused %8.3f ms  unfused %8.3f ms  speed-up %.2fx  fused %.1f GB/s = %.2f of copy\n",
-                    chain, n, fused * 1e3, unfused * 1e3, unfused / fused, bw / 1e9, copy > 0 ? bw / copy : 0.0);
+        std::printf("  %-7s n=%-9s fused %8.3f ms  unfused %8.3f ms  speed-up %.2fx  fused %.1f GB/s = %.2f of copy, "
+                    "%.2f of streaming copy\n",
+                    chain, n, fused * 1e3, unfused * 1e3, unfused / fused, bw / 1e9, copy > 0 ? bw / copy : 0.0,
+                    copy_nt > 0 ? bw / copy_nt : 0.0);
       }
     }
   }
@@ -131,6 +183,14 @@ class RatioReporter : public benchmark::ConsoleReporter {
  private:
   double find_time(const std::string& prefix) const { return find(seconds_, prefix); }
   double find_bw(const std::string& prefix) const { return find(bytes_per_second_, prefix); }
+  static double unit_seconds(benchmark::TimeUnit u) {
+    switch (u) {
+      case benchmark::kNanosecond: return 1e-9;
+      case benchmark::kMicrosecond: return 1e-6;
+      case benchmark::kMillisecond: return 1e-3;
+      default: return 1.0;
+    }
+  }
   static double find(const std::map<std::string, double>& m, const std::string& prefix) {
     for (const auto& [name, v] : m)
       if (name.rfind(prefix, 0) == 0) return v;
@@ -145,7 +205,9 @@ class RatioReporter : public benchmark::ConsoleReporter {
 
 int main(int argc, char** argv) {
   using namespace fusebox;
-  benchmark::RegisterBenchmark("BM_Copy", BM_Copy)->Arg(1 << 26)->UseRealTime()->Unit(benchmark::kMillisecond);
+  constexpr int kRepetitions = 5;
+  benchmark::RegisterBenchmark("BM_Copy", BM_Copy)->Arg(1 << 26)->UseRealTime()->Unit(benchmark::kMillisecond)->Repetitions(kRepetitions);
+  benchmark::RegisterBenchmark("BM_CopyNt", BM_CopyNt)->Arg(1 << 26)->UseRealTime()->Unit(benchmark::kMillisecond)->Repetitions(kRepetitions);
   for (int ops : {5, 10}) {
     for (bool fused : {true, false}) {
       std::string name = "BM_Chain/chain" + std::to_string(ops) + (fused ? "_fused" : "_unfused");
@@ -153,6 +215,15 @@ int main(int argc, char** argv) {
           ->Arg(1 << 26)
           ->Arg(1 << 16)
           ->UseRealTime()
+          ->Unit(benchmark::kMillisecond)
+          ->Repetitions(kRepetitions);
+    }
+  }
+  for (int ops : {5, 10}) {
+    for (ExecutorKind ex : {ExecutorKind::CpuJit, ExecutorKind::CpuInterpreter}) {
+      std::string name = "BM_CompileAndFirstRun/chain" + std::to_string(ops) +
+                         (ex == ExecutorKind::CpuJit ? "_generated" : "_interpreted");
+      benchmark::RegisterBenchmark(name.c_str(), [ops, ex](benchmark::State& s) { BM_CompileAndFirstRun(s, ops, ex); })
           ->Unit(benchmark::kMillisecond);
     }
   }

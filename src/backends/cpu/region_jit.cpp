@@ -136,6 +136,7 @@ struct JitEngine {
   uint64_t next_id = 0;
   JitStats stats;
   bool x86 = false;
+  bool avx512 = false;  // vscalefps for 2^n scaling
 };
 
 JitEngine& engine() {
@@ -150,6 +151,7 @@ JitEngine& engine() {
     }
     jtmb->setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
     eng->x86 = jtmb->getTargetTriple().getArch() == llvm::Triple::x86_64;
+    for (const std::string& f : jtmb->getFeatures().getFeatures()) eng->avx512 = eng->avx512 || f == "+avx512f";
     auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
     if (!jit) {
       eng->error = llvm::toString(jit.takeError());
@@ -183,7 +185,9 @@ class LlvmKernel final : public JitKernel {
 // Emits a body's steps for a given lane count (16 in the vector loop, 1 in the scalar tail).
 class Emitter {
  public:
-  Emitter(llvm::IRBuilder<>& b, llvm::Module& m, unsigned lanes) : b_(b), m_(m), lanes_(lanes) {}
+  // `avx512`: the target has AVX-512F; vector code then scales by 2^n with vscalefps.
+  Emitter(llvm::IRBuilder<>& b, llvm::Module& m, unsigned lanes, bool avx512)
+      : b_(b), m_(m), lanes_(lanes), scalef_(avx512 && lanes % 16 == 0) {}
 
   llvm::Type* element(DType d) const {
     switch (d) {
@@ -251,12 +255,12 @@ class Emitter {
     return b_.CreateBitCast(b_.CreateShl(e, llvm::ConstantInt::get(type(DType::I32), 23)), type(DType::F32));
   }
   // n = round(y / ln2) as i32 and r = y - n*ln2 (|r| <= ln2/2; the split ln2 keeps n*hi exact).
-  // y is never NaN here (callers replace it), so the conversion is defined.
+  // A NaN y gives an unspecified n (frozen, not poison) and a NaN r, so results stay NaN.
   std::pair<Value*, Value*> reduce(Value* y) const {
     Value* n = intrinsic(llvm::Intrinsic::roundeven, b_.CreateFMul(y, f32(1.44269504f)));
     Value* r = fmuladd(b_.CreateFNeg(n), f32(0.693145752f), y);
     r = fmuladd(b_.CreateFNeg(n), f32(1.42860677e-06f), r);
-    return {b_.CreateFPToSI(n, type(DType::I32)), r};
+    return {b_.CreateFreeze(b_.CreateFPToSI(n, type(DType::I32))), r};
   }
   // e^r - 1 as r + r^2 * P(r), P the Taylor series to degree 5 (simd_math.h's expm1_reduced).
   Value* expm1_reduced(Value* r) const {
@@ -265,38 +269,91 @@ class Emitter {
     return fmuladd(b_.CreateFMul(r, r), p, r);
   }
 
-  // simd_math.h's exp: saturates like <cmath>, flushes results below the normal range to 0.
+  // x * 2^n for integral float n with vscalefps (one rounding, so results in the subnormal range
+  // come out right and 2^n itself need not be a float), 16 lanes per instruction.
+  Value* scalef(Value* x, Value* n) const {
+    llvm::Function* f = llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_avx512_mask_scalef_ps_512);
+    std::vector<Value*> parts;
+    for (unsigned base = 0; base < lanes_; base += 16) {
+      llvm::SmallVector<int, 16> idx;
+      for (int k = 0; k < 16; ++k) idx.push_back(int(base) + k);
+      Value* xs = b_.CreateShuffleVector(x, idx), *ns = b_.CreateShuffleVector(n, idx);
+      parts.push_back(b_.CreateCall(f, {xs, ns, llvm::UndefValue::get(xs->getType()), b_.getInt16(0xFFFF), b_.getInt32(4)}));
+    }
+    while (parts.size() > 1) {  // concatenate pairwise
+      std::vector<Value*> joined;
+      for (size_t k = 0; k + 1 < parts.size(); k += 2) {
+        const unsigned width = llvm::cast<llvm::FixedVectorType>(parts[k]->getType())->getNumElements();
+        llvm::SmallVector<int, 32> idx;
+        for (unsigned i = 0; i < 2 * width; ++i) idx.push_back(int(i));
+        joined.push_back(b_.CreateShuffleVector(parts[k], parts[k + 1], idx));
+      }
+      parts = std::move(joined);
+    }
+    return parts[0];
+  }
+  // n = round(y / ln2) (float) and r = y - n*ln2 (|r| <= ln2/2; the split ln2 keeps n*hi exact).
+  std::pair<Value*, Value*> reduce_f(Value* y) const {
+    Value* n = intrinsic(llvm::Intrinsic::roundeven, b_.CreateFMul(y, f32(1.44269504f)));
+    Value* r = fmuladd(b_.CreateFNeg(n), f32(0.693145752f), y);
+    return {n, fmuladd(b_.CreateFNeg(n), f32(1.42860677e-06f), r)};
+  }
+
+  // exp: saturates like <cmath>. With vscalefps, results in the subnormal range are kept (the
+  // argument clamped to [-104, 89] still reaches 0 and inf); otherwise they flush to 0 as in
+  // simd_math.h. NaN propagates.
   Value* exp(Value* x) const {
+    if (scalef_) {
+      Value* xc = b_.CreateSelect(lt(x, f32(-104.0f)), f32(-104.0f), x);
+      xc = b_.CreateSelect(gt(xc, f32(89.0f)), f32(89.0f), xc);
+      auto [n, r] = reduce_f(xc);
+      return scalef(b_.CreateFAdd(expm1_reduced(r), f32(1.0f)), n);
+    }
     Value* xc = b_.CreateSelect(lt(x, f32(-87.3365f)), f32(-87.3365f), x);
     xc = b_.CreateSelect(gt(xc, f32(88.7228f)), f32(88.7228f), xc);
-    xc = b_.CreateSelect(is_nan(x), f32(0.0f), xc);
     auto [n, r] = reduce(xc);
     // 2^n in two halves: n reaches 128 just below the overflow threshold.
     Value* half = b_.CreateAShr(n, llvm::ConstantInt::get(type(DType::I32), 1));
     Value* y = b_.CreateFMul(b_.CreateFAdd(expm1_reduced(r), f32(1.0f)), pow2(half));
     y = b_.CreateFMul(y, pow2(b_.CreateSub(n, half)));
     y = b_.CreateSelect(gt(x, f32(88.7228f)), f32(std::numeric_limits<float>::infinity()), y);
-    y = b_.CreateSelect(lt(x, f32(-87.3365f)), f32(0.0f), y);
-    return b_.CreateSelect(is_nan(x), x, y);
+    return b_.CreateSelect(lt(x, f32(-87.3365f)), f32(0.0f), y);
   }
   // tanh|x| = m / (m + 2) with m = e^(2|x|) - 1, exact near 0 (no cancellation); 1 beyond 10.
+  // NaN propagates through m.
   Value* tanh(Value* x) const {
     Value* ax = intrinsic(llvm::Intrinsic::fabs, x);
     Value* y = b_.CreateFMul(f32(2.0f), b_.CreateSelect(gt(ax, f32(10.0f)), f32(10.0f), ax));
-    y = b_.CreateSelect(is_nan(x), f32(0.0f), y);
-    auto [n, r] = reduce(y);
-    Value* s = pow2(n);
-    Value* m = fmuladd(s, expm1_reduced(r), b_.CreateFSub(s, f32(1.0f)));
+    Value* s;
+    Value* q;
+    if (scalef_) {
+      auto [n, r] = reduce_f(y);
+      s = scalef(f32(1.0f), n);
+      q = expm1_reduced(r);
+    } else {
+      auto [n, r] = reduce(y);
+      s = pow2(n);
+      q = expm1_reduced(r);
+    }
+    Value* m = fmuladd(s, q, b_.CreateFSub(s, f32(1.0f)));
     Value* t = b_.CreateFDiv(m, b_.CreateFAdd(m, f32(2.0f)));
-    t = b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, t, x);
-    return b_.CreateSelect(is_nan(x), x, t);
+    return b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, t, x);
   }
-  // 1 / (1 + e^-|x|), times e^-|x| for negative x: one reciprocal for both sides.
+  // 1 / (1 + e^-|x|), times e^-|x| for negative x: one division for both sides; e^-|x| needs no
+  // overflow handling. NaN propagates.
   Value* sigmoid(Value* x) const {
-    Value* neg = lt(x, f32(0.0f));
-    Value* e = exp(b_.CreateSelect(neg, x, b_.CreateFNeg(x)));
-    Value* r = b_.CreateFDiv(f32(1.0f), b_.CreateFAdd(f32(1.0f), e));
-    return b_.CreateSelect(neg, b_.CreateFMul(e, r), r);
+    Value* z = b_.CreateFNeg(intrinsic(llvm::Intrinsic::fabs, x));
+    Value* e;
+    if (scalef_) {
+      auto [n, r] = reduce_f(b_.CreateSelect(lt(z, f32(-104.0f)), f32(-104.0f), z));
+      e = scalef(b_.CreateFAdd(expm1_reduced(r), f32(1.0f)), n);
+    } else {
+      Value* under = lt(z, f32(-87.3365f));
+      auto [n, r] = reduce(b_.CreateSelect(under, f32(-87.3365f), z));
+      e = b_.CreateSelect(under, f32(0.0f), b_.CreateFMul(b_.CreateFAdd(expm1_reduced(r), f32(1.0f)), pow2(n)));
+    }
+    Value* q = b_.CreateFDiv(f32(1.0f), b_.CreateFAdd(f32(1.0f), e));
+    return b_.CreateSelect(lt(x, f32(0.0f)), b_.CreateFMul(e, q), q);
   }
   Value* clamp01(Value* v, float hi) const {
     v = b_.CreateSelect(lt(v, f32(0.0f)), f32(0.0f), v);
@@ -408,10 +465,12 @@ class Emitter {
   llvm::IRBuilder<>& b_;
   llvm::Module& m_;
   unsigned lanes_;
+  bool scalef_;
 };
 
 // Builds `void name(i8** operands, i8** outputs, i64 n)`.
-void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, JitVariant variant, bool x86) {
+void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, JitVariant variant, bool x86,
+                  bool avx512) {
   llvm::LLVMContext& ctx = m.getContext();
   llvm::IRBuilder<> b(ctx);
   llvm::Type* i8p = b.getInt8PtrTy();
@@ -431,7 +490,7 @@ void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, J
 
   b.SetInsertPoint(entry);
   const auto& ins = body.inputs();
-  Emitter scalar(b, m, 1), vector(b, m, unsigned(kJitLanes));
+  Emitter scalar(b, m, 1, avx512), vector(b, m, unsigned(kJitLanes), avx512);
   std::vector<llvm::Value*> in_ptr, repeated_scalar;
   for (size_t k = 0; k < ins.size(); ++k) {
     DType d = body.type(ins[k]).dtype;
@@ -551,7 +610,7 @@ Expected<std::shared_ptr<const JitKernel>> jit_compile(const Graph& body, JitVar
   auto mod = std::make_unique<llvm::Module>(name, *ctx);
   mod->setDataLayout(eng.lljit->getDataLayout());
   mod->setTargetTriple(eng.lljit->getTargetTriple().str());
-  build_kernel(*mod, name, body, variant, eng.x86);
+  build_kernel(*mod, name, body, variant, eng.x86, eng.avx512);
   std::string verify_errors;
   llvm::raw_string_ostream os(verify_errors);
   if (llvm::verifyModule(*mod, &os)) return Status::internal("generated region code does not verify: " + os.str());

@@ -30,7 +30,7 @@ namespace fusebox::cpu {
 using JitKernelFn = void (*)(const void* const* operands, void* const* outputs, int64_t n);
 
 // Lanes per vector iteration; callers keep tile starts a multiple of it (aligned streaming).
-inline constexpr int64_t kJitLanes = 16;
+inline constexpr int64_t kJitLanes = 32;
 
 struct JitVariant {
   uint64_t repeated = 0;   // bit k: operand k is one element repeated
