@@ -102,7 +102,12 @@ class DagGenerator {
       case 5: out = b.op(is_float ? Op::Sigmoid : Op::Abs, {a.id}); break;
       case 6: out = b.relu(a.id); break;
       case 7: {
-        ValueId c = b.op(coin(0.5) ? Op::Greater : Op::LessEqual, {a.id, of_type(b, dt).id});
+        // Float operands are compared on a grid of 1/8: the same quantity computed two ways (an
+        // approximated silu against the reference's) must not flip the comparison by one ulp.
+        auto grid = [&](ValueId v) {
+          return is_float ? b.op(Op::Round, {b.mul(v, b.scalar(dt, 8.0))}) : v;
+        };
+        ValueId c = b.op(coin(0.5) ? Op::Greater : Op::LessEqual, {grid(a.id), grid(of_type(b, dt).id)});
         out = b.op(Op::Where, {c, a.id, of_type(b, dt).id});
         break;
       }

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <vector>
 
+#include "backends/cpu/simd_math.h"
 #include "ir/op_info.h"
 #include "ir/printer.h"
 
@@ -262,10 +263,10 @@ class Emitter {
     r = fmuladd(b_.CreateFNeg(n), f32(1.42860677e-06f), r);
     return {b_.CreateFreeze(b_.CreateFPToSI(n, type(DType::I32))), r};
   }
-  // e^r - 1 as r + r^2 * P(r), P the Taylor series to degree 5 (simd_math.h's expm1_reduced).
+  // e^r - 1 as r + r^2 * P(r), P as in simd_math.h's expm1_reduced.
   Value* expm1_reduced(Value* r) const {
-    Value* p = f32(1.0f / 5040.0f);
-    for (float c : {1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f}) p = fmuladd(p, r, f32(c));
+    Value* p = f32(simd::kExpm1P[4]);
+    for (int k = 3; k >= 0; --k) p = fmuladd(p, r, f32(simd::kExpm1P[k]));
     return fmuladd(b_.CreateFMul(r, r), p, r);
   }
 

@@ -30,15 +30,17 @@ inline constexpr float kLog2e = 1.44269504f;
 // 2^n for an integer n in the normal exponent range [-126, 127], built in the exponent bits.
 inline float pow2i(int32_t n) { return std::bit_cast<float>(static_cast<uint32_t>(n + 127) << 23); }
 
-// e^r - 1 for |r| <= ln2/2 as r + r^2 * P(r), P the Taylor series to degree 5 (e^r - 1 to degree 7:
-// truncation error below 1e-8 relative), exact for tiny r.
+// e^r - 1 for |r| <= ln2/2 as r + r^2 * P(r), exact for tiny r. P is the degree-4 polynomial
+// interpolating (e^r - 1 - r) / r^2 at the 5 Chebyshev nodes of [-ln2/2, ln2/2] (fitted in long
+// double, rounded to float): relative error of e^r - 1 below 9e-8 with fused multiply-adds,
+// 1.5 ulp; Taylor terms would need degree 5 for the same.
+inline constexpr float kExpm1P[] = {0.5f, 1.666657776e-01f, 4.166655615e-02f, 8.363173343e-03f, 1.392617589e-03f};
 inline float expm1_reduced(float r) {
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
+  float p = kExpm1P[4];
+  p = p * r + kExpm1P[3];
+  p = p * r + kExpm1P[2];
+  p = p * r + kExpm1P[1];
+  p = p * r + kExpm1P[0];
   return r + (r * r) * p;
 }
 
