@@ -34,6 +34,23 @@ Status check_declared(const TensorType& declared, const std::vector<int64_t>& ac
 
 }  // namespace
 
+std::string_view executor_name(ExecutorKind e) {
+  switch (e) {
+    case ExecutorKind::Cpu: return "cpu";
+    case ExecutorKind::CpuInterpreter: return "cpu-interpreter";
+    case ExecutorKind::CpuJit: return "cpu-jit";
+    case ExecutorKind::Reference: return "reference";
+  }
+  return "cpu";
+}
+
+std::optional<ExecutorKind> parse_executor(std::string_view name) {
+  for (ExecutorKind e : {ExecutorKind::Cpu, ExecutorKind::CpuInterpreter, ExecutorKind::CpuJit, ExecutorKind::Reference}) {
+    if (executor_name(e) == name) return e;
+  }
+  return std::nullopt;
+}
+
 Expected<std::vector<Array>> evaluate_with_reference(const Node& node, std::span<const Array> inputs) {
   std::vector<TensorType> types;
   for (const Array& a : inputs) types.push_back(TensorType{a.dtype(), make_shape(a.shape())});

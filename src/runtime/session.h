@@ -37,6 +37,10 @@ enum class ExecutorKind {
   Reference,       // every node through the reference kernels (the oracle of tests)
 };
 
+// "cpu", "cpu-interpreter", "cpu-jit", "reference" (the CLI's --executor).
+std::string_view executor_name(ExecutorKind e);
+std::optional<ExecutorKind> parse_executor(std::string_view name);
+
 struct CompileOptions {
   FusionTarget target = FusionTarget::Cpu;
   // The caller's options; nullopt: FusionOptions::for_target(target).

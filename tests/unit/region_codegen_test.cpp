@@ -161,18 +161,28 @@ TEST(RegionCodegen, ExactStepsMatchTheReferenceBitForBit) {
       EXPECT_TRUE(got[0].same_data(want)) << "cast " << dtype_name(dt) << " -> " << dtype_name(to);
     }
   }
-  Array f = specials(DType::F32, 4, n);
+  // Attribute values that are not floats exactly round as the reference's C(v) does; a NaN bound
+  // is no bound.
   const std::vector<std::pair<Op, Attrs>> unary = {
       {Op::Neg, {}}, {Op::Abs, {}}, {Op::Sqrt, {}}, {Op::Rsqrt, {}}, {Op::Reciprocal, {}}, {Op::Relu, {}},
-      {Op::LeakyRelu, {{"alpha", 0.25}}}, {Op::Floor, {}}, {Op::Ceil, {}}, {Op::Round, {}},
-      {Op::Clip, {{"min", -2.5}, {"max", 100.0}}}, {Op::HardSigmoid, {{"alpha", 0.25}, {"beta", 0.5}}},
-      {Op::HardSwish, {}}};
-  for (const auto& [op, attrs] : unary) {
-    Array want = testing::run_op1(op, {f}, attrs);
-    std::vector<Array> got = run_cpu(op, {f}, ExecutorKind::CpuJit, attrs);
-    ASSERT_EQ(got.size(), 1u);
-    EXPECT_TRUE(testing::arrays_close(got[0], want, 0, 0)) << op_info(op).keyword;
+      {Op::LeakyRelu, {{"alpha", 0.1}}}, {Op::Floor, {}}, {Op::Ceil, {}}, {Op::Round, {}}, {Op::Identity, {}},
+      {Op::Clip, {{"min", -2.3}, {"max", 100.0}}}, {Op::Clip, {{"min", std::nan("")}, {"max", 0.7}}},
+      {Op::HardSigmoid, {{"alpha", 0.2}, {"beta", 0.5}}}, {Op::HardSwish, {}}};
+  for (DType dt : {DType::F32, DType::F64}) {
+    Array f = specials(dt, 4, n);
+    for (const auto& [op, attrs] : unary) {
+      Array want = testing::run_op1(op, {f}, attrs);
+      std::vector<Array> got = run_cpu(op, {f}, ExecutorKind::CpuJit, attrs);
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_TRUE(got[0].same_data(want)) << op_info(op).keyword << " " << dtype_name(dt);
+      std::vector<Array> interpreted = run_cpu(op, {f}, ExecutorKind::CpuInterpreter, attrs);
+      EXPECT_TRUE(interpreted[0].same_data(want)) << "interpreted " << op_info(op).keyword << " " << dtype_name(dt);
+    }
   }
+  Array p = testing::random_array(DType::Bool, {n}, 6), q = testing::random_array(DType::Bool, {n}, 7);
+  EXPECT_TRUE(run_cpu(Op::Not, {p}, ExecutorKind::CpuJit)[0].same_data(testing::run_op1(Op::Not, {p})));
+  EXPECT_TRUE(run_cpu(Op::And, {p, q}, ExecutorKind::CpuJit)[0].same_data(testing::run_op1(Op::And, {p, q})));
+  EXPECT_TRUE(run_cpu(Op::Or, {p, q}, ExecutorKind::CpuJit)[0].same_data(testing::run_op1(Op::Or, {p, q})));
   for (DType from : {DType::U8, DType::I8}) {
     Array small = testing::random_array(from, {n}, 5, from == DType::U8 ? 0 : -128, from == DType::U8 ? 256 : 128);
     for (DType to : {DType::F32, DType::I32, DType::I64, DType::I8, DType::U8, DType::Bool}) {

@@ -162,6 +162,9 @@ int cmd_run(const Args& args) {
                      {"--output-dir", "DIR", "write each output to DIR/<name>.npy"},
                      {"--target", "T", "cpu (default); other targets have no executor in this build"},
                      {"--fusion-options", "LIST", "e.g. skip_fusion=1 or unfuse_elementwise_regions=1"},
+                     {"--executor", "E",
+                      "cpu (default: generated code for large regions), cpu-interpreter, cpu-jit (generated\n"
+                      "code at every size) or reference (every op on its reference kernel)"},
                  });
   if (std::optional<int> exit = cl.parse(args)) return *exit;
   RunRequest req;
@@ -189,6 +192,13 @@ int cmd_run(const Args& args) {
     Expected<FusionOptions> fo = parse_fusion_options(*text, FusionOptions::for_target(options.target, process_env()));
     if (!fo) return cl.usage_error(fo.status().message());
     options.fusion = *fo;
+  }
+  if (std::optional<std::string> e = cl.value("--executor")) {
+    std::optional<ExecutorKind> executor = parse_executor(*e);
+    if (!executor) {
+      return cl.usage_error("unknown executor '" + *e + "' (executors: cpu, cpu-interpreter, cpu-jit, reference)");
+    }
+    options.executor = *executor;
   }
   Expected<Executable> exe = session.compile(*graph, options);
   if (!exe) return cl.error(exe.status());

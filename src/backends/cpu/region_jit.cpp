@@ -63,15 +63,13 @@ bool compare_op(Op op) {
   }
 }
 
-// Clip bounds must be floats exactly (as region_program.cpp's fast_step_exact requires).
-bool float_bounds(const Node& n) {
-  for (const char* name : {"min", "max"}) {
-    if (n.has_attr(name) && double(float(n.attr_f64(name))) != n.attr_f64(name)) return false;
-  }
-  return true;
+// Approximated functions: generated for f32 only.
+bool transcendental_op(Op op) {
+  return op == Op::Exp || op == Op::Tanh || op == Op::Sigmoid || op == Op::Silu || op == Op::Gelu;
 }
 
-// The steps with generated code: the same set as region_loops.inc's vectorised loops.
+// The steps with generated code: region_loops.inc's vectorised loops, plus f64 for the exact
+// unary ops and the bool ops.
 bool step_supported(const Node& n, const Graph& body) {
   const DType out = body.type(n.outputs[0]).dtype;
   if (!jit_dtype(out)) return false;
@@ -80,11 +78,11 @@ bool step_supported(const Node& n, const Graph& body) {
   if (!jit_dtype(in)) return false;
   if (n.op == Op::Cast) return in != DType::Bool;
   if (n.op == Op::Where) return wide_dtype(out);
+  if (n.op == Op::Not || n.op == Op::And || n.op == Op::Or) return in == DType::Bool;
   if (op_info(n.op).min_inputs == 1 && n.inputs.size() == 1) {
-    if (in != DType::F32 || !float_unary_op(n.op)) return false;
-    if (n.op == Op::Gelu) return n.attr_str("approximate") == "tanh";
-    if (n.op == Op::Clip) return float_bounds(n);
-    return true;
+    if (!float_unary_op(n.op)) return false;
+    if (n.op == Op::Gelu && n.attr_str("approximate") != "tanh") return false;
+    return in == DType::F32 || (in == DType::F64 && !transcendental_op(n.op));
   }
   if (n.inputs.size() != 2) return false;
   if (compare_op(n.op)) return wide_dtype(in);
@@ -236,7 +234,10 @@ class Emitter {
     const DType dt = body.type(n.inputs[0]).dtype;
     if (n.op == Op::Cast) return cast(in[0], dt, out);
     if (n.op == Op::Where) return b_.CreateSelect(in[0], in[1], in[2]);
-    if (in.size() == 1) return float_unary(n, in[0]);
+    if (n.op == Op::Not) return b_.CreateNot(in[0]);
+    if (n.op == Op::And) return b_.CreateAnd(in[0], in[1]);
+    if (n.op == Op::Or) return b_.CreateOr(in[0], in[1]);
+    if (in.size() == 1) return float_unary(n, dt, in[0]);
     if (compare_op(n.op)) return compare(n.op, dt, in[0], in[1]);
     return is_float(out) ? float_binary(n.op, in[0], in[1]) : int_binary(n.op, in[0], in[1]);
   }
@@ -356,45 +357,47 @@ class Emitter {
     Value* q = b_.CreateFDiv(f32(1.0f), b_.CreateFAdd(f32(1.0f), e));
     return b_.CreateSelect(lt(x, f32(0.0f)), b_.CreateFMul(e, q), q);
   }
-  Value* clamp01(Value* v, float hi) const {
-    v = b_.CreateSelect(lt(v, f32(0.0f)), f32(0.0f), v);
-    return b_.CreateSelect(gt(v, f32(hi)), f32(hi), v);
-  }
-
-  Value* float_unary(const Node& n, Value* x) const {
+  // Constants and attribute values in the step's float type, rounded as the reference's C(v).
+  Value* float_unary(const Node& n, DType dt, Value* x) const {
+    auto c = [&](double v) { return f(dt, v); };
+    auto attr = [&](const char* name) { return c(n.attr_f64(name)); };
+    auto is_lt = [&](Value* a, Value* v) { return lt(a, v); };
     switch (n.op) {
       case Op::Neg: return b_.CreateFNeg(x);
       case Op::Abs: return intrinsic(llvm::Intrinsic::fabs, x);
       case Op::Exp: return exp(x);
       case Op::Sqrt: return intrinsic(llvm::Intrinsic::sqrt, x);
-      case Op::Rsqrt: return b_.CreateFDiv(f32(1.0f), intrinsic(llvm::Intrinsic::sqrt, x));
-      case Op::Reciprocal: return b_.CreateFDiv(f32(1.0f), x);
+      case Op::Rsqrt: return b_.CreateFDiv(c(1.0), intrinsic(llvm::Intrinsic::sqrt, x));
+      case Op::Reciprocal: return b_.CreateFDiv(c(1.0), x);
       case Op::Tanh: return tanh(x);
       case Op::Sigmoid: return sigmoid(x);
       case Op::Silu: return b_.CreateFMul(x, sigmoid(x));
-      case Op::Relu: return b_.CreateSelect(lt(x, f32(0.0f)), f32(0.0f), x);
-      case Op::LeakyRelu:
-        return b_.CreateSelect(lt(x, f32(0.0f)), b_.CreateFMul(f32(float(n.attr_f64("alpha"))), x), x);
+      case Op::Relu:  // NaN stays NaN, -0 gives +0
+        return b_.CreateSelect(gt(x, c(0.0)), x, b_.CreateSelect(is_nan(x), x, c(0.0)));
+      case Op::LeakyRelu: return b_.CreateSelect(is_lt(x, c(0.0)), b_.CreateFMul(attr("alpha"), x), x);
       case Op::Floor: return intrinsic(llvm::Intrinsic::floor, x);
       case Op::Ceil: return intrinsic(llvm::Intrinsic::ceil, x);
       case Op::Round: return intrinsic(llvm::Intrinsic::roundeven, x);
-      case Op::Clip: {
+      case Op::Clip: {  // a NaN bound compares false: unbounded, as in the reference
         Value* v = x;
-        if (n.has_attr("min")) v = b_.CreateSelect(lt(v, f32(float(n.attr_f64("min")))), f32(float(n.attr_f64("min"))), v);
-        if (n.has_attr("max")) v = b_.CreateSelect(gt(v, f32(float(n.attr_f64("max")))), f32(float(n.attr_f64("max"))), v);
+        if (n.has_attr("min")) v = b_.CreateSelect(is_lt(v, attr("min")), attr("min"), v);
+        if (n.has_attr("max")) v = b_.CreateSelect(gt(v, attr("max")), attr("max"), v);
         return b_.CreateSelect(is_nan(x), x, v);
       }
       case Op::HardSigmoid: {
-        Value* v = b_.CreateFAdd(b_.CreateFMul(f32(float(n.attr_f64("alpha"))), x), f32(float(n.attr_f64("beta"))));
-        return b_.CreateSelect(is_nan(x), x, clamp01(v, 1.0f));
+        Value* v = b_.CreateFAdd(b_.CreateFMul(attr("alpha"), x), attr("beta"));
+        v = b_.CreateSelect(is_lt(v, c(0.0)), c(0.0), v);
+        return b_.CreateSelect(gt(v, c(1.0)), c(1.0), v);
       }
       case Op::HardSwish: {
-        Value* v = clamp01(b_.CreateFAdd(x, f32(3.0f)), 6.0f);
-        return b_.CreateSelect(is_nan(x), x, b_.CreateFDiv(b_.CreateFMul(x, v), f32(6.0f)));
+        Value* v = b_.CreateFAdd(x, c(3.0));
+        v = b_.CreateSelect(is_lt(v, c(0.0)), c(0.0), v);
+        v = b_.CreateSelect(gt(v, c(6.0)), c(6.0), v);
+        return b_.CreateFDiv(b_.CreateFMul(x, v), c(6.0));
       }
-      case Op::Gelu: {  // tanh approximation (step_supported admits no other)
+      case Op::Gelu: {  // tanh approximation (step_supported admits no other), f32
         Value* cube = b_.CreateFMul(b_.CreateFMul(b_.CreateFMul(f32(0.044715f), x), x), x);
-        Value* u = b_.CreateFMul(f32(0.7978845608028654f), b_.CreateFAdd(x, cube));
+        Value* u = b_.CreateFMul(f32(float(0.7978845608028654)), b_.CreateFAdd(x, cube));
         return b_.CreateFMul(b_.CreateFMul(f32(0.5f), x), b_.CreateFAdd(f32(1.0f), tanh(u)));
       }
       default: return x;  // Identity
