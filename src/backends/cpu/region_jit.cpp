@@ -372,8 +372,8 @@ class Emitter {
       case Op::Tanh: return tanh(x);
       case Op::Sigmoid: return sigmoid(x);
       case Op::Silu: return b_.CreateFMul(x, sigmoid(x));
-      case Op::Relu:  // NaN stays NaN, -0 gives +0
-        return b_.CreateSelect(gt(x, c(0.0)), x, b_.CreateSelect(is_nan(x), x, c(0.0)));
+      case Op::Relu:  // NaN stays NaN (compares false), -0 gives +0
+        return b_.CreateSelect(b_.CreateFCmpOLE(x, c(0.0)), c(0.0), x);
       case Op::LeakyRelu: return b_.CreateSelect(is_lt(x, c(0.0)), b_.CreateFMul(attr("alpha"), x), x);
       case Op::Floor: return intrinsic(llvm::Intrinsic::floor, x);
       case Op::Ceil: return intrinsic(llvm::Intrinsic::ceil, x);
@@ -632,8 +632,10 @@ Expected<std::shared_ptr<const JitKernel>> jit_compile(const Graph& body, JitVar
   auto fn = reinterpret_cast<JitKernelFn>(static_cast<uintptr_t>(symbol->getAddress()));
   // The kernel's destructor takes the engine lock to remove its code; it never runs under it here.
   std::shared_ptr<const JitKernel> kernel = std::make_shared<LlvmKernel>(std::move(tracker), fn);
+  // Entries of destroyed kernels are swept every 256 compiles, so the cache stays near the
+  // number of live kernels.
+  if (++eng.stats.compiled % 256 == 0) std::erase_if(eng.cache, [](const auto& e) { return e.second.expired(); });
   eng.cache[key] = kernel;
-  ++eng.stats.compiled;
   return kernel;
 }
 
