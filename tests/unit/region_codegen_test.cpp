@@ -68,7 +68,10 @@ struct Transcendental {
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double silu(double x) { return x * sigmoid(x); }
 double gelu_tanh(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+double gelu_erf(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
 double exp_d(double x) { return std::exp(x); }
+double log_d(double x) { return std::log(x); }
+double erf_d(double x) { return std::erf(x); }
 double tanh_d(double x) { return std::tanh(x); }
 
 // Relative error below 4e-7 where the exact result is a normal float; results below the normal
@@ -106,15 +109,19 @@ TEST(RegionCodegen, TranscendentalsAreAccurateOnBothPaths) {
       {Op::Sigmoid, sigmoid, {}},
       {Op::Silu, silu, {}},
       {Op::Gelu, gelu_tanh, {{"approximate", std::string("tanh")}}},
+      {Op::Gelu, gelu_erf, {}},
+      {Op::Log, log_d, {}},
+      {Op::Erf, erf_d, {}},
   };
   Array x = sweep(-120.0f, 100.0f, 40000);
   Array small = sweep(-1.0f, 1.0f, 40000);
+  Array positive = sweep(0.0f, 4.0f, 40000);  // log near 0 and 1, erf across its two pieces
   std::vector<ExecutorKind> executors = {ExecutorKind::CpuInterpreter};
   if (cpu::jit_built()) executors.push_back(ExecutorKind::CpuJit);
   for (ExecutorKind ex : executors) {
     const std::string path = ex == ExecutorKind::CpuJit ? "generated " : "interpreted ";
     for (const Transcendental& t : cases) {
-      for (const Array* in : {&x, &small}) {
+      for (const Array* in : {&x, &small, &positive}) {
         std::vector<Array> out = run_cpu(t.op, {*in}, ex, t.attrs);
         ASSERT_EQ(out.size(), 1u);
         expect_accurate(out[0], *in, t.exact, t.op == Op::Gelu, path + std::string(op_info(t.op).keyword));

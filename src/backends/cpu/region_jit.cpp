@@ -46,7 +46,7 @@ bool float_unary_op(Op op) {
     case Op::Neg: case Op::Abs: case Op::Exp: case Op::Sqrt: case Op::Rsqrt: case Op::Reciprocal:
     case Op::Tanh: case Op::Sigmoid: case Op::Silu: case Op::Relu: case Op::LeakyRelu:
     case Op::Floor: case Op::Ceil: case Op::Round: case Op::Identity: case Op::Clip:
-    case Op::HardSigmoid: case Op::HardSwish: case Op::Gelu:
+    case Op::HardSigmoid: case Op::HardSwish: case Op::Gelu: case Op::Log: case Op::Erf:
       return true;
     default:
       return false;
@@ -65,7 +65,8 @@ bool compare_op(Op op) {
 
 // Approximated functions: generated for f32 only.
 bool transcendental_op(Op op) {
-  return op == Op::Exp || op == Op::Tanh || op == Op::Sigmoid || op == Op::Silu || op == Op::Gelu;
+  return op == Op::Exp || op == Op::Tanh || op == Op::Sigmoid || op == Op::Silu || op == Op::Gelu ||
+         op == Op::Log || op == Op::Erf;
 }
 
 // The steps with generated code: region_loops.inc's vectorised loops, plus f64 for the exact
@@ -81,7 +82,6 @@ bool step_supported(const Node& n, const Graph& body) {
   if (n.op == Op::Not || n.op == Op::And || n.op == Op::Or) return in == DType::Bool;
   if (op_info(n.op).min_inputs == 1 && n.inputs.size() == 1) {
     if (!float_unary_op(n.op)) return false;
-    if (n.op == Op::Gelu && n.attr_str("approximate") != "tanh") return false;
     return in == DType::F32 || (in == DType::F64 && !transcendental_op(n.op));
   }
   if (n.inputs.size() != 2) return false;
@@ -357,6 +357,58 @@ class Emitter {
     Value* q = b_.CreateFDiv(f32(1.0f), b_.CreateFAdd(f32(1.0f), e));
     return b_.CreateSelect(lt(x, f32(0.0f)), b_.CreateFMul(e, q), q);
   }
+  Value* i32(int64_t v) const { return llvm::ConstantInt::get(type(DType::I32), uint64_t(v), true); }
+  // c[0] + c[1] x + c[2] x^2 + ... by Horner's rule.
+  Value* poly(Value* x, std::initializer_list<float> c) const {
+    const float* k = std::data(c);
+    Value* p = f32(k[c.size() - 1]);
+    for (size_t i = c.size() - 1; i-- > 0;) p = fmuladd(p, x, f32(k[i]));
+    return p;
+  }
+  // log x = e ln2 + log m with x = m 2^e, m in [sqrt(1/2), sqrt(2)) read off the bits (subnormal
+  // x scaled by 2^23 first); log m = 2 atanh(s), s = (m - 1)/(m + 1), |s| <= 0.1716, by its
+  // series to s^9 (truncation 2e-9 relative). log 0 = -inf, log of a negative = NaN.
+  Value* log(Value* x) const {
+    Value* tiny = lt(x, f32(std::numeric_limits<float>::min()));
+    Value* xs = b_.CreateSelect(tiny, b_.CreateFMul(x, f32(8388608.0f)), x);
+    Value* ix = b_.CreateAdd(b_.CreateBitCast(xs, type(DType::I32)), i32(0x3f800000 - 0x3f3504f3));
+    Value* e = b_.CreateSub(b_.CreateAShr(ix, i32(23)), i32(127));
+    e = b_.CreateSelect(tiny, b_.CreateSub(e, i32(23)), e);
+    Value* m = b_.CreateBitCast(b_.CreateAdd(b_.CreateAnd(ix, i32(0x007fffff)), i32(0x3f3504f3)), type(DType::F32));
+    Value* f = b_.CreateFSub(m, f32(1.0f));  // exact
+    Value* s = b_.CreateFDiv(f, b_.CreateFAdd(f, f32(2.0f)));
+    Value* t = b_.CreateFAdd(s, s), *z = b_.CreateFMul(s, s);
+    Value* log_m = fmuladd(b_.CreateFMul(t, z), poly(z, {1.0f / 3, 1.0f / 5, 1.0f / 7, 1.0f / 9}), t);
+    Value* ef = b_.CreateSIToFP(e, type(DType::F32));
+    Value* y = fmuladd(ef, f32(0.693145752f), fmuladd(ef, f32(1.42860677e-06f), log_m));
+    const float inf = std::numeric_limits<float>::infinity();
+    y = b_.CreateSelect(b_.CreateFCmpOEQ(x, f32(0.0f)), f32(-inf), y);
+    y = b_.CreateSelect(lt(x, f32(0.0f)), f32(std::numeric_limits<float>::quiet_NaN()), y);
+    y = b_.CreateSelect(b_.CreateFCmpOEQ(x, f32(inf)), f32(inf), y);
+    return b_.CreateSelect(is_nan(x), x, y);
+  }
+  // erf |x| = |x| A(x^2) up to 1; above, 1 - e^(-x^2) B(|x|) with |x| clamped to 4 (erf rounds
+  // to 1 from 3.92). A (degree 6 in x^2 on [0, 1]) and B (degree 10 on [1, 4], approximating
+  // erfc(x) e^(x^2)) interpolate at Chebyshev nodes, fitted in long double: 1.7e-7 relative.
+  Value* erf(Value* x) const {
+    Value* ax = intrinsic(llvm::Intrinsic::fabs, x);
+    Value* small = b_.CreateFMul(ax, poly(b_.CreateFMul(ax, ax), {1.128379107e+00f, -3.761262596e-01f,
+                                                                  1.128359437e-01f, -2.685421146e-02f,
+                                                                  5.189087242e-03f, -8.016864303e-04f,
+                                                                  7.875874871e-05f}));
+    Value* xc = b_.CreateSelect(gt(ax, f32(4.0f)), f32(4.0f), ax);
+    Value* sq = b_.CreateFMul(xc, xc);
+    Value* sq_lo = fmuladd(xc, xc, b_.CreateFNeg(sq));  // the rounding error of x^2 (0 without FMA)
+    Value* g = exp(b_.CreateFNeg(sq));
+    g = fmuladd(b_.CreateFNeg(g), sq_lo, g);
+    Value* b = poly(xc, {9.927197099e-01f, -1.084357500e+00f, 8.785005808e-01f, -5.477019548e-01f,
+                         2.622201741e-01f, -9.487424046e-02f, 2.531494945e-02f, -4.804732744e-03f,
+                         6.115357392e-04f, -4.667512985e-05f, 1.611890752e-06f});
+    Value* big = b_.CreateFSub(f32(1.0f), b_.CreateFMul(g, b));
+    Value* r = b_.CreateSelect(b_.CreateFCmpOLE(ax, f32(1.0f)), small, big);  // NaN: big, NaN
+    return b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, r, x);
+  }
+
   // Constants and attribute values in the step's float type, rounded as the reference's C(v).
   Value* float_unary(const Node& n, DType dt, Value* x) const {
     auto c = [&](double v) { return f(dt, v); };
@@ -395,7 +447,13 @@ class Emitter {
         v = b_.CreateSelect(gt(v, c(6.0)), c(6.0), v);
         return b_.CreateFDiv(b_.CreateFMul(x, v), c(6.0));
       }
-      case Op::Gelu: {  // tanh approximation (step_supported admits no other), f32
+      case Op::Log: return log(x);
+      case Op::Erf: return erf(x);
+      case Op::Gelu: {  // f32 only
+        if (n.attr_str("approximate") != "tanh") {  // 0.5 x (1 + erf(x / sqrt 2)), as the reference
+          Value* e = erf(b_.CreateFDiv(x, f32(float(1.41421356237309504880))));
+          return b_.CreateFMul(b_.CreateFMul(f32(0.5f), x), b_.CreateFAdd(f32(1.0f), e));
+        }
         Value* cube = b_.CreateFMul(b_.CreateFMul(b_.CreateFMul(f32(0.044715f), x), x), x);
         Value* u = b_.CreateFMul(f32(float(0.7978845608028654)), b_.CreateFAdd(x, cube));
         return b_.CreateFMul(b_.CreateFMul(f32(0.5f), x), b_.CreateFAdd(f32(1.0f), tanh(u)));
