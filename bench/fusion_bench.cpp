@@ -68,8 +68,9 @@ struct ChainCase {
   NamedArrays inputs;
 };
 
-ChainCase make_case(int ops, int64_t n, bool fused) {
+ChainCase make_case(int ops, int64_t n, bool fused, ExecutorKind executor) {
   CompileOptions o;
+  o.executor = executor;
   FusionOptions f = FusionOptions::for_cpu();
   f.unfuse_elementwise_regions = !fused;
   o.fusion = f;
@@ -113,9 +114,9 @@ void BM_CopyNt(benchmark::State& state) {
 #endif
 }
 
-void BM_Chain(benchmark::State& state, int ops, bool fused) {
+void BM_Chain(benchmark::State& state, int ops, bool fused, ExecutorKind executor) {
   const int64_t n = state.range(0);
-  ChainCase c = make_case(ops, n, fused);
+  ChainCase c = make_case(ops, n, fused, executor);
   for (int i = 0; i < 2; ++i) benchmark::DoNotOptimize(c.exe.run(c.inputs));  // warm the pool
   for (auto _ : state) {
     Expected<std::vector<Array>> out = c.exe.run(c.inputs);
@@ -171,11 +172,16 @@ class RatioReporter : public benchmark::ConsoleReporter {
         double fused = find_time(std::string("BM_Chain/") + chain + "_fused/" + n);
         double unfused = find_time(std::string("BM_Chain/") + chain + "_unfused/" + n);
         double bw = find_bw(std::string("BM_Chain/") + chain + "_fused/" + n);
+        double interpreted = find_time(std::string("BM_Chain/") + chain + "_fused_interpreted/" + n);
         if (fused <= 0 || unfused <= 0) continue;
         std::printf("  %-7s n=%-9s fused %8.3f ms  unfused %8.3f ms  speed-up %.2fx  fused %.1f GB/s = %.2f of copy, "
                     "%.2f of streaming copy\n",
                     chain, n, fused * 1e3, unfused * 1e3, unfused / fused, bw / 1e9, copy > 0 ? bw / copy : 0.0,
                     copy_nt > 0 ? bw / copy_nt : 0.0);
+        if (interpreted > 0) {
+          std::printf("  %-7s n=%-9s fused on the tile interpreter %8.3f ms (generated code is %.2fx faster)\n", chain, n,
+                      interpreted * 1e3, interpreted / fused);
+        }
       }
     }
   }
@@ -208,10 +214,18 @@ int main(int argc, char** argv) {
   constexpr int kRepetitions = 5;
   benchmark::RegisterBenchmark("BM_Copy", BM_Copy)->Arg(1 << 26)->UseRealTime()->Unit(benchmark::kMillisecond)->Repetitions(kRepetitions);
   benchmark::RegisterBenchmark("BM_CopyNt", BM_CopyNt)->Arg(1 << 26)->UseRealTime()->Unit(benchmark::kMillisecond)->Repetitions(kRepetitions);
+  // fused and unfused on the default CPU executor (generated code); fused_interpreted: the same
+  // region on the tile interpreter, to show what code generation adds.
+  struct Variant {
+    const char* name;
+    bool fused;
+    ExecutorKind executor;
+  };
   for (int ops : {5, 10}) {
-    for (bool fused : {true, false}) {
-      std::string name = "BM_Chain/chain" + std::to_string(ops) + (fused ? "_fused" : "_unfused");
-      benchmark::RegisterBenchmark(name.c_str(), [ops, fused](benchmark::State& s) { BM_Chain(s, ops, fused); })
+    for (Variant v : {Variant{"_fused", true, ExecutorKind::Cpu}, Variant{"_unfused", false, ExecutorKind::Cpu},
+                      Variant{"_fused_interpreted", true, ExecutorKind::CpuInterpreter}}) {
+      std::string name = "BM_Chain/chain" + std::to_string(ops) + v.name;
+      benchmark::RegisterBenchmark(name.c_str(), [ops, v](benchmark::State& s) { BM_Chain(s, ops, v.fused, v.executor); })
           ->Arg(1 << 26)
           ->Arg(1 << 16)
           ->UseRealTime()

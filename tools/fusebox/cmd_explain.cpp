@@ -9,6 +9,7 @@
 
 #include "cli_util.h"
 #include "dot_writer.h"
+#include "backends/cpu/region_jit.h"
 #include "fusion/fuse.h"
 #include "fusion/pipeline_plan.h"
 #include "load_program.h"
@@ -47,6 +48,34 @@ Status render_svg(const std::string& dot_path, const std::string& svg_path) {
                             std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")");
   }
   return Status::ok();
+}
+
+// How the CPU runs each region: generated code, or the tile interpreter and why ("" without
+// regions).
+std::string codegen_line(const Graph& g) {
+  std::string generated, interpreted;
+  for (const Node& n : g.nodes()) {
+    if (n.op != Op::ElementwiseRegion || !n.body) continue;
+    const std::string name = n.attr_str("name");
+    if (!cpu::jit_built()) {
+      interpreted += (interpreted.empty() ? "" : ", ") + name;
+      continue;
+    }
+    std::string why = cpu::jit_unsupported_step(*n.body);
+    if (why.empty()) {
+      generated += (generated.empty() ? "" : ", ") + name;
+    } else {
+      interpreted += (interpreted.empty() ? "" : ", ") + name + " (no code for " + why + ")";
+    }
+  }
+  if (generated.empty() && interpreted.empty()) return "";
+  std::string line = "  codegen  ";
+  if (!generated.empty()) line += "generated code for " + generated;
+  if (!interpreted.empty()) {
+    line += std::string(generated.empty() ? "" : "; ") + "tile interpreter for " + interpreted;
+    if (!cpu::jit_built()) line += " (this build has no CPU code generation)";
+  }
+  return line + "\n";
 }
 
 }  // namespace
@@ -101,6 +130,7 @@ int cmd_explain(const Args& args) {
     Expected<FuseResult> r = fuser.run_with_report(g);
     if (!r) return cl.error(r.status().with_context("@" + g.name()));
     std::fputs(r->report.to_string().c_str(), stdout);
+    if (target == FusionTarget::Cpu) std::fputs(codegen_line(r->graph).c_str(), stdout);
     if (cl.has("--passes")) std::printf("  passes   %s\n", join_pipeline(fuser.passes()).c_str());
     if (!dot_path || drawn) continue;
     drawn = true;
