@@ -145,7 +145,7 @@ Array specials(DType dt, uint64_t seed, int64_t n) {
 
 TEST(RegionCodegen, ExactStepsMatchTheReferenceBitForBit) {
   SKIP_WITHOUT_JIT();
-  const int64_t n = 1000;  // 62 vectors and a tail of 8
+  const int64_t n = 1000;  // vectors and a scalar tail at every lane count
   for (DType dt : {DType::F32, DType::F64, DType::I32, DType::I64}) {
     Array a = specials(dt, 1, n), b = specials(dt, 2, n);
     std::vector<Op> ops = {Op::Add, Op::Sub, Op::Mul, Op::Max, Op::Min, Op::Equal, Op::NotEqual, Op::Less,
@@ -240,6 +240,43 @@ TEST(RegionCodegen, LargeRegionEqualsTheInterpreterOnPoisonedOutputs) {
       }
     }
   }
+}
+
+// Many values live at once get fewer lanes per iteration (16 here, against 64 for a chain), and
+// compute the same as the interpreter.
+TEST(RegionCodegen, WideBodiesUseFewerLanes) {
+  SKIP_WITHOUT_JIT();
+  TensorType f32{DType::F32, {}};
+  Graph chain("chain");
+  ValueId v = chain.add_input("x", f32);
+  for (int i = 0; i < 10; ++i) v = chain.add_node(Op::Tanh, {v}, {f32})[0];
+  chain.add_output(v);
+  EXPECT_EQ(cpu::jit_lanes(chain), 64);
+
+  Graph wide("wide");
+  std::vector<ValueId> ins;
+  for (int i = 0; i < 20; ++i) ins.push_back(wide.add_input("in" + std::to_string(i), f32));
+  for (int i = 0; i < 20; ++i) wide.add_output(wide.add_node(Op::Mul, {ins[size_t(i)], ins[size_t((i + 1) % 20)]}, {f32})[0]);
+  EXPECT_EQ(cpu::jit_lanes(wide), 16);
+
+  const int64_t n = 5000;
+  Node region{Op::ElementwiseRegion, {}, {}, {}, std::make_shared<Graph>(wide), {}};
+  std::vector<TensorType> types(20, TensorType{DType::F32, make_shape({n})});
+  std::vector<Array> in;
+  for (int i = 0; i < 20; ++i) in.push_back(specials(DType::F32, uint64_t(20 + i), n));
+  std::vector<std::vector<Array>> results;
+  for (cpu::Codegen codegen : {cpu::Codegen::Interpreter, cpu::Codegen::Jit}) {
+    auto program = cpu::RegionProgram::compile(region, types, codegen);
+    ASSERT_TRUE(program) << program.status().to_string();
+    std::vector<Array> out;
+    for (int i = 0; i < 20; ++i) {
+      out.emplace_back(DType::F32, std::vector<int64_t>{n});
+      std::memset(out.back().raw(), 0xFF, out.back().nbytes());
+    }
+    ASSERT_TRUE((*program)->run(in, out).is_ok());
+    results.push_back(std::move(out));
+  }
+  for (int i = 0; i < 20; ++i) EXPECT_TRUE(results[1][size_t(i)].same_data(results[0][size_t(i)])) << "output " << i;
 }
 
 TEST(RegionCodegen, KernelsAreCachedByStructure) {

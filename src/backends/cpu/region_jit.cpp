@@ -98,6 +98,28 @@ bool step_supported(const Node& n, const Graph& body) {
 
 }  // namespace
 
+int64_t jit_lanes(const Graph& body) {
+  const auto& nodes = body.nodes();
+  std::vector<size_t> last_use(body.num_values(), 0);
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (ValueId v : nodes[i].inputs) last_use[size_t(v)] = i;
+  for (ValueId v : body.outputs()) last_use[size_t(v)] = nodes.size();
+  std::vector<bool> counted(body.num_values(), false);
+  size_t live = 0, peak = 0;
+  for (ValueId v : body.inputs()) counted[size_t(v)] = true, ++live;
+  peak = live;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].op != Op::Constant) {  // constants fold into instructions
+      for (ValueId v : nodes[i].outputs) counted[size_t(v)] = true, ++live;
+    }
+    peak = std::max(peak, live);
+    for (ValueId v : nodes[i].inputs) {
+      if (last_use[size_t(v)] == i && counted[size_t(v)]) counted[size_t(v)] = false, --live;
+    }
+  }
+  return peak <= 8 ? 64 : peak <= 16 ? 32 : 16;
+}
+
 std::string jit_unsupported_step(const Graph& body) {
   for (ValueId v : body.inputs()) {
     if (!jit_dtype(body.type(v).dtype)) return "operand of dtype " + std::string(dtype_name(body.type(v).dtype));
@@ -552,7 +574,8 @@ void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, J
 
   b.SetInsertPoint(entry);
   const auto& ins = body.inputs();
-  Emitter scalar(b, m, 1, avx512), vector(b, m, unsigned(kJitLanes), avx512);
+  const int64_t lanes = jit_lanes(body);
+  Emitter scalar(b, m, 1, avx512), vector(b, m, unsigned(lanes), avx512);
   std::vector<llvm::Value*> in_ptr, repeated_scalar;
   for (size_t k = 0; k < ins.size(); ++k) {
     DType d = body.type(ins[k]).dtype;
@@ -571,7 +594,7 @@ void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, J
   }
   std::vector<llvm::Value*> repeated_vector;
   for (llvm::Value* s : repeated_scalar) repeated_vector.push_back(s ? vector.splat(s) : nullptr);
-  llvm::Value* nvec = b.CreateAnd(n, llvm::ConstantInt::get(i64, ~uint64_t(kJitLanes - 1)));
+  llvm::Value* nvec = b.CreateAnd(n, llvm::ConstantInt::get(i64, ~uint64_t(lanes - 1)));
   b.CreateCondBr(b.CreateICmpSGT(nvec, llvm::ConstantInt::get(i64, 0)), vloop, tail_check);
 
   // One iteration of the body at index i with the emitter's lane count.
@@ -601,7 +624,7 @@ void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, J
       llvm::Type* st = e.vec(e.stored(d));
       llvm::Value* addr = b.CreatePointerCast(b.CreateGEP(e.stored(d), out_ptr[j], i), st->getPointerTo());
       const bool nt = vectorised && variant.streaming;
-      const uint64_t align = nt ? std::min<uint64_t>(64, uint64_t(kJitLanes) * uint64_t(dtype_size(d))) : uint64_t(dtype_size(d));
+      const uint64_t align = nt ? std::min<uint64_t>(64, uint64_t(lanes) * uint64_t(dtype_size(d))) : uint64_t(dtype_size(d));
       auto* store = b.CreateAlignedStore(e.to_storage(d, val[size_t(body.outputs()[j])]), addr, llvm::MaybeAlign(align));
       if (nt) {
         store->setMetadata(llvm::LLVMContext::MD_nontemporal,
@@ -614,7 +637,7 @@ void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, J
   llvm::PHINode* i = b.CreatePHI(i64, 2, "i");
   i->addIncoming(llvm::ConstantInt::get(i64, 0), entry);
   emit_body(vector, i, repeated_vector, true);
-  llvm::Value* next = b.CreateAdd(i, llvm::ConstantInt::get(i64, kJitLanes));
+  llvm::Value* next = b.CreateAdd(i, llvm::ConstantInt::get(i64, lanes));
   i->addIncoming(next, b.GetInsertBlock());
   b.CreateCondBr(b.CreateICmpSLT(next, nvec), vloop, tail_check);
 

@@ -29,8 +29,9 @@ namespace fusebox::cpu {
 // outputs[j]: output j's first element.
 using JitKernelFn = void (*)(const void* const* operands, void* const* outputs, int64_t n);
 
-// Lanes per vector iteration; callers keep tile starts a multiple of it (aligned streaming).
-inline constexpr int64_t kJitLanes = 32;
+// Most lanes per vector iteration (a kernel uses 64, 32 or 16: jit_lanes); callers keep chunk
+// starts a multiple of it, so streaming stores stay aligned.
+inline constexpr int64_t kJitMaxLanes = 64;
 
 struct JitVariant {
   uint64_t repeated = 0;   // bit k: operand k is one element repeated
@@ -42,6 +43,11 @@ class JitKernel {
   virtual ~JitKernel() = default;
   virtual JitKernelFn function() const = 0;
 };
+
+// Lanes per vector iteration for `body`: 64 (four 16-lane registers per value: four independent
+// dependency chains for the out-of-order core) while at most 8 values are live at once, 32 up
+// to 16, else 16, so that live values stay in the 32 vector registers.
+int64_t jit_lanes(const Graph& body);
 
 // Whether this build generates code (LLVM found at configure time).
 bool jit_built();

@@ -36,7 +36,7 @@
 namespace fusebox::cpu {
 
 inline constexpr int64_t kTile = 512;
-inline constexpr int64_t kJitChunk = 4096;  // a multiple of kJitLanes
+inline constexpr int64_t kJitChunk = 4096;  // a multiple of kJitMaxLanes
 // Auto generates code for runs of at least this many elements: below it the interpreter is as
 // fast and a first run need not wait for code generation.
 inline constexpr int64_t kJitMinElements = int64_t(1) << 14;
