@@ -2,18 +2,20 @@
 //
 //   copy        STREAM-style copy on all cores into already-touched memory: the machine's
 //               practical bandwidth ceiling (plain stores, as a compiled loop does)
-//   copy_nt     the same copy with non-temporal (streaming) stores, which skip reading the
-//               destination into the cache; fused regions write large outputs this way, so this
-//               is the stricter ceiling to compare them with
+//   copy_nt     the same copy with non-temporal (streaming) stores of whole cache lines, which
+//               skip reading the destination into the cache; generated region code writes large
+//               outputs this way, so this is the stricter ceiling to compare fused chains with
 //   chain5      relu(x*a+b)*0.5 + tanh(x)            (x, a, b inputs of n f32)
 //   chain10     a*sigmoid(relu(tanh(x*a+b)*0.5+x)^2 - b)
-//   each fused (one elementwise_region) and unfused (every op alone through the same tiled,
-//   vectorised, multi-threaded region executor as a one-op region), at n = 2^26 and 2^16
+//   each fused (one elementwise_region) and unfused (every op alone through the same generated,
+//   vectorised, multi-threaded code as a one-op region), at n = 2^26 and 2^16; the fused chain
+//   also on the tile interpreter (what code generation adds)
 //
-// Every case runs 5 times; the ratios printed after the runs use the medians: fused speed-up
-// over unfused, and the fused chain's effective bandwidth (ideal bytes: inputs read once + output
-// written once, per second) as a fraction of each copy bandwidth. Output buffers come from the
-// executable's pool, reused across iterations.
+// BM_Interleaved times fused, unfused and both copies in turn within every iteration and reports
+// medians: its ratios compare runs that saw the same machine state (the summary's first block).
+// The other cases run 5 repetitions each (medians in the second block). Effective bandwidth =
+// ideal bytes (inputs read once + output written once) / time. Output buffers come from the
+// executable's pool, reused across iterations. BM_CompileAndFirstRun measures compile time.
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
@@ -21,6 +23,8 @@
 #include <immintrin.h>
 #endif
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -82,36 +86,93 @@ ChainCase make_case(int ops, int64_t n, bool fused, ExecutorKind executor) {
   return {std::move(*exe), {{"x", filled(n, 2.0f)}, {"a", filled(n, 1.5f)}, {"b", filled(n, 0.5f)}}};
 }
 
-void BM_Copy(benchmark::State& state) {
+// STREAM-style copy: a plain loop, plain stores.
+void copy_plain(const float* s, float* d, int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) d[i] = s[i];
+}
+
+#if defined(__x86_64__)
+// Streaming stores of whole cache lines (AVX-512), or of halves (AVX), as the generated region
+// code writes large outputs. n is a multiple of 16; arrays are 64-byte aligned.
+__attribute__((target("avx512f"))) void copy_streaming_avx512(const float* s, float* d, int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; i += 16) _mm512_stream_ps(d + i, _mm512_load_ps(s + i));
+  _mm_sfence();
+}
+__attribute__((target("avx"))) void copy_streaming_avx(const float* s, float* d, int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; i += 8) _mm256_stream_ps(d + i, _mm256_load_ps(s + i));
+  _mm_sfence();
+}
+#endif
+
+void copy_streaming(const float* s, float* d, int64_t n) {
+#if defined(__x86_64__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f"), avx = __builtin_cpu_supports("avx");
+  if (avx512) return copy_streaming_avx512(s, d, n);
+  if (avx) return copy_streaming_avx(s, d, n);
+#endif
+  copy_plain(s, d, n);
+}
+
+void BM_Copy(benchmark::State& state, bool streaming) {
   const int64_t n = state.range(0);
   Array src = filled(n, 1.0f), dst = filled(n, 0.0f);  // both touched before timing
-  const float* s = src.data<float>();
-  float* d = dst.data<float>();
   for (auto _ : state) {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) d[i] = s[i];
+    (streaming ? copy_streaming : copy_plain)(src.data<float>(), dst.data<float>(), n);
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(state.iterations() * n * 8);  // read + write
 }
 
-// The same copy with streaming stores (16-byte SSE stores; arrays are 64-byte aligned).
-void BM_CopyNt(benchmark::State& state) {
-#if defined(__x86_64__)
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// Fused, unfused and both copies timed in turn within each iteration (the order rotates), so
+// that every ratio compares runs that saw the same machine state; the counters are medians
+// over the iterations. On a shared machine whose bandwidth drifts by 1.5x from minute to minute,
+// this is the figure to read.
+void BM_Interleaved(benchmark::State& state, int ops) {
   const int64_t n = state.range(0);
+  ChainCase fused = make_case(ops, n, true, ExecutorKind::Cpu);
+  ChainCase unfused = make_case(ops, n, false, ExecutorKind::Cpu);
   Array src = filled(n, 1.0f), dst = filled(n, 0.0f);
-  const float* s = src.data<float>();
-  float* d = dst.data<float>();
-  for (auto _ : state) {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i += 4) _mm_stream_ps(d + i, _mm_load_ps(s + i));
-    _mm_sfence();
-    benchmark::ClobberMemory();
+  for (int i = 0; i < 2; ++i) {
+    benchmark::DoNotOptimize(fused.exe.run(fused.inputs));
+    benchmark::DoNotOptimize(unfused.exe.run(unfused.inputs));
   }
-  state.SetBytesProcessed(state.iterations() * n * 8);
-#else
-  state.SkipWithError("streaming stores are measured on x86-64 only");
-#endif
+  std::vector<double> t_fused, t_unfused, t_copy, t_copy_nt, speedup;
+  int round = 0;
+  for (auto _ : state) {
+    double t[4] = {0, 0, 0, 0};
+    for (int k = 0; k < 4; ++k) {
+      const int which = (k + round) % 4;
+      auto start = std::chrono::steady_clock::now();
+      if (which == 0) benchmark::DoNotOptimize(fused.exe.run(fused.inputs));
+      if (which == 1) benchmark::DoNotOptimize(unfused.exe.run(unfused.inputs));
+      if (which == 2) copy_plain(src.data<float>(), dst.data<float>(), n);
+      if (which == 3) copy_streaming(src.data<float>(), dst.data<float>(), n);
+      benchmark::ClobberMemory();
+      t[which] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    ++round;
+    t_fused.push_back(t[0]);
+    t_unfused.push_back(t[1]);
+    t_copy.push_back(t[2]);
+    t_copy_nt.push_back(t[3]);
+    speedup.push_back(t[1] / t[0]);
+    state.SetIterationTime(t[0] + t[1] + t[2] + t[3]);
+  }
+  const double fused_bw = double(n) * 16 / median(t_fused);
+  state.counters["fused_ms"] = median(t_fused) * 1e3;
+  state.counters["unfused_ms"] = median(t_unfused) * 1e3;
+  state.counters["speedup"] = median(speedup);
+  state.counters["fused_GBps"] = fused_bw / 1e9;
+  state.counters["copy_GBps"] = double(n) * 8 / median(t_copy) / 1e9;
+  state.counters["copy_nt_GBps"] = double(n) * 8 / median(t_copy_nt) / 1e9;
 }
 
 void BM_Chain(benchmark::State& state, int ops, bool fused, ExecutorKind executor) {
@@ -160,11 +221,30 @@ class RatioReporter : public benchmark::ConsoleReporter {
       const std::string name = r.run_name.str();
       seconds_[name] = r.GetAdjustedRealTime() * unit_seconds(r.time_unit);
       bytes_per_second_[name] = r.counters.count("bytes_per_second") ? double(r.counters.at("bytes_per_second")) : 0.0;
+      if (name.rfind("BM_Interleaved/", 0) == 0) {
+        for (const auto& [key, counter] : r.counters) interleaved_[name][key] = double(counter);
+      }
     }
     ConsoleReporter::ReportRuns(runs);
   }
   void Summarize() const {
     std::printf("\nsummary (threads: %d)\n", omp_get_max_threads());
+    std::printf("interleaved (medians of per-iteration times; fused/unfused/copies alternate):\n");
+    for (const char* chain : {"chain5", "chain10"}) {
+      for (const char* n : {"67108864", "65536"}) {
+        auto it = std::find_if(interleaved_.begin(), interleaved_.end(), [&](const auto& e) {
+          return e.first.rfind(std::string("BM_Interleaved/") + chain + "/" + n + "/", 0) == 0;
+        });
+        if (it == interleaved_.end()) continue;
+        auto at = [&](const char* k) { return it->second.count(k) ? it->second.at(k) : 0.0; };
+        std::printf("  %-7s n=%-9s fused %8.3f ms  unfused %8.3f ms  speed-up %.2fx  fused %.1f GB/s = %.2f of copy "
+                    "(%.1f GB/s), %.2f of streaming copy (%.1f GB/s)\n",
+                    chain, n, at("fused_ms"), at("unfused_ms"), at("speedup"), at("fused_GBps"),
+                    at("fused_GBps") / at("copy_GBps"), at("copy_GBps"), at("fused_GBps") / at("copy_nt_GBps"),
+                    at("copy_nt_GBps"));
+      }
+    }
+    std::printf("separate runs (medians of 5 repetitions each):\n");
     double copy = find_bw("BM_Copy/"), copy_nt = find_bw("BM_CopyNt/");
     std::printf("  copy bandwidth            %.1f GB/s (streaming stores: %.1f GB/s)\n", copy / 1e9, copy_nt / 1e9);
     for (const char* chain : {"chain5", "chain10"}) {
@@ -204,6 +284,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
   }
   std::map<std::string, double> seconds_;
   std::map<std::string, double> bytes_per_second_;
+  std::map<std::string, std::map<std::string, double>> interleaved_;
 };
 
 }  // namespace
@@ -212,8 +293,17 @@ class RatioReporter : public benchmark::ConsoleReporter {
 int main(int argc, char** argv) {
   using namespace fusebox;
   constexpr int kRepetitions = 5;
-  benchmark::RegisterBenchmark("BM_Copy", BM_Copy)->Arg(1 << 26)->UseRealTime()->Unit(benchmark::kMillisecond)->Repetitions(kRepetitions);
-  benchmark::RegisterBenchmark("BM_CopyNt", BM_CopyNt)->Arg(1 << 26)->UseRealTime()->Unit(benchmark::kMillisecond)->Repetitions(kRepetitions);
+  benchmark::RegisterBenchmark("BM_Copy", [](benchmark::State& s) { BM_Copy(s, false); })
+      ->Arg(1 << 26)->UseRealTime()->Unit(benchmark::kMillisecond)->Repetitions(kRepetitions);
+  benchmark::RegisterBenchmark("BM_CopyNt", [](benchmark::State& s) { BM_Copy(s, true); })
+      ->Arg(1 << 26)->UseRealTime()->Unit(benchmark::kMillisecond)->Repetitions(kRepetitions);
+  for (int ops : {5, 10}) {
+    std::string name = "BM_Interleaved/chain" + std::to_string(ops);
+    benchmark::RegisterBenchmark(name.c_str(), [ops](benchmark::State& s) { BM_Interleaved(s, ops); })
+        ->Arg(1 << 26)->Iterations(15)->UseManualTime()->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(name.c_str(), [ops](benchmark::State& s) { BM_Interleaved(s, ops); })
+        ->Arg(1 << 16)->Iterations(3000)->UseManualTime()->Unit(benchmark::kMillisecond);
+  }
   // fused and unfused on the default CPU executor (generated code); fused_interpreted: the same
   // region on the tile interpreter, to show what code generation adds.
   struct Variant {
