@@ -49,6 +49,14 @@ Array array_of_ints(DType dtype, std::vector<int64_t> shape, std::vector<int64_t
 }
 
 Expected<std::vector<Array>> try_run_op(Op op, const std::vector<Array>& inputs, Attrs attrs) {
+  CompileOptions options;  // the oracle: no fusion, every node on its reference kernel
+  options.fuse = false;
+  options.executor = ExecutorKind::Reference;
+  return try_run_op_with(op, inputs, std::move(attrs), options);
+}
+
+Expected<std::vector<Array>> try_run_op_with(Op op, const std::vector<Array>& inputs, Attrs attrs,
+                                             const CompileOptions& options) {
   GraphBuilder b("op");
   std::vector<ValueId> ins;
   NamedArrays named;
@@ -60,9 +68,6 @@ Expected<std::vector<Array>> try_run_op(Op op, const std::vector<Array>& inputs,
   for (ValueId v : b.op_results(op, ins, std::move(attrs))) b.output(v);
   FUSEBOX_ASSIGN_OR_RETURN(Graph g, b.build());
   Session session;
-  CompileOptions options;  // the oracle: no fusion, every node on its reference kernel
-  options.fuse = false;
-  options.executor = ExecutorKind::Reference;
   FUSEBOX_ASSIGN_OR_RETURN(Executable exe, session.compile(g, options));
   return exe.run(named);
 }

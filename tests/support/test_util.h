@@ -25,6 +25,9 @@ Array array_of_ints(DType dtype, std::vector<int64_t> shape, std::vector<int64_t
 std::vector<Array> run_op(Op op, const std::vector<Array>& inputs, Attrs attrs = {});
 // Like run_op but returns the status instead of failing.
 Expected<std::vector<Array>> try_run_op(Op op, const std::vector<Array>& inputs, Attrs attrs = {});
+// The same one-node graph compiled with `options` (another executor, fusion on).
+Expected<std::vector<Array>> try_run_op_with(Op op, const std::vector<Array>& inputs, Attrs attrs,
+                                             const CompileOptions& options);
 // The one result of run_op for a single-result op; an empty Array when the run failed.
 Array run_op1(Op op, const std::vector<Array>& inputs, Attrs attrs = {});
 

@@ -27,23 +27,10 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // Runs a one-node graph of `op` fused on the CPU with the given executor.
 std::vector<Array> run_cpu(Op op, const std::vector<Array>& inputs, ExecutorKind executor, Attrs attrs = {}) {
-  GraphBuilder b("one");
-  std::vector<ValueId> ins;
-  NamedArrays named;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    std::string name = "in" + std::to_string(i);
-    ins.push_back(b.input(name, inputs[i].dtype(), make_shape(inputs[i].shape())));
-    named[name] = inputs[i];
-  }
-  for (ValueId v : b.op_results(op, ins, std::move(attrs))) b.output(v);
-  Expected<Graph> g = b.build();
-  EXPECT_TRUE(g) << g.status().to_string();
   CompileOptions o;
   o.executor = executor;
-  Expected<Executable> exe = Session().compile(*g, o);
-  EXPECT_TRUE(exe) << exe.status().to_string();
-  Expected<std::vector<Array>> out = exe->run(named);
-  EXPECT_TRUE(out) << out.status().to_string();
+  Expected<std::vector<Array>> out = testing::try_run_op_with(op, inputs, std::move(attrs), o);
+  EXPECT_TRUE(out) << op_info(op).keyword << ": " << out.status().to_string();
   return out ? *out : std::vector<Array>{};
 }
 
