@@ -52,16 +52,6 @@ StepArgs step_args(const Node& n, const Graph& body) {
   return a;
 }
 
-// Clip bounds given as f64 attributes must read the same as the reference's float conversion;
-// a bound that is not exactly a float would make float(x) comparisons differ: use the kernel.
-bool fast_step_exact(const Node& n) {
-  if (n.op != Op::Clip) return true;
-  for (const char* name : {"min", "max"}) {
-    if (n.has_attr(name) && double(float(n.attr_f64(name))) != n.attr_f64(name)) return false;
-  }
-  return true;
-}
-
 // Copies n elements of a broadcast operand (strides in elements over the output dims, 0 where
 // stretched) starting at flat output index `start`.
 template <typename T>
@@ -213,8 +203,8 @@ Expected<std::shared_ptr<const RegionProgram>> RegionProgram::compile(
     reg_of[static_cast<size_t>(out)] = dst;
     Step s;
     s.args = step_args(n, body);
-    s.fast = fast_step_exact(n) ? (have_avx2() ? avx2::pick_fast_step(s.args) : generic::pick_fast_step(s.args))
-                                : nullptr;
+    // Clip bounds round to float here as in the reference (C(v)), so every bound is exact.
+    s.fast = have_avx2() ? avx2::pick_fast_step(s.args) : generic::pick_fast_step(s.args);
     s.node = &n;
     s.dst = dst;
     for (ValueId v : n.inputs) s.src.push_back(reg_of[static_cast<size_t>(v)]);
