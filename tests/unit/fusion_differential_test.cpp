@@ -86,7 +86,7 @@ class DagGenerator {
     const bool is_float = dt != DType::I32;
     ValueId out = kNoValue;
     DType out_dt = dt;
-    switch (pick(0, 11)) {
+    switch (pick(0, 15)) {
       case 0: out = b.add(a.id, of_type(b, dt).id); break;
       case 1: out = b.sub(a.id, of_type(b, dt).id); break;
       case 2: out = b.mul(a.id, of_type(b, dt).id); break;
@@ -118,6 +118,17 @@ class DagGenerator {
         break;
       case 10: out = b.op(is_float ? Op::Exp : Op::Min, is_float ? std::vector<ValueId>{b.op(Op::Neg, {b.op(Op::Abs, {a.id})})}
                                                                  : std::vector<ValueId>{a.id, of_type(b, dt).id});
+        break;
+      case 12:  // log of |a| + 1 (f64 runs the reference kernel inside a region)
+        out = is_float ? b.op(Op::Log, {b.add(b.op(Op::Abs, {a.id}), b.scalar(dt, 1.0))}) : b.op(Op::Neg, {a.id});
+        break;
+      case 13: out = is_float ? b.op(Op::Erf, {a.id}) : b.op(Op::Abs, {a.id}); break;
+      case 14:
+        out = is_float ? b.op(coin(0.5) ? Op::HardSwish : Op::Gelu, {a.id})
+                       : b.op(Op::Clip, {a.id}, {{"min", -7.0}});
+        break;
+      case 15:
+        out = is_float ? b.op(Op::Sqrt, {b.op(Op::Abs, {a.id})}) : b.op(Op::Relu, {a.id});
         break;
       default:
         out = is_float ? b.op(Op::Silu, {a.id}) : b.op(Op::Clip, {a.id}, {{"min", -20.0}, {"max", 30.0}});
