@@ -122,7 +122,11 @@ class DagGenerator {
       case 12:  // log of |a| + 1 (f64 runs the reference kernel inside a region)
         out = is_float ? b.op(Op::Log, {b.add(b.op(Op::Abs, {a.id}), b.scalar(dt, 1.0))}) : b.op(Op::Neg, {a.id});
         break;
-      case 13: out = is_float ? b.op(Op::Erf, {a.id}) : b.op(Op::Abs, {a.id}); break;
+      case 13: {
+        const Op f = coin(0.5) ? Op::Erf : (coin(0.5) ? Op::Sin : Op::Cos);
+        out = is_float ? b.op(f, {a.id}) : b.op(Op::Abs, {a.id});
+        break;
+      }
       case 14:
         out = is_float ? b.op(coin(0.5) ? Op::HardSwish : Op::Gelu, {a.id})
                        : b.op(Op::Clip, {a.id}, {{"min", -7.0}});

@@ -59,6 +59,8 @@ double gelu_erf(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))
 double exp_d(double x) { return std::exp(x); }
 double log_d(double x) { return std::log(x); }
 double erf_d(double x) { return std::erf(x); }
+double sin_d(double x) { return std::sin(x); }
+double cos_d(double x) { return std::cos(x); }
 double tanh_d(double x) { return std::tanh(x); }
 
 // Relative error below 4e-7 where the exact result is a normal float; results below the normal
@@ -99,16 +101,19 @@ TEST(RegionCodegen, TranscendentalsAreAccurateOnBothPaths) {
       {Op::Gelu, gelu_erf, {}},
       {Op::Log, log_d, {}},
       {Op::Erf, erf_d, {}},
+      {Op::Sin, sin_d, {}},
+      {Op::Cos, cos_d, {}},
   };
   Array x = sweep(-120.0f, 100.0f, 40000);
   Array small = sweep(-1.0f, 1.0f, 40000);
   Array positive = sweep(0.0f, 4.0f, 40000);  // log near 0 and 1, erf across its two pieces
+  Array wide = sweep(-9000.0f, 9000.0f, 40000);  // sin/cos on both sides of the libm threshold
   std::vector<ExecutorKind> executors = {ExecutorKind::CpuInterpreter};
   if (cpu::jit_built()) executors.push_back(ExecutorKind::CpuJit);
   for (ExecutorKind ex : executors) {
     const std::string path = ex == ExecutorKind::CpuJit ? "generated " : "interpreted ";
     for (const Transcendental& t : cases) {
-      for (const Array* in : {&x, &small, &positive}) {
+      for (const Array* in : {&x, &small, &positive, &wide}) {
         std::vector<Array> out = run_cpu(t.op, {*in}, ex, t.attrs);
         ASSERT_EQ(out.size(), 1u);
         expect_accurate(out[0], *in, t.exact, t.op == Op::Gelu, path + std::string(op_info(t.op).keyword));

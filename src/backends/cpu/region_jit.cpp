@@ -42,7 +42,8 @@ bool float_unary_op(Op op) {
     case Op::Neg: case Op::Abs: case Op::Exp: case Op::Sqrt: case Op::Rsqrt: case Op::Reciprocal:
     case Op::Tanh: case Op::Sigmoid: case Op::Silu: case Op::Relu: case Op::LeakyRelu:
     case Op::Floor: case Op::Ceil: case Op::Round: case Op::Identity: case Op::Clip:
-    case Op::HardSigmoid: case Op::HardSwish: case Op::Gelu: case Op::Log: case Op::Erf:
+    case Op::HardSigmoid: case Op::HardSwish: case Op::Gelu: case Op::Log: case Op::Erf: case Op::Sin:
+    case Op::Cos:
       return true;
     default:
       return false;
@@ -62,7 +63,7 @@ bool compare_op(Op op) {
 // Approximated functions: generated for f32 only.
 bool transcendental_op(Op op) {
   return op == Op::Exp || op == Op::Tanh || op == Op::Sigmoid || op == Op::Silu || op == Op::Gelu ||
-         op == Op::Log || op == Op::Erf;
+         op == Op::Log || op == Op::Erf || op == Op::Sin || op == Op::Cos;
 }
 
 // The steps with generated code: region_loops.inc's vectorised loops, plus f64 for the exact

@@ -8,9 +8,10 @@
 //                                store outputs[j][i..i+16)   (non-temporal when streaming)
 //     scalar tail for the last n % 16 elements
 //
-// Semantics are those of region_loops.inc, step for step (same operation order, NaN rules and
-// saturating casts). Only exp/tanh/sigmoid differ in rounding: their polynomials use fused
-// multiply-adds where the processor has them (relative error below 4e-7, as for simd_math.h).
+// Semantics are those of the reference kernels, step for step (same operation order, NaN rules
+// and saturating casts), bit for bit. Only the approximated functions (exp, tanh, sigmoid, silu,
+// gelu, log, erf, sin, cos) differ in rounding: range reductions and polynomials with fused
+// multiply-adds where the processor has them, relative error below 4e-7.
 //
 // Kernels are cached by structure: the body's text, which operands are repeated, streaming.
 // Without LLVM in the build, jit_compile returns an `unimplemented` error and the interpreter runs.

@@ -1,7 +1,7 @@
 // The LLVM IR of each step of a region body, for region_jit.cpp (which alone includes this file,
 // inside its LLVM-only part). What each step computes is the reference kernel's definition: the
-// same operation order, NaN rules and saturating casts; exp/tanh/sigmoid/log/erf are range
-// reductions and polynomials fitted at Chebyshev nodes (accuracy checked against <cmath> in
+// same operation order, NaN rules and saturating casts; exp/tanh/sigmoid/log/erf/sin/cos are
+// range reductions and polynomials (accuracy checked against <cmath> in
 // tests/unit/region_codegen_test.cpp).
 #pragma once
 
@@ -206,6 +206,50 @@ class StepEmitter {
     for (size_t i = c.size() - 1; i-- > 0;) p = fmuladd(p, x, f32(k[i]));
     return p;
   }
+  // sin x (cos: quadrant + 1): x = n pi/2 + r with pi/2 in three floats (exact products with
+  // fused multiply-adds, enough bits for |x| <= 8192 even next to multiples of pi), sin r and
+  // cos r for |r| <= pi/4 by their Taylor series to r^9 and r^10 (error below 2e-9), picked
+  // and signed by n mod 4. Lanes with |x| > 8192 (and inf) take libm's sinf/cosf, which is what
+  // the reference calls: the slow block runs only for vectors holding such a lane.
+  Value* sin_cos(Value* x, bool cosine) const {
+    Value* n = b_.CreateFSub(fmuladd(x, f32(0.636619747f), f32(12582912.0f)), f32(12582912.0f));
+    Value* r = fmuladd(b_.CreateFNeg(n), f32(1.57079625f), x);
+    r = fmuladd(b_.CreateFNeg(n), f32(7.54978942e-08f), r);
+    r = fmuladd(b_.CreateFNeg(n), f32(5.39030253e-15f), r);
+    Value* z = b_.CreateFMul(r, r);
+    Value* sin_r = fmuladd(b_.CreateFMul(r, z), poly(z, {-1.0f / 6, 1.0f / 120, -1.0f / 5040, 1.0f / 362880}), r);
+    Value* cos_r = fmuladd(z, poly(z, {-0.5f, 1.0f / 24, -1.0f / 720, 1.0f / 40320, -1.0f / 3628800}), f32(1.0f));
+    Value* q = b_.CreateFreeze(b_.CreateFPToSI(n, type(DType::I32)));  // |n| <= 5216 on the fast lanes
+    if (cosine) q = b_.CreateAdd(q, i32(1));
+    Value* odd = b_.CreateICmpNE(b_.CreateAnd(q, i32(1)), i32(0));
+    Value* neg = b_.CreateICmpNE(b_.CreateAnd(q, i32(2)), i32(0));
+    Value* v = b_.CreateSelect(odd, cos_r, sin_r);
+    v = b_.CreateSelect(neg, b_.CreateFNeg(v), v);
+    // The slow lanes: |x| > 8192, inf and NaN (NaN compares unordered: sinf(NaN) is NaN).
+    Value* slow = b_.CreateFCmpUGT(intrinsic(llvm::Intrinsic::fabs, x), f32(8192.0f));
+    Value* any = lanes_ == 1 ? slow : b_.CreateOrReduce(slow);
+    llvm::BasicBlock* here = b_.GetInsertBlock();
+    llvm::Function* fn = here->getParent();
+    auto* slow_block = llvm::BasicBlock::Create(b_.getContext(), cosine ? "cos_libm" : "sin_libm", fn);
+    auto* join = llvm::BasicBlock::Create(b_.getContext(), cosine ? "cos_join" : "sin_join", fn);
+    b_.CreateCondBr(any, slow_block, join);
+    b_.SetInsertPoint(slow_block);
+    llvm::FunctionCallee libm = m_.getOrInsertFunction(cosine ? "cosf" : "sinf", b_.getFloatTy(), b_.getFloatTy());
+    Value* exact = v;
+    for (unsigned k = 0; k < lanes_; ++k) {
+      Value* lane = lanes_ == 1 ? x : b_.CreateExtractElement(x, k);
+      Value* y = b_.CreateCall(libm, {lane});
+      exact = lanes_ == 1 ? y : b_.CreateInsertElement(exact, y, k);
+    }
+    exact = b_.CreateSelect(slow, exact, v);
+    llvm::BasicBlock* slow_end = b_.GetInsertBlock();
+    b_.CreateBr(join);
+    b_.SetInsertPoint(join);
+    llvm::PHINode* result = b_.CreatePHI(v->getType(), 2);
+    result->addIncoming(v, here);
+    result->addIncoming(exact, slow_end);
+    return result;
+  }
   // log x = e ln2 + log m with x = m 2^e, m in [sqrt(1/2), sqrt(2)) read off the bits (subnormal
   // x scaled by 2^23 first); log m = 2 atanh(s), s = (m - 1)/(m + 1), |s| <= 0.1716, by its
   // series to s^9 (truncation 2e-9 relative). log 0 = -inf, log of a negative = NaN.
@@ -289,6 +333,8 @@ class StepEmitter {
         return b_.CreateFDiv(b_.CreateFMul(x, v), c(6.0));
       }
       case Op::Log: return log(x);
+      case Op::Sin: return sin_cos(x, false);
+      case Op::Cos: return sin_cos(x, true);
       case Op::Erf: return erf(x);
       case Op::Gelu: {  // f32 only
         if (n.attr_str("approximate") != "tanh") {  // 0.5 x (1 + erf(x / sqrt 2)), as the reference
