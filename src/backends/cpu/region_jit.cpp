@@ -72,6 +72,7 @@ bool step_supported(const Node& n, const Graph& body) {
   const DType out = body.type(n.outputs[0]).dtype;
   if (!jit_dtype(out)) return false;
   if (n.op == Op::Constant) return n.attr_array("value").numel() == 1;
+  if (n.inputs.empty()) return false;
   const DType in = body.type(n.inputs[0]).dtype;
   if (!jit_dtype(in)) return false;
   if (n.op == Op::Cast) return in != DType::Bool;
@@ -122,7 +123,8 @@ std::string jit_unsupported_step(const Graph& body) {
     if (!jit_dtype(body.type(v).dtype)) return "operand of dtype " + std::string(dtype_name(body.type(v).dtype));
   }
   for (const Node& n : body.nodes()) {
-    if (n.outputs.size() != 1 || !step_supported(n, body)) {
+    if (n.outputs.size() != 1) return std::string(n.info().keyword) + " (results: " + std::to_string(n.outputs.size()) + ")";
+    if (!step_supported(n, body)) {
       return std::string(n.info().keyword) + " -> " + std::string(dtype_name(body.type(n.outputs[0]).dtype));
     }
   }
