@@ -3,8 +3,8 @@
 #
 # Required packages missing: as root, installs them (and the optional ones the archive has) with
 # apt-get; otherwise prints the exact apt-get command and exits 1. Optional packages (CPU code
-# generation, ONNX import, oneDNN, graphviz) are installed when available and only reported when not: the build
-# turns those components off (CMake prints which).
+# generation, ONNX import, oneDNN, graphviz) are installed when available and only reported
+# when not: the build turns those components off (CMake prints which).
 set -u
 
 required=(cmake ninja-build g++ make libgtest-dev libgmock-dev llvm-14-tools libbenchmark-dev)

@@ -44,11 +44,20 @@ std::string_view executor_name(ExecutorKind e) {
   return "cpu";
 }
 
+constexpr ExecutorKind kExecutors[] = {ExecutorKind::Cpu, ExecutorKind::CpuInterpreter, ExecutorKind::CpuJit,
+                                       ExecutorKind::Reference};
+
 std::optional<ExecutorKind> parse_executor(std::string_view name) {
-  for (ExecutorKind e : {ExecutorKind::Cpu, ExecutorKind::CpuInterpreter, ExecutorKind::CpuJit, ExecutorKind::Reference}) {
+  for (ExecutorKind e : kExecutors) {
     if (executor_name(e) == name) return e;
   }
   return std::nullopt;
+}
+
+std::string executor_choices() {
+  std::string s;
+  for (ExecutorKind e : kExecutors) s += (s.empty() ? "" : ", ") + std::string(executor_name(e));
+  return s;
 }
 
 Expected<std::vector<Array>> evaluate_with_reference(const Node& node, std::span<const Array> inputs) {

@@ -40,6 +40,7 @@ enum class ExecutorKind {
 // "cpu", "cpu-interpreter", "cpu-jit", "reference" (the CLI's --executor).
 std::string_view executor_name(ExecutorKind e);
 std::optional<ExecutorKind> parse_executor(std::string_view name);
+std::string executor_choices();  // "cpu, cpu-interpreter, cpu-jit, reference"
 
 struct CompileOptions {
   FusionTarget target = FusionTarget::Cpu;

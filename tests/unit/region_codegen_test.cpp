@@ -271,20 +271,33 @@ TEST(RegionCodegen, WideBodiesUseFewerLanes) {
   for (int i = 0; i < 20; ++i) EXPECT_TRUE(results[1][size_t(i)].same_data(results[0][size_t(i)])) << "output " << i;
 }
 
+// Two executables of the same structure, alive at once, share one generated kernel: the second
+// compile is a cache hit, and both compute the reference's result.
 TEST(RegionCodegen, KernelsAreCachedByStructure) {
   SKIP_WITHOUT_JIT();
   Array a = testing::random_array(DType::F32, {100}, 1), b = testing::random_array(DType::F32, {100}, 2);
-  // An op mix no other test uses, so the first compile is a miss.
-  run_cpu(Op::HardSwish, {testing::run_op1(Op::Min, {a, b})}, ExecutorKind::CpuJit);
+  GraphBuilder gb("cached");
+  ValueId x = gb.input("in0", DType::F32, make_shape({100})), y = gb.input("in1", DType::F32, make_shape({100}));
+  // A constant no other test uses, so the first compile cannot hit a kernel made elsewhere.
+  gb.output(gb.op(Op::Min, {gb.mul(x, gb.scalar(DType::F32, 0.8125)), y}));
+  Expected<Graph> g = gb.build();
+  ASSERT_TRUE(g) << g.status().to_string();
+  CompileOptions o;
+  o.executor = ExecutorKind::CpuJit;
+  Expected<Executable> first = Session().compile(*g, o), second = Session().compile(*g, o);
+  ASSERT_TRUE(first && second);
   const cpu::JitStats before = cpu::jit_stats();
-  std::vector<Array> first = run_cpu(Op::Min, {a, b}, ExecutorKind::CpuJit);
-  std::vector<Array> second = run_cpu(Op::Min, {a, b}, ExecutorKind::CpuJit);
+  Expected<std::vector<Array>> out1 = first->run({{"in0", a}, {"in1", b}});
+  const cpu::JitStats middle = cpu::jit_stats();
+  Expected<std::vector<Array>> out2 = second->run({{"in0", a}, {"in1", b}});
   const cpu::JitStats after = cpu::jit_stats();
-  // The first Min compiled above (kernels live while an executable holds them, so the first
-  // run_cpu's executable is gone and its kernel with it: at most one new compile).
-  EXPECT_LE(after.compiled - before.compiled, 2u);
-  EXPECT_TRUE(first[0].same_data(second[0]));
-  EXPECT_TRUE(first[0].same_data(testing::run_op1(Op::Min, {a, b})));
+  ASSERT_TRUE(out1 && out2);
+  EXPECT_EQ(middle.compiled - before.compiled, 1u);
+  EXPECT_EQ(after.compiled - middle.compiled, 0u);
+  EXPECT_GE(after.cache_hits - middle.cache_hits, 1u);
+  Array want = testing::run_op1(Op::Min, {testing::run_op1(Op::Mul, {a, testing::array_f32({}, {0.8125f})}), b});
+  EXPECT_TRUE((*out1)[0].same_data(want));
+  EXPECT_TRUE((*out2)[0].same_data(want));
 }
 
 TEST(RegionCodegen, CompilesAndRunsFromSeveralThreads) {
@@ -296,8 +309,10 @@ TEST(RegionCodegen, CompilesAndRunsFromSeveralThreads) {
     threads.emplace_back([&, t] { out[t] = run_cpu(t % 2 ? Op::Tanh : Op::Sigmoid, {x}, ExecutorKind::CpuJit); });
   }
   for (std::thread& t : threads) t.join();
-  for (size_t t = 2; t < out.size(); ++t) {
+  const Array want_sigmoid = testing::run_op1(Op::Sigmoid, {x}), want_tanh = testing::run_op1(Op::Tanh, {x});
+  for (size_t t = 0; t < out.size(); ++t) {
     ASSERT_EQ(out[t].size(), 1u);
+    EXPECT_TRUE(testing::arrays_close(out[t][0], t % 2 ? want_tanh : want_sigmoid, 4e-7, 1e-30)) << t;
     EXPECT_TRUE(out[t][0].same_data(out[t % 2][0])) << t;
   }
 }

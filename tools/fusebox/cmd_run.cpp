@@ -196,7 +196,7 @@ int cmd_run(const Args& args) {
   if (std::optional<std::string> e = cl.value("--executor")) {
     std::optional<ExecutorKind> executor = parse_executor(*e);
     if (!executor) {
-      return cl.usage_error("unknown executor '" + *e + "' (executors: cpu, cpu-interpreter, cpu-jit, reference)");
+      return cl.usage_error("unknown executor '" + *e + "' (executors: " + executor_choices() + ")");
     }
     options.executor = *executor;
   }

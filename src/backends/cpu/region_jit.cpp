@@ -178,7 +178,7 @@ JitEngine& engine() {
       return eng;
     }
     eng->lljit = std::move(*jit);
-    // Lowered intrinsics may call libm (roundevenf without SSE4.1): resolve from the process.
+    // Kernels call libm: sinf/cosf for large arguments, roundevenf where SSE4.1 is missing.
     auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
         eng->lljit->getDataLayout().getGlobalPrefix());
     if (gen) eng->lljit->getMainJITDylib().addGenerator(std::move(*gen));

@@ -2,11 +2,11 @@
 // processor. Where the interpreter (region_program.cpp) runs each step as its own loop over a
 // tile register in L1, a generated kernel is one loop whose steps all stay in vector registers:
 //
-//   kernel(operands, outputs, n):
-//     for i in [0, n) step 16:   load operands[k][i..i+16)   (contiguous)  or a splat (repeated)
-//                                every step on 16-lane vectors
-//                                store outputs[j][i..i+16)   (non-temporal when streaming)
-//     scalar tail for the last n % 16 elements
+//   kernel(operands, outputs, n):          L = jit_lanes(body): 64, 32 or 16
+//     for i in [0, n) step L:    load operands[k][i..i+L)    (contiguous)  or a splat (repeated)
+//                                every step on L-lane vectors
+//                                store outputs[j][i..i+L)    (non-temporal when streaming)
+//     scalar tail for the last n % L elements
 //
 // Semantics are those of the reference kernels, step for step (same operation order, NaN rules
 // and saturating casts), bit for bit. Only the approximated functions (exp, tanh, sigmoid, silu,

@@ -229,10 +229,11 @@ Status RegionProgram::run(std::span<const Array> inputs, std::span<Array> output
   }
   const int64_t total = outputs[0].numel();
   if (total == 0) return Status::ok();
-  if (codegen_ != Codegen::Interpreter && jit_unsupported_.empty() &&
+  // A variant marks repeated operands in 64 bits; wider regions interpret.
+  if (codegen_ != Codegen::Interpreter && jit_unsupported_.empty() && inputs.size() <= 64 &&
       (codegen_ == Codegen::Jit || total >= kJitMinElements)) {
     JitVariant variant;
-    for (size_t k = 0; k < inputs.size() && k < 64; ++k) {
+    for (size_t k = 0; k < inputs.size(); ++k) {
       if (inputs[k].numel() == 1) variant.repeated |= uint64_t(1) << k;
     }
     int64_t out_bytes = 0;
@@ -242,10 +243,8 @@ Status RegionProgram::run(std::span<const Array> inputs, std::span<Array> output
       aligned = aligned && reinterpret_cast<uintptr_t>(o.raw()) % kArrayAlignment == 0;
     }
     variant.streaming = aligned && out_bytes >= kStreamingBytes;
-    if (inputs.size() <= 64) {
-      FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const JitKernel> kernel, jit_kernel(variant));
-      if (kernel) return run_generated(*kernel, inputs, outputs);
-    }
+    FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const JitKernel> kernel, jit_kernel(variant));
+    if (kernel) return run_generated(*kernel, inputs, outputs);
   }
   return run_interpreted(inputs, outputs);
 }
