@@ -118,6 +118,29 @@ int64_t jit_lanes(const Graph& body) {
   return peak <= 8 ? 64 : peak <= 16 ? 32 : 16;
 }
 
+std::vector<size_t> jit_stage_starts(const Graph& body) {
+  const auto& nodes = body.nodes();
+  auto weight = [&](const Node& n) -> int {
+    if (n.op == Op::Constant) return 0;
+    if (transcendental_op(n.op)) return 12;
+    if (n.op == Op::Div || n.op == Op::Sqrt || n.op == Op::Rsqrt || n.op == Op::Reciprocal) return 4;
+    return 1;
+  };
+  int total = 0;
+  for (const Node& n : nodes) total += weight(n);
+  const int limit = kJitStageWeight;
+  const int stages = (total + limit - 1) / limit;
+  std::vector<size_t> starts = {0};
+  if (stages <= 1) return starts;
+  int sum = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    sum += weight(nodes[i]);
+    if (sum * stages >= total * int(starts.size()) && int(starts.size()) < stages && i + 1 < nodes.size())
+      starts.push_back(i + 1);
+  }
+  return starts;
+}
+
 std::string jit_unsupported_step(const Graph& body) {
   for (ValueId v : body.inputs()) {
     if (!jit_dtype(body.type(v).dtype)) return "operand of dtype " + std::string(dtype_name(body.type(v).dtype));
@@ -248,35 +271,78 @@ void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, J
   llvm::Value* nvec = b.CreateAnd(n, llvm::ConstantInt::get(i64, ~uint64_t(lanes - 1)));
   b.CreateCondBr(b.CreateICmpSGT(nvec, llvm::ConstantInt::get(i64, 0)), vloop, tail_check);
 
-  // One iteration of the body at index i with the emitter's lane count.
-  auto emit_body = [&](const StepEmitter& e, llvm::Value* i, const std::vector<llvm::Value*>& repeated, bool vectorised) {
-    std::vector<llvm::Value*> val(body.num_values(), nullptr);
-    for (size_t k = 0; k < ins.size(); ++k) {
-      DType d = body.type(ins[k]).dtype;
-      if (repeated[k]) {
-        val[size_t(ins[k])] = repeated[k];
-        continue;
+  // Stages (jit_stage_starts): which stage computes each value (-1: operands and constants,
+  // available in every stage), and which values later stages read back from a block buffer.
+  const auto& nodes = body.nodes();
+  std::vector<size_t> starts = jit_stage_starts(body);
+  starts.push_back(nodes.size());
+  const size_t nstages = starts.size() - 1;
+  std::vector<int> stage_of(body.num_values(), -1);
+  for (size_t s = 0; s < nstages; ++s)
+    for (size_t k = starts[s]; k < starts[s + 1]; ++k)
+      if (nodes[k].op != Op::Constant) stage_of[size_t(nodes[k].outputs[0])] = int(s);
+  std::vector<int> operand_index(body.num_values(), -1);
+  for (size_t k = 0; k < ins.size(); ++k) operand_index[size_t(ins[k])] = int(k);
+  std::vector<llvm::Value*> buffer(body.num_values(), nullptr);
+  for (size_t s = 0; s < nstages; ++s) {
+    for (size_t k = starts[s]; k < starts[s + 1]; ++k) {
+      for (ValueId v : nodes[k].inputs) {
+        if (stage_of[size_t(v)] < 0 || stage_of[size_t(v)] == int(s) || buffer[size_t(v)]) continue;
+        llvm::Type* st = vector.stored(body.type(v).dtype);
+        llvm::IRBuilder<> at_entry(entry, entry->begin());
+        auto* buf = at_entry.CreateAlloca(llvm::ArrayType::get(st, uint64_t(kJitStageBlock)));
+        buf->setAlignment(llvm::Align(64));
+        buffer[size_t(v)] = at_entry.CreatePointerCast(buf, st->getPointerTo());
       }
-      llvm::Type* st = e.vec(e.stored(d));
-      llvm::Value* addr = b.CreatePointerCast(b.CreateGEP(e.stored(d), in_ptr[k], i), st->getPointerTo());
-      val[size_t(ins[k])] = e.from_storage(d, b.CreateAlignedLoad(st, addr, llvm::MaybeAlign(dtype_size(d))));
     }
-    for (const Node& node : body.nodes()) {
-      if (node.op == Op::Constant) {
-        val[size_t(node.outputs[0])] = e.constant(node.attr_array("value"));
-        continue;
-      }
+  }
+  // Outputs are stored by the stage that computes them (the last one for operands and constants).
+  auto output_stage = [&](ValueId v) { return stage_of[size_t(v)] < 0 ? int(nstages) - 1 : stage_of[size_t(v)]; };
+
+  // One iteration of stage `s` of the body at index i with the emitter's lane count; `local` is
+  // i's offset in the block buffers (unused with one stage).
+  auto emit_stage = [&](const StepEmitter& e, size_t s, llvm::Value* i, llvm::Value* local,
+                        const std::vector<llvm::Value*>& repeated, bool vectorised) {
+    std::vector<llvm::Value*> val(body.num_values(), nullptr);
+    auto load = [&](DType d, llvm::Value* base, llvm::Value* at, uint64_t align) {
+      llvm::Type* st = e.vec(e.stored(d));
+      llvm::Value* addr = b.CreatePointerCast(b.CreateGEP(e.stored(d), base, at), st->getPointerTo());
+      return e.from_storage(d, b.CreateAlignedLoad(st, addr, llvm::MaybeAlign(align)));
+    };
+    // Operands load from memory, values of earlier stages from their buffers, on first use.
+    auto get = [&](ValueId v) {
+      llvm::Value*& x = val[size_t(v)];
+      if (x) return x;
+      const DType d = body.type(v).dtype;
+      if (const int k = operand_index[size_t(v)]; k >= 0) return x = repeated[k] ? repeated[k] : load(d, in_ptr[k], i, dtype_size(d));
+      return x = load(d, buffer[size_t(v)], local, 64);
+    };
+    for (const Node& node : nodes) {
+      if (node.op == Op::Constant) val[size_t(node.outputs[0])] = e.constant(node.attr_array("value"));
+    }
+    for (size_t k = starts[s]; k < starts[s + 1]; ++k) {
+      const Node& node = nodes[k];
+      if (node.op == Op::Constant) continue;
       std::vector<llvm::Value*> args;
-      for (ValueId v : node.inputs) args.push_back(val[size_t(v)]);
+      for (ValueId v : node.inputs) args.push_back(get(v));
       val[size_t(node.outputs[0])] = e.step(node, body, args);
     }
+    for (size_t v = 0; v < buffer.size(); ++v) {
+      if (!buffer[v] || stage_of[v] != int(s)) continue;
+      const DType d = body.type(ValueId(v)).dtype;
+      llvm::Type* st = e.vec(e.stored(d));
+      b.CreateAlignedStore(e.to_storage(d, val[v]), b.CreatePointerCast(b.CreateGEP(e.stored(d), buffer[v], local), st->getPointerTo()),
+                           llvm::MaybeAlign(64));
+    }
     for (size_t j = 0; j < body.outputs().size(); ++j) {
-      DType d = body.type(body.outputs()[j]).dtype;
+      const ValueId o = body.outputs()[j];
+      if (output_stage(o) != int(s)) continue;
+      const DType d = body.type(o).dtype;
       llvm::Type* st = e.vec(e.stored(d));
       llvm::Value* addr = b.CreatePointerCast(b.CreateGEP(e.stored(d), out_ptr[j], i), st->getPointerTo());
       const bool nt = vectorised && variant.streaming;
       const uint64_t align = nt ? std::min<uint64_t>(64, uint64_t(lanes) * uint64_t(dtype_size(d))) : uint64_t(dtype_size(d));
-      auto* store = b.CreateAlignedStore(e.to_storage(d, val[size_t(body.outputs()[j])]), addr, llvm::MaybeAlign(align));
+      auto* store = b.CreateAlignedStore(e.to_storage(d, get(o)), addr, llvm::MaybeAlign(align));
       if (nt) {
         store->setMetadata(llvm::LLVMContext::MD_nontemporal,
                            llvm::MDNode::get(ctx, llvm::ConstantAsMetadata::get(b.getInt32(1))));
@@ -284,13 +350,30 @@ void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, J
     }
   };
 
+  // Vector part: blocks of kJitStageBlock elements (the last one shorter), each stage a loop over
+  // the block. With one stage this is a plain loop over [0, nvec).
   b.SetInsertPoint(vloop);
-  llvm::PHINode* i = b.CreatePHI(i64, 2, "i");
-  i->addIncoming(llvm::ConstantInt::get(i64, 0), entry);
-  emit_body(vector, i, repeated_vector, true);
-  llvm::Value* next = b.CreateAdd(i, llvm::ConstantInt::get(i64, lanes));
-  i->addIncoming(next, b.GetInsertBlock());
-  b.CreateCondBr(b.CreateICmpSLT(next, nvec), vloop, tail_check);
+  llvm::PHINode* block = b.CreatePHI(i64, 2, "block");
+  block->addIncoming(llvm::ConstantInt::get(i64, 0), entry);
+  llvm::Value* block_len = nstages == 1 ? b.CreateSub(nvec, block) : b.CreateBinaryIntrinsic(
+      llvm::Intrinsic::smin, b.CreateSub(nvec, block), llvm::ConstantInt::get(i64, kJitStageBlock));
+  for (size_t s = 0; s < nstages; ++s) {
+    llvm::BasicBlock* pre = b.GetInsertBlock();
+    auto* loop = llvm::BasicBlock::Create(ctx, "stage" + std::to_string(s), fn);
+    b.CreateBr(loop);
+    b.SetInsertPoint(loop);
+    llvm::PHINode* local = b.CreatePHI(i64, 2, "local");
+    local->addIncoming(llvm::ConstantInt::get(i64, 0), pre);
+    emit_stage(vector, s, b.CreateAdd(block, local), local, repeated_vector, true);
+    llvm::Value* next = b.CreateAdd(local, llvm::ConstantInt::get(i64, lanes));
+    local->addIncoming(next, b.GetInsertBlock());
+    auto* after = llvm::BasicBlock::Create(ctx, "stage" + std::to_string(s) + "_done", fn);
+    b.CreateCondBr(b.CreateICmpSLT(next, block_len), loop, after);
+    b.SetInsertPoint(after);
+  }
+  llvm::Value* next_block = b.CreateAdd(block, block_len);
+  block->addIncoming(next_block, b.GetInsertBlock());
+  b.CreateCondBr(b.CreateICmpSLT(next_block, nvec), vloop, tail_check);
 
   b.SetInsertPoint(tail_check);
   b.CreateCondBr(b.CreateICmpSLT(nvec, n), tail, done);
@@ -298,7 +381,7 @@ void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, J
   b.SetInsertPoint(tail);
   llvm::PHINode* j = b.CreatePHI(i64, 2, "j");
   j->addIncoming(nvec, tail_check);
-  emit_body(scalar, j, repeated_scalar, false);
+  for (size_t s = 0; s < nstages; ++s) emit_stage(scalar, s, j, llvm::ConstantInt::get(i64, 0), repeated_scalar, false);
   llvm::Value* jnext = b.CreateAdd(j, llvm::ConstantInt::get(i64, 1));
   j->addIncoming(jnext, b.GetInsertBlock());
   b.CreateCondBr(b.CreateICmpSLT(jnext, n), tail, done);

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "fusebox/status.h"
 #include "ir/graph.h"
@@ -49,6 +50,17 @@ class JitKernel {
 // dependency chains for the out-of-order core) while at most 8 values are live at once, 32 up
 // to 16, else 16, so that live values stay in the 32 vector registers.
 int64_t jit_lanes(const Graph& body);
+
+// Stages of a long body: where the body's dependency chain per element is long (several
+// approximated functions), the out-of-order core cannot overlap enough iterations to keep its
+// pipes busy. The kernel then runs the body in stages over blocks of kJitStageBlock elements:
+// stage s computes its steps for the whole block and leaves the values later stages need in
+// block buffers on the stack (in L1). Returns the index of each stage's first step (0 first);
+// stages are cut so that each carries at most about kJitStageWeight (an approximated function
+// weighs 12, a division or square root 4, other steps 1).
+inline constexpr int64_t kJitStageBlock = 256;
+inline constexpr int kJitStageWeight = 24;
+std::vector<size_t> jit_stage_starts(const Graph& body);
 
 // Whether this build generates code (LLVM found at configure time).
 bool jit_built();

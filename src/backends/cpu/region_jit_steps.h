@@ -5,6 +5,7 @@
 // tests/unit/region_codegen_test.cpp).
 #pragma once
 
+#include <cmath>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -20,6 +21,23 @@
 namespace fusebox::cpu::codegen {
 
 using llvm::Value;
+
+// 2^(j/32), twice that, and 2^(j/32) - 1 for j = 0..31, each rounded to float from long double.
+struct Exp2Table {
+  float pow[32], twice_pow[32], pow_minus_1[32];
+};
+inline const Exp2Table& exp2_table() {
+  static const Exp2Table t = [] {
+    Exp2Table e;
+    for (int j = 0; j < 32; ++j) {
+      e.pow[j] = float(std::exp2l(j / 32.0L));
+      e.twice_pow[j] = 2.0f * e.pow[j];
+      e.pow_minus_1[j] = float(std::expm1l(j / 32.0L * 0.693147180559945309417232121458176568L));
+    }
+    return e;
+  }();
+  return t;
+}
 
 // Emits a region body's steps as LLVM IR for a given lane count (the vector loop's, or 1 in the
 // scalar tail).
@@ -119,17 +137,39 @@ class StepEmitter {
   Value* exp_reduced(Value* r) const {
     return poly(r, {1.0f, 1.0f, 0.5f, 1.666641533e-01f, 4.166635126e-02f, 8.375125937e-03f, 1.394110848e-03f});
   }
-  // x * 2^n for integral float n with vscalefps (one rounding, so results in the subnormal range
-  // come out right and 2^n itself need not be a float), 16 lanes per instruction.
+  // x * 2^floor(n) with vscalefps (one rounding, so results in the subnormal range come out right
+  // and 2^n itself need not be a float).
   Value* scalef(Value* x, Value* n) const {
     llvm::Function* f = llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_avx512_mask_scalef_ps_512);
+    std::vector<Value*> xs = parts16(x), ns = parts16(n), out;
+    for (size_t k = 0; k < xs.size(); ++k)
+      out.push_back(b_.CreateCall(f, {xs[k], ns[k], llvm::UndefValue::get(xs[k]->getType()), b_.getInt16(0xFFFF), b_.getInt32(4)}));
+    return join(std::move(out));
+  }
+  // table[j] per lane for j = the low 5 bits of the i32 lanes of `idx`, with vpermi2ps over the
+  // table's two halves (the other bits are ignored).
+  Value* lookup32(const float (&table)[32], Value* idx) const {
+    auto half = [&](int base) {
+      std::vector<llvm::Constant*> v;
+      for (int k = 0; k < 16; ++k) v.push_back(llvm::ConstantFP::get(b_.getFloatTy(), double(table[base + k])));
+      return llvm::ConstantVector::get(v);
+    };
+    llvm::Function* f = llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_avx512_vpermi2var_ps_512);
+    std::vector<Value*> out;
+    for (Value* part : parts16(idx)) out.push_back(b_.CreateCall(f, {half(0), part, half(16)}));
+    return join(std::move(out));
+  }
+  // The 16-lane parts of a full-width value (AVX-512 instructions take 16 floats), and back.
+  std::vector<Value*> parts16(Value* v) const {
     std::vector<Value*> parts;
     for (unsigned base = 0; base < lanes_; base += 16) {
       llvm::SmallVector<int, 16> idx;
       for (int k = 0; k < 16; ++k) idx.push_back(int(base) + k);
-      Value* xs = b_.CreateShuffleVector(x, idx), *ns = b_.CreateShuffleVector(n, idx);
-      parts.push_back(b_.CreateCall(f, {xs, ns, llvm::UndefValue::get(xs->getType()), b_.getInt16(0xFFFF), b_.getInt32(4)}));
+      parts.push_back(b_.CreateShuffleVector(v, idx));
     }
+    return parts;
+  }
+  Value* join(std::vector<Value*> parts) const {
     while (parts.size() > 1) {  // concatenate pairwise
       std::vector<Value*> joined;
       for (size_t k = 0; k + 1 < parts.size(); k += 2) {
@@ -142,11 +182,32 @@ class StepEmitter {
     }
     return parts[0];
   }
-  // n = round(y / ln2) (float) and r = y - n*ln2 (|r| <= ln2/2; the split ln2 keeps n*hi exact).
-  std::pair<Value*, Value*> reduce_f(Value* y) const {
-    Value* n = intrinsic(llvm::Intrinsic::roundeven, b_.CreateFMul(y, f32(1.44269504f)));
-    Value* r = fmuladd(b_.CreateFNeg(n), f32(0.693145752f), y);
-    return {n, fmuladd(b_.CreateFNeg(n), f32(1.42860677e-06f), r)};
+
+  // The AVX-512 reduction of exp, tanh and sigmoid: y * scale = k + j/32 + (rest), rounded to a
+  // multiple of 1/32 by adding 1.5 * 2^18 (below 2^17 in magnitude, the float sum's last bit is
+  // 2^-5). Returns k + j/32 as a float and the sum's bits, whose low 5 bits are j (mod 32, also
+  // for negative k). Then e^y = 2^k * 2^(j/32) * e^r with |r| <= ln2/64, and a cubic suffices
+  // for e^r - 1 where a degree-6 polynomial was needed over |r| <= ln2/2.
+  std::pair<Value*, Value*> round32(Value* y, float scale) const {
+    Value* t = fmuladd(y, f32(scale), f32(393216.0f));
+    return {b_.CreateFSub(t, f32(393216.0f)), b_.CreateBitCast(t, type(DType::I32))};
+  }
+  // e^r - 1 = r + r^2 (c0 + c1 r) for |r| <= 0.011, c0 and c1 fitted for the least maximum
+  // relative error (1.4e-8); `scale` s evaluates (e^(s r) - 1) / s for s = 1 or 2 (exactly, as
+  // the coefficients scale by powers of 2).
+  Value* expm1_small(Value* r, float s) const {
+    Value* p = fmuladd(f32(1.666671485e-01f * s * s), r, f32(5.000037551e-01f * s));
+    return fmuladd(b_.CreateFMul(r, r), p, r);
+  }
+  // e^y for y in [-104, 89] (exp clamps to it, where the result is 0 or inf already; sigmoid
+  // takes e^-|x|): y = (k + j/32) ln2 + r with ln2 in two parts (the high one has 9 bits, so its
+  // product with k + j/32, at most 13 bits, is exact), e^y = 2^k (T_j + T_j (e^r - 1)).
+  Value* exp_table(Value* y) const {
+    auto [kj, bits] = round32(y, 1.44269504f);
+    Value* r = fmuladd(b_.CreateFNeg(kj), f32(0.693359375f), y);
+    r = fmuladd(b_.CreateFNeg(kj), f32(-2.12194440e-04f), r);
+    Value* t = lookup32(exp2_table().pow, bits);
+    return scalef(fmuladd(t, expm1_small(r, 1.0f), t), kj);
   }
 
   // exp: saturates like <cmath>. With vscalefps, results in the subnormal range are kept (the
@@ -155,9 +216,7 @@ class StepEmitter {
   Value* exp(Value* x) const {
     if (scalef_) {
       Value* xc = b_.CreateSelect(lt(x, f32(-104.0f)), f32(-104.0f), x);
-      xc = b_.CreateSelect(gt(xc, f32(89.0f)), f32(89.0f), xc);
-      auto [n, r] = reduce_f(xc);
-      return scalef(exp_reduced(r), n);
+      return exp_table(b_.CreateSelect(gt(xc, f32(89.0f)), f32(89.0f), xc));
     }
     Value* xc = b_.CreateSelect(lt(x, f32(-87.3365f)), f32(-87.3365f), x);
     xc = b_.CreateSelect(gt(xc, f32(88.7228f)), f32(88.7228f), xc);
@@ -173,30 +232,43 @@ class StepEmitter {
   // NaN propagates through m.
   Value* tanh(Value* x) const {
     Value* ax = intrinsic(llvm::Intrinsic::fabs, x);
-    Value* y = b_.CreateFMul(f32(2.0f), b_.CreateSelect(gt(ax, f32(10.0f)), f32(10.0f), ax));
-    // y <= 20, so n <= 29 and one multiply-add with ln2 rounded to float leaves r within 6e-8.
-    Value* n = intrinsic(llvm::Intrinsic::roundeven, b_.CreateFMul(y, f32(1.44269504f)));
-    Value* q = expm1_reduced(fmuladd(b_.CreateFNeg(n), f32(0.693147182f), y));
-    Value* s = scalef_ ? scalef(f32(1.0f), n) : pow2(b_.CreateFreeze(b_.CreateFPToSI(n, type(DType::I32))));
-    Value* m = fmuladd(s, q, b_.CreateFSub(s, f32(1.0f)));
+    Value* a = b_.CreateSelect(gt(ax, f32(10.0f)), f32(10.0f), ax);
+    Value* m;
+    if (scalef_) {
+      // 2a = (k + j/32) ln2 + 2u, and m = 2^k (U_j + 2 T_j (e^(2u) - 1)/2) + 2^k - 1, every term
+      // accurate relative to m (U_j = T_j - 1 is tabulated, not computed). One multiply-add with
+      // ln2 rounded to float leaves u within 3e-8 (k + j/32 <= 29).
+      auto [kj, bits] = round32(a, 2.88539008f);
+      Value* u = fmuladd(b_.CreateFNeg(kj), f32(0.346573591f), a);
+      Value* inner = fmuladd(lookup32(exp2_table().twice_pow, bits), expm1_small(u, 2.0f),
+                             lookup32(exp2_table().pow_minus_1, bits));
+      Value* s = scalef(f32(1.0f), kj);
+      m = fmuladd(s, inner, b_.CreateFSub(s, f32(1.0f)));
+    } else {
+      Value* y = b_.CreateFMul(f32(2.0f), a);
+      // y <= 20, so n <= 29 and one multiply-add with ln2 rounded to float leaves r within 6e-8.
+      Value* n = intrinsic(llvm::Intrinsic::roundeven, b_.CreateFMul(y, f32(1.44269504f)));
+      Value* q = expm1_reduced(fmuladd(b_.CreateFNeg(n), f32(0.693147182f), y));
+      Value* s = pow2(b_.CreateFreeze(b_.CreateFPToSI(n, type(DType::I32))));
+      m = fmuladd(s, q, b_.CreateFSub(s, f32(1.0f)));
+    }
     Value* t = b_.CreateFDiv(m, b_.CreateFAdd(m, f32(2.0f)));
     return b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, t, x);
   }
-  // 1 / (1 + e^-|x|), times e^-|x| for negative x: one division for both sides; e^-|x| needs no
-  // overflow handling. NaN propagates.
+  // 1 / (1 + e^-|x|), or e^-|x| / (1 + e^-|x|) for negative x: one division for both sides;
+  // e^-|x| needs no overflow handling. NaN propagates.
   Value* sigmoid(Value* x) const {
     Value* z = b_.CreateFNeg(intrinsic(llvm::Intrinsic::fabs, x));
     Value* e;
     if (scalef_) {
-      auto [n, r] = reduce_f(b_.CreateSelect(lt(z, f32(-104.0f)), f32(-104.0f), z));
-      e = scalef(exp_reduced(r), n);
+      e = exp_table(b_.CreateSelect(lt(z, f32(-104.0f)), f32(-104.0f), z));
     } else {
       Value* under = lt(z, f32(-87.3365f));
       auto [n, r] = reduce(b_.CreateSelect(under, f32(-87.3365f), z));
       e = b_.CreateSelect(under, f32(0.0f), b_.CreateFMul(exp_reduced(r), pow2(n)));
     }
-    Value* q = b_.CreateFDiv(f32(1.0f), b_.CreateFAdd(f32(1.0f), e));
-    return b_.CreateSelect(lt(x, f32(0.0f)), b_.CreateFMul(e, q), q);
+    Value* num = b_.CreateSelect(lt(x, f32(0.0f)), e, f32(1.0f));
+    return b_.CreateFDiv(num, b_.CreateFAdd(f32(1.0f), e));
   }
   Value* i32(int64_t v) const { return llvm::ConstantInt::get(type(DType::I32), uint64_t(v), true); }
   // c[0] + c[1] x + c[2] x^2 + ... by Horner's rule.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <memory>
 
 #include "backends/cpu/reference/dtype_dispatch.h"
 #include "backends/cpu/reference/reference.h"
@@ -276,8 +277,10 @@ Status RegionProgram::run_generated(const JitKernel& kernel, std::span<const Arr
   const int64_t chunks = (total + kJitChunk - 1) / kJitChunk;
 #pragma omp parallel if (chunks > 1)
   {
-    // Gathered operands get a chunk buffer each (8-byte elements cover every dtype).
-    std::vector<uint64_t> gathered(plans.size() * size_t(kJitChunk));
+    // Gathered operands get a chunk buffer each (8-byte elements cover every dtype), left
+    // uninitialised: zeroing them would cost as much as a small run.
+    const size_t gathers = size_t(std::count_if(plans.begin(), plans.end(), [](const OperandPlan& p) { return p.load == Load::Gather; }));
+    std::unique_ptr<uint64_t[]> gathered(gathers ? new uint64_t[plans.size() * size_t(kJitChunk)] : nullptr);
     std::vector<const void*> ops(plans.size());
     std::vector<void*> outs(outputs.size());
 #pragma omp for schedule(static)
@@ -291,7 +294,7 @@ Status RegionProgram::run_generated(const JitKernel& kernel, std::span<const Arr
         } else if (plan.load == Load::Direct) {
           ops[k] = plan.base + size_t(start) * plan.esize;
         } else {
-          void* buf = gathered.data() + k * size_t(kJitChunk);
+          void* buf = gathered.get() + k * size_t(kJitChunk);
           gather_bytes(plan.esize, plan.base, loop_shape, plan.strides, start, n, buf);
           ops[k] = buf;
         }
