@@ -146,8 +146,9 @@ class DagGenerator {
 };
 
 // Runs `count` random DAGs fused on `executor` against the reference; returns the number of
-// region nodes the fused graphs had.
-int run_differential(uint64_t seed, int count, ExecutorKind executor) {
+// region nodes the fused graphs had, and counts in `staged` those whose generated code would run
+// in stages (cpu::jit_stage_starts).
+int run_differential(uint64_t seed, int count, ExecutorKind executor, int* staged = nullptr) {
   DagGenerator gen(seed);
   int regions = 0, compared = 0;
   for (int iter = 0; iter < count; ++iter) {
@@ -167,7 +168,11 @@ int run_differential(uint64_t seed, int count, ExecutorKind executor) {
       ADD_FAILURE() << iter << ": " << fused.status().to_string();
       return regions;
     }
-    for (const Node& n : fused->graph().nodes()) regions += n.op == Op::ElementwiseRegion;
+    for (const Node& n : fused->graph().nodes()) {
+      if (n.op != Op::ElementwiseRegion) continue;
+      ++regions;
+      if (staged && n.body && cpu::jit_stage_starts(*n.body).size() > 1) ++*staged;
+    }
     Expected<std::vector<Array>> want = ref->run(d.inputs);
     Expected<std::vector<Array>> got = fused->run(d.inputs);
     if (!want || !got) {
@@ -196,11 +201,13 @@ TEST(FusionDifferential, RandomDagsMatchTheReference) {
 }
 
 // The same with every region through generated code (shapes up to 9x9x9: vector loop and
-// scalar tail both run).
+// scalar tail both run, staged bodies over several blocks).
 TEST(FusionDifferential, RandomDagsOnGeneratedCodeMatchTheReference) {
   if (!cpu::jit_built()) GTEST_SKIP() << "this build has no CPU code generation (llvm-14-dev not found)";
   const uint64_t before = cpu::jit_stats().compiled;
-  EXPECT_GT(run_differential(20261201, 1500, ExecutorKind::CpuJit), 700);
+  int staged = 0;
+  EXPECT_GT(run_differential(20261201, 1500, ExecutorKind::CpuJit, &staged), 700);
+  EXPECT_GT(staged, 50) << staged;
   EXPECT_GT(cpu::jit_stats().compiled - before, 500u);
 }
 

@@ -63,7 +63,8 @@ std::string codegen_line(const Graph& g) {
     }
     std::string why = cpu::jit_unsupported_step(*n.body);
     if (why.empty()) {
-      generated += (generated.empty() ? "" : ", ") + name;
+      const size_t stages = cpu::jit_stage_starts(*n.body).size();
+      generated += (generated.empty() ? "" : ", ") + name + (stages > 1 ? " (" + std::to_string(stages) + " stages)" : "");
     } else {
       interpreted += (interpreted.empty() ? "" : ", ") + name + " (no code for " + why + ")";
     }

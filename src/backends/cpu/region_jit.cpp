@@ -226,6 +226,30 @@ class LlvmKernel final : public JitKernel {
 };
 
 
+// A body cut into stages (jit_stage_starts): stage s computes nodes [starts[s], starts[s + 1]).
+struct StagePlan {
+  std::vector<size_t> starts;
+  std::vector<int> stage_of;  // per value: the stage computing it; -1 for operands and constants
+  std::vector<bool> crosses;  // per value: read by a later stage, so kept in a block buffer
+  size_t count() const { return starts.size() - 1; }
+};
+
+StagePlan plan_stages(const Graph& body) {
+  const auto& nodes = body.nodes();
+  StagePlan p{jit_stage_starts(body), std::vector<int>(body.num_values(), -1), std::vector<bool>(body.num_values(), false)};
+  p.starts.push_back(nodes.size());
+  for (size_t s = 0; s < p.count(); ++s) {
+    for (size_t k = p.starts[s]; k < p.starts[s + 1]; ++k) {
+      if (nodes[k].op == Op::Constant) continue;
+      for (ValueId v : nodes[k].inputs) {
+        if (p.stage_of[size_t(v)] >= 0 && p.stage_of[size_t(v)] != int(s)) p.crosses[size_t(v)] = true;
+      }
+      for (ValueId v : nodes[k].outputs) p.stage_of[size_t(v)] = int(s);
+    }
+  }
+  return p;
+}
+
 // Builds `void name(i8** operands, i8** outputs, i64 n)`.
 void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, JitVariant variant, bool x86,
                   bool avx512) {
@@ -271,33 +295,22 @@ void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, J
   llvm::Value* nvec = b.CreateAnd(n, llvm::ConstantInt::get(i64, ~uint64_t(lanes - 1)));
   b.CreateCondBr(b.CreateICmpSGT(nvec, llvm::ConstantInt::get(i64, 0)), vloop, tail_check);
 
-  // Stages (jit_stage_starts): which stage computes each value (-1: operands and constants,
-  // available in every stage), and which values later stages read back from a block buffer.
   const auto& nodes = body.nodes();
-  std::vector<size_t> starts = jit_stage_starts(body);
-  starts.push_back(nodes.size());
-  const size_t nstages = starts.size() - 1;
-  std::vector<int> stage_of(body.num_values(), -1);
-  for (size_t s = 0; s < nstages; ++s)
-    for (size_t k = starts[s]; k < starts[s + 1]; ++k)
-      if (nodes[k].op != Op::Constant) stage_of[size_t(nodes[k].outputs[0])] = int(s);
+  const StagePlan stages = plan_stages(body);
+  const size_t nstages = stages.count();
   std::vector<int> operand_index(body.num_values(), -1);
   for (size_t k = 0; k < ins.size(); ++k) operand_index[size_t(ins[k])] = int(k);
-  std::vector<llvm::Value*> buffer(body.num_values(), nullptr);
-  for (size_t s = 0; s < nstages; ++s) {
-    for (size_t k = starts[s]; k < starts[s + 1]; ++k) {
-      for (ValueId v : nodes[k].inputs) {
-        if (stage_of[size_t(v)] < 0 || stage_of[size_t(v)] == int(s) || buffer[size_t(v)]) continue;
-        llvm::Type* st = vector.stored(body.type(v).dtype);
-        llvm::IRBuilder<> at_entry(entry, entry->begin());
-        auto* buf = at_entry.CreateAlloca(llvm::ArrayType::get(st, uint64_t(kJitStageBlock)));
-        buf->setAlignment(llvm::Align(64));
-        buffer[size_t(v)] = at_entry.CreatePointerCast(buf, st->getPointerTo());
-      }
-    }
+  std::vector<llvm::Value*> buffer(body.num_values(), nullptr);  // a block of each crossing value
+  for (size_t v = 0; v < buffer.size(); ++v) {
+    if (!stages.crosses[v]) continue;
+    llvm::Type* st = vector.stored(body.type(ValueId(v)).dtype);
+    llvm::IRBuilder<> at_entry(entry, entry->begin());
+    auto* buf = at_entry.CreateAlloca(llvm::ArrayType::get(st, uint64_t(kJitStageBlock)));
+    buf->setAlignment(llvm::Align(64));
+    buffer[v] = at_entry.CreatePointerCast(buf, st->getPointerTo());
   }
   // Outputs are stored by the stage that computes them (the last one for operands and constants).
-  auto output_stage = [&](ValueId v) { return stage_of[size_t(v)] < 0 ? int(nstages) - 1 : stage_of[size_t(v)]; };
+  auto output_stage = [&](ValueId v) { return stages.stage_of[size_t(v)] < 0 ? int(nstages) - 1 : stages.stage_of[size_t(v)]; };
 
   // One iteration of stage `s` of the body at index i with the emitter's lane count; `local` is
   // i's offset in the block buffers (unused with one stage).
@@ -320,7 +333,7 @@ void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, J
     for (const Node& node : nodes) {
       if (node.op == Op::Constant) val[size_t(node.outputs[0])] = e.constant(node.attr_array("value"));
     }
-    for (size_t k = starts[s]; k < starts[s + 1]; ++k) {
+    for (size_t k = stages.starts[s]; k < stages.starts[s + 1]; ++k) {
       const Node& node = nodes[k];
       if (node.op == Op::Constant) continue;
       std::vector<llvm::Value*> args;
@@ -328,7 +341,7 @@ void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, J
       val[size_t(node.outputs[0])] = e.step(node, body, args);
     }
     for (size_t v = 0; v < buffer.size(); ++v) {
-      if (!buffer[v] || stage_of[v] != int(s)) continue;
+      if (!buffer[v] || stages.stage_of[v] != int(s)) continue;
       const DType d = body.type(ValueId(v)).dtype;
       llvm::Type* st = e.vec(e.stored(d));
       b.CreateAlignedStore(e.to_storage(d, val[v]), b.CreatePointerCast(b.CreateGEP(e.stored(d), buffer[v], local), st->getPointerTo()),

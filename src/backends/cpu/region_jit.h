@@ -8,6 +8,13 @@
 //                                store outputs[j][i..i+L)    (non-temporal when streaming)
 //     scalar tail for the last n % L elements
 //
+// A body with a long dependency chain per element runs in stages (jit_stage_starts):
+//
+//     for each block of kJitStageBlock elements:
+//       stage 0: for i in block step L: its steps; store values later stages read -> buffers
+//       stage 1: for i in block step L: load them back (L1), its steps, ...
+//       ...      each output is stored by the stage that computes it
+//
 // Semantics are those of the reference kernels, step for step (same operation order, NaN rules
 // and saturating casts), bit for bit. Only the approximated functions (exp, tanh, sigmoid, silu,
 // gelu, log, erf, sin, cos) differ in rounding: range reductions and polynomials with fused
