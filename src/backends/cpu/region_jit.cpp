@@ -410,7 +410,7 @@ std::string structure_key(const Graph& body, JitVariant v) {
   std::string text = print_graph(body);
   size_t open = text.find('(');
   return text.substr(open == std::string::npos ? 0 : open) + "|repeated=" + std::to_string(v.repeated) +
-         "|streaming=" + (v.streaming ? "1" : "0");
+         "|streaming=" + (v.streaming ? "1" : "0") + "|avx512=" + (v.avx512 ? "1" : "0");
 }
 
 }  // namespace
@@ -442,7 +442,7 @@ Expected<std::shared_ptr<const JitKernel>> jit_compile(const Graph& body, JitVar
   auto mod = std::make_unique<llvm::Module>(name, *ctx);
   mod->setDataLayout(eng.lljit->getDataLayout());
   mod->setTargetTriple(eng.lljit->getTargetTriple().str());
-  build_kernel(*mod, name, body, variant, eng.x86, eng.avx512);
+  build_kernel(*mod, name, body, variant, eng.x86, eng.avx512 && variant.avx512);
   std::string verify_errors;
   llvm::raw_string_ostream os(verify_errors);
   if (llvm::verifyModule(*mod, &os)) return Status::internal("generated region code does not verify: " + os.str());

@@ -45,6 +45,9 @@ inline constexpr int64_t kJitMaxLanes = 64;
 struct JitVariant {
   uint64_t repeated = 0;   // bit k: operand k is one element repeated
   bool streaming = false;  // non-temporal stores; every output 64-byte aligned at index 0
+  // Whether approximated functions may use AVX-512-only instructions (vscalefps, vpermi2ps)
+  // where the host has them; false gives the code other x86 hosts run (tests use it).
+  bool avx512 = true;
 };
 
 class JitKernel {
