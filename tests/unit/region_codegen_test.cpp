@@ -301,19 +301,18 @@ TEST(RegionCodegen, WideBodiesUseFewerLanes) {
   for (int i = 0; i < 20; ++i) EXPECT_TRUE(results[1][size_t(i)].same_data(results[0][size_t(i)])) << "output " << i;
 }
 
-// A body with a long dependency chain per element (here 11 divisions) runs in stages over blocks
-// (jit_stage_starts): values cross stages through block buffers, among them a bool and an i32;
-// one output comes from the first stage, one from the last. Generated code equals the
-// interpreter bit for bit on poisoned outputs, with a [C,1] broadcast and a repeated scalar, at
-// a length shorter than one block and at one with many blocks, chunks and a scalar tail.
-TEST(RegionCodegen, LongBodiesRunInStagesAndEqualTheInterpreter) {
-  SKIP_WITHOUT_JIT();
+// A body with a long dependency chain per element (here 11 divisions) whose values cross stages,
+// among them a bool and an i32; one output comes from the first stage, one from the last.
+// `wide`: 20 more values computed first and read last, which cross too and leave 16 lanes.
+Graph staged_body(bool wide) {
   TensorType f32{DType::F32, {}};
   Graph body("body");
   ValueId x = body.add_input("x", f32), c = body.add_input("c", f32), s = body.add_input("s", f32);
   auto op = [&](Op o, std::vector<ValueId> in, DType out = DType::F32, Attrs attrs = {}) {
     return body.add_node(o, std::move(in), {TensorType{out, {}}}, std::move(attrs))[0];
   };
+  std::vector<ValueId> early;
+  for (int r = 0; wide && r < 20; ++r) early.push_back(op(Op::Add, {early.empty() ? x : early.back(), s}));
   ValueId a1 = op(Op::Add, {op(Op::Div, {x, c}), s});
   ValueId k = op(Op::Less, {a1, x}, DType::Bool);
   ValueId m1 = op(Op::Mul, {op(Op::Div, {a1, s}), x});
@@ -322,43 +321,79 @@ TEST(RegionCodegen, LongBodiesRunInStagesAndEqualTheInterpreter) {
   ValueId d6 = op(Op::Div, {op(Op::Div, {x, op(Op::Div, {d3, a1})}), c});
   ValueId w = op(Op::Where, {k, d6, op(Op::Cast, {i}, DType::F32, {{"to", DType::F32}})});
   for (int r = 0; r < 5; ++r) w = op(Op::Add, {op(Op::Div, {w, r % 2 ? c : s}), x});
+  for (ValueId e : early) w = op(Op::Sub, {w, e});
   body.add_output(d3);
   body.add_output(k);
   body.add_output(w);
-  const std::vector<size_t> starts = cpu::jit_stage_starts(body);
-  ASSERT_GE(starts.size(), 3u);
-  EXPECT_EQ(starts[0], 0u);
-  Node region{Op::ElementwiseRegion, {}, {}, {}, std::make_shared<Graph>(body), {}};
-  for (const auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 203}, {37, 1021}}) {
-    std::vector<TensorType> types = {{DType::F32, make_shape({rows, cols})}, {DType::F32, make_shape({rows, 1})},
-                                     {DType::F32, {}}};
-    std::vector<Array> in = {specials(DType::F32, 11, rows * cols).reshaped({rows, cols}),
-                             testing::random_array(DType::F32, {rows, 1}, 12, 0.5, 2.0), testing::array_f32({}, {1.25f})};
-    std::vector<std::vector<Array>> results;
-    for (cpu::Codegen codegen : {cpu::Codegen::Interpreter, cpu::Codegen::Jit}) {
-      auto program = cpu::RegionProgram::compile(region, types, codegen);
-      ASSERT_TRUE(program) << program.status().to_string();
-      EXPECT_EQ((*program)->jit_unsupported(), "");
-      for (uint8_t poison : testing::kPoisonBytes) {
-        std::vector<Array> out = {Array(DType::F32, {rows, cols}), Array(DType::Bool, {rows, cols}),
-                                  Array(DType::F32, {rows, cols})};
-        for (Array& o : out) std::memset(o.raw(), poison, o.nbytes());
-        ASSERT_TRUE((*program)->run(in, out).is_ok());
-        if (results.empty()) {
-          results.push_back(std::move(out));
-          continue;
+  return body;
+}
+
+// Such bodies run in stages over blocks (jit_stage_starts). Generated code equals the interpreter
+// bit for bit on poisoned outputs, with a [C,1] broadcast and a repeated scalar, at a length
+// shorter than one block and at one with many blocks, chunks and a scalar tail.
+TEST(RegionCodegen, LongBodiesRunInStagesAndEqualTheInterpreter) {
+  SKIP_WITHOUT_JIT();
+  for (bool wide : {false, true}) {
+    const Graph body = staged_body(wide);
+    const std::vector<size_t> starts = cpu::jit_stage_starts(body);
+    ASSERT_GE(starts.size(), 3u);
+    EXPECT_EQ(starts[0], 0u);
+    EXPECT_EQ(cpu::jit_lanes(body), wide ? 16 : 64);
+    Node region{Op::ElementwiseRegion, {}, {}, {}, std::make_shared<Graph>(body), {}};
+    for (const auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 203}, {37, 1021}}) {
+      std::vector<TensorType> types = {{DType::F32, make_shape({rows, cols})}, {DType::F32, make_shape({rows, 1})},
+                                       {DType::F32, {}}};
+      std::vector<Array> in = {specials(DType::F32, 11, rows * cols).reshaped({rows, cols}),
+                               testing::random_array(DType::F32, {rows, 1}, 12, 0.5, 2.0), testing::array_f32({}, {1.25f})};
+      std::vector<std::vector<Array>> results;
+      for (cpu::Codegen codegen : {cpu::Codegen::Interpreter, cpu::Codegen::Jit}) {
+        auto program = cpu::RegionProgram::compile(region, types, codegen);
+        ASSERT_TRUE(program) << program.status().to_string();
+        EXPECT_EQ((*program)->jit_unsupported(), "");
+        for (uint8_t poison : testing::kPoisonBytes) {
+          std::vector<Array> out = {Array(DType::F32, {rows, cols}), Array(DType::Bool, {rows, cols}),
+                                    Array(DType::F32, {rows, cols})};
+          for (Array& o : out) std::memset(o.raw(), poison, o.nbytes());
+          ASSERT_TRUE((*program)->run(in, out).is_ok());
+          if (results.empty()) {
+            results.push_back(std::move(out));
+            continue;
+          }
+          for (size_t j = 0; j < out.size(); ++j)
+            EXPECT_TRUE(out[j].same_data(results[0][j])) << (wide ? "wide, " : "") << rows * cols << " elements, output "
+                                                         << j << ", poison " << int(poison);
         }
-        for (size_t j = 0; j < out.size(); ++j)
-          EXPECT_TRUE(out[j].same_data(results[0][j])) << rows * cols << " elements, output " << j << ", poison " << int(poison);
       }
     }
   }
-  // A short chain stays one stage.
+}
+
+// A short chain stays one stage, and so does a long body whose stage buffers would exceed
+// kJitStageBufferBytes (40 values crossing: 40 KiB).
+TEST(RegionCodegen, StagesOnlyForLongBodiesWithSmallBuffers) {
+  SKIP_WITHOUT_JIT();
+  TensorType f32{DType::F32, {}};
   Graph chain("chain");
   ValueId v = chain.add_input("x", f32);
   v = chain.add_node(Op::Tanh, {chain.add_node(Op::Mul, {v, v}, {f32})[0]}, {f32})[0];
   chain.add_output(v);
   EXPECT_EQ(cpu::jit_stage_starts(chain), std::vector<size_t>{0});
+
+  Graph many("many");
+  ValueId x = many.add_input("x", f32);
+  std::vector<ValueId> early;
+  for (int r = 0; r < 40; ++r) early.push_back(many.add_node(Op::Mul, {early.empty() ? x : early.back(), x}, {f32})[0]);
+  ValueId w = x;
+  for (int r = 0; r < 4; ++r) w = many.add_node(Op::Sigmoid, {w}, {f32})[0];
+  for (ValueId e : early) w = many.add_node(Op::Add, {w, e}, {f32})[0];
+  many.add_output(w);
+  EXPECT_EQ(cpu::jit_stage_starts(many), std::vector<size_t>{0});
+  // Without the early values the same sigmoids are staged.
+  Graph few("few");
+  ValueId y = few.add_input("x", f32);
+  for (int r = 0; r < 4; ++r) y = few.add_node(Op::Sigmoid, {y}, {f32})[0];
+  few.add_output(y);
+  EXPECT_GT(cpu::jit_stage_starts(few).size(), 1u);
 }
 
 // Two executables of the same structure, alive at once, share one generated kernel: the second

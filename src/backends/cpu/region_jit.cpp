@@ -118,7 +118,36 @@ int64_t jit_lanes(const Graph& body) {
   return peak <= 8 ? 64 : peak <= 16 ? 32 : 16;
 }
 
-std::vector<size_t> jit_stage_starts(const Graph& body) {
+namespace {
+
+// A body cut into stages: stage s computes nodes [starts[s], starts[s + 1]).
+struct StagePlan {
+  std::vector<size_t> starts;
+  std::vector<int> stage_of;  // per value: the stage computing it; -1 for operands and constants
+  std::vector<bool> crosses;  // per value: read by a later stage, so kept in a block buffer
+  size_t count() const { return starts.size() - 1; }
+};
+
+// `starts` without the end.
+StagePlan make_plan(const Graph& body, std::vector<size_t> starts) {
+  const auto& nodes = body.nodes();
+  StagePlan p{std::move(starts), std::vector<int>(body.num_values(), -1), std::vector<bool>(body.num_values(), false)};
+  p.starts.push_back(nodes.size());
+  for (size_t s = 0; s < p.count(); ++s) {
+    for (size_t k = p.starts[s]; k < p.starts[s + 1]; ++k) {
+      if (nodes[k].op == Op::Constant) continue;
+      for (ValueId v : nodes[k].inputs) {
+        if (p.stage_of[size_t(v)] >= 0 && p.stage_of[size_t(v)] != int(s)) p.crosses[size_t(v)] = true;
+      }
+      for (ValueId v : nodes[k].outputs) p.stage_of[size_t(v)] = int(s);
+    }
+  }
+  return p;
+}
+
+// Cuts by weight, then gives up stages whose buffers would not stay in L1 (and would grow the
+// threads' stacks): one stage.
+StagePlan plan_stages(const Graph& body) {
   const auto& nodes = body.nodes();
   auto weight = [&](const Node& n) -> int {
     if (n.op == Op::Constant) return 0;
@@ -128,16 +157,26 @@ std::vector<size_t> jit_stage_starts(const Graph& body) {
   };
   int total = 0;
   for (const Node& n : nodes) total += weight(n);
-  const int limit = kJitStageWeight;
-  const int stages = (total + limit - 1) / limit;
+  const int stages = (total + kJitStageWeight - 1) / kJitStageWeight;
   std::vector<size_t> starts = {0};
-  if (stages <= 1) return starts;
   int sum = 0;
-  for (size_t i = 0; i < nodes.size(); ++i) {
+  for (size_t i = 0; i < nodes.size() && stages > 1; ++i) {
     sum += weight(nodes[i]);
     if (sum * stages >= total * int(starts.size()) && int(starts.size()) < stages && i + 1 < nodes.size())
       starts.push_back(i + 1);
   }
+  StagePlan plan = make_plan(body, starts);
+  int64_t bytes = 0;
+  for (size_t v = 0; v < plan.crosses.size(); ++v)
+    if (plan.crosses[v]) bytes += kJitStageBlock * dtype_size(body.type(ValueId(v)).dtype);
+  return bytes > kJitStageBufferBytes ? make_plan(body, {0}) : plan;
+}
+
+}  // namespace
+
+std::vector<size_t> jit_stage_starts(const Graph& body) {
+  std::vector<size_t> starts = plan_stages(body).starts;
+  starts.pop_back();
   return starts;
 }
 
@@ -226,30 +265,6 @@ class LlvmKernel final : public JitKernel {
 };
 
 
-// A body cut into stages (jit_stage_starts): stage s computes nodes [starts[s], starts[s + 1]).
-struct StagePlan {
-  std::vector<size_t> starts;
-  std::vector<int> stage_of;  // per value: the stage computing it; -1 for operands and constants
-  std::vector<bool> crosses;  // per value: read by a later stage, so kept in a block buffer
-  size_t count() const { return starts.size() - 1; }
-};
-
-StagePlan plan_stages(const Graph& body) {
-  const auto& nodes = body.nodes();
-  StagePlan p{jit_stage_starts(body), std::vector<int>(body.num_values(), -1), std::vector<bool>(body.num_values(), false)};
-  p.starts.push_back(nodes.size());
-  for (size_t s = 0; s < p.count(); ++s) {
-    for (size_t k = p.starts[s]; k < p.starts[s + 1]; ++k) {
-      if (nodes[k].op == Op::Constant) continue;
-      for (ValueId v : nodes[k].inputs) {
-        if (p.stage_of[size_t(v)] >= 0 && p.stage_of[size_t(v)] != int(s)) p.crosses[size_t(v)] = true;
-      }
-      for (ValueId v : nodes[k].outputs) p.stage_of[size_t(v)] = int(s);
-    }
-  }
-  return p;
-}
-
 // Builds `void name(i8** operands, i8** outputs, i64 n)`.
 void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, JitVariant variant, bool x86,
                   bool avx512) {
@@ -309,6 +324,10 @@ void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, J
     buf->setAlignment(llvm::Align(64));
     buffer[v] = at_entry.CreatePointerCast(buf, st->getPointerTo());
   }
+  // Buffers are 64-byte aligned and `local` is a multiple of the lanes.
+  auto buffer_align = [](const StepEmitter& e, DType d) {
+    return std::min<uint64_t>(64, uint64_t(e.lanes()) * uint64_t(dtype_size(d)));
+  };
   // Outputs are stored by the stage that computes them (the last one for operands and constants).
   auto output_stage = [&](ValueId v) { return stages.stage_of[size_t(v)] < 0 ? int(nstages) - 1 : stages.stage_of[size_t(v)]; };
 
@@ -328,7 +347,7 @@ void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, J
       if (x) return x;
       const DType d = body.type(v).dtype;
       if (const int k = operand_index[size_t(v)]; k >= 0) return x = repeated[k] ? repeated[k] : load(d, in_ptr[k], i, dtype_size(d));
-      return x = load(d, buffer[size_t(v)], local, 64);
+      return x = load(d, buffer[size_t(v)], local, buffer_align(e, d));
     };
     for (const Node& node : nodes) {
       if (node.op == Op::Constant) val[size_t(node.outputs[0])] = e.constant(node.attr_array("value"));
@@ -345,7 +364,7 @@ void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, J
       const DType d = body.type(ValueId(v)).dtype;
       llvm::Type* st = e.vec(e.stored(d));
       b.CreateAlignedStore(e.to_storage(d, val[v]), b.CreatePointerCast(b.CreateGEP(e.stored(d), buffer[v], local), st->getPointerTo()),
-                           llvm::MaybeAlign(64));
+                           llvm::MaybeAlign(buffer_align(e, d)));
     }
     for (size_t j = 0; j < body.outputs().size(); ++j) {
       const ValueId o = body.outputs()[j];

@@ -67,9 +67,11 @@ int64_t jit_lanes(const Graph& body);
 // stage s computes its steps for the whole block and leaves the values later stages need in
 // block buffers on the stack (in L1). Returns the index of each stage's first step (0 first);
 // stages are cut so that each carries at most about kJitStageWeight (an approximated function
-// weighs 12, a division or square root 4, other steps 1).
+// weighs 12, a division or square root 4, other steps 1). A body whose buffers would take more
+// than kJitStageBufferBytes runs in one stage.
 inline constexpr int64_t kJitStageBlock = 256;
 inline constexpr int kJitStageWeight = 24;
+inline constexpr int64_t kJitStageBufferBytes = 32 * 1024;
 std::vector<size_t> jit_stage_starts(const Graph& body);
 
 // Whether this build generates code (LLVM found at configure time).
