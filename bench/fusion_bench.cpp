@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <string>
 
@@ -126,6 +127,25 @@ void BM_Copy(benchmark::State& state, bool streaming) {
   state.SetBytesProcessed(state.iterations() * n * 8);  // read + write
 }
 
+// The machine's CPU time so far, total and stolen by the hypervisor (/proc/stat's first line,
+// in clock ticks; zeros where there is none). A guest whose vCPUs wait for the host runs
+// compute-bound code slower while memory-bound code may not notice.
+struct CpuTicks {
+  double total = 0, steal = 0;
+};
+CpuTicks cpu_ticks() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  CpuTicks t;
+  double field = 0;
+  in >> cpu;
+  for (int k = 0; k < 8 && in >> field; ++k) {
+    t.total += field;
+    if (k == 7) t.steal = field;
+  }
+  return t;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
@@ -149,6 +169,7 @@ void BM_Interleaved(benchmark::State& state, int ops) {
   // time of the other.
   std::vector<double> t_fused, t_unfused, t_copy, t_copy_nt, speedup, of_copy, of_copy_nt;
   int round = 0;
+  const CpuTicks ticks_before = cpu_ticks();
   for (auto _ : state) {
     double t[4] = {0, 0, 0, 0};
     for (int k = 0; k < 4; ++k) {
@@ -180,6 +201,9 @@ void BM_Interleaved(benchmark::State& state, int ops) {
   state.counters["fused_GBps"] = fused_bw / 1e9;
   state.counters["copy_GBps"] = double(n) * 8 / median(t_copy) / 1e9;
   state.counters["copy_nt_GBps"] = double(n) * 8 / median(t_copy_nt) / 1e9;
+  const CpuTicks ticks_after = cpu_ticks();
+  const double ticks = ticks_after.total - ticks_before.total;
+  state.counters["steal_pct"] = ticks > 0 ? 100 * (ticks_after.steal - ticks_before.steal) / ticks : 0;
 }
 
 void BM_Chain(benchmark::State& state, int ops, bool fused, ExecutorKind executor) {
@@ -245,9 +269,9 @@ class RatioReporter : public benchmark::ConsoleReporter {
         if (it == interleaved_.end()) continue;
         auto at = [&](const char* k) { return it->second.count(k) ? it->second.at(k) : 0.0; };
         std::printf("  %-7s n=%-9s fused %8.3f ms  unfused %8.3f ms  speed-up %.2fx  fused %.1f GB/s = %.2f of copy "
-                    "(%.1f GB/s), %.2f of streaming copy (%.1f GB/s)\n",
+                    "(%.1f GB/s), %.2f of streaming copy (%.1f GB/s); CPU time stolen by the host %.1f%%\n",
                     chain, n, at("fused_ms"), at("unfused_ms"), at("speedup"), at("fused_GBps"), at("of_copy"),
-                    at("copy_GBps"), at("of_copy_nt"), at("copy_nt_GBps"));
+                    at("copy_GBps"), at("of_copy_nt"), at("copy_nt_GBps"), at("steal_pct"));
       }
     }
     std::printf("separate runs (medians of 5 repetitions each):\n");
