@@ -98,10 +98,10 @@ Expected<Executable> Session::compile(const Graph& graph, const CompileOptions& 
   }
   if (fusion_report_requested(env)) std::fprintf(stderr, "%s", exe.report_.to_string().c_str());
   exe.memory_ = plan_memory(exe.graph_);
-  const Backend& backend = options.executor == ExecutorKind::Reference      ? reference_backend()
-                           : options.executor == ExecutorKind::CpuInterpreter ? cpu_backend(cpu::Codegen::Interpreter)
-                           : options.executor == ExecutorKind::CpuJit         ? cpu_backend(cpu::Codegen::Jit)
-                                                                              : cpu_backend(cpu::Codegen::Auto);
+  const cpu::Codegen codegen = options.executor == ExecutorKind::CpuInterpreter ? cpu::Codegen::Interpreter
+                              : options.executor == ExecutorKind::CpuJit       ? cpu::Codegen::Jit
+                                                                               : cpu::Codegen::Auto;
+  const Backend& backend = options.executor == ExecutorKind::Reference ? reference_backend() : cpu_backend(codegen);
   for (const Node& n : exe.graph_.nodes()) {
     FUSEBOX_ASSIGN_OR_RETURN(auto kernel, backend.compile(exe.graph_, n));
     exe.kernels_.push_back(std::move(kernel));

@@ -218,7 +218,7 @@ struct JitEngine {
   uint64_t next_id = 0;
   JitStats stats;
   bool x86 = false;
-  bool avx512 = false;  // vscalefps for 2^n scaling
+  bool avx512 = false;  // AVX-512F: vscalefps and table lookups in the approximated functions
 };
 
 JitEngine& engine() {
@@ -263,7 +263,6 @@ class LlvmKernel final : public JitKernel {
   llvm::orc::ResourceTrackerSP tracker_;
   JitKernelFn fn_;
 };
-
 
 // Builds `void name(i8** operands, i8** outputs, i64 n)`.
 void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, JitVariant variant, bool x86,

@@ -122,9 +122,18 @@ struct OperandPlan {
   std::vector<int64_t> strides;
 };
 
-std::vector<OperandPlan> operand_plans(std::span<const Array> inputs, const std::vector<int64_t>& shape,
-                                       const std::vector<int64_t>& loop_shape) {
+// What both executors loop over: the output's element count, its shape as a loop (rank >= 1),
+// and how each operand is read.
+struct RunLayout {
+  int64_t total;
+  std::vector<int64_t> loop_shape;
   std::vector<OperandPlan> plans;
+  bool gathers = false;  // some operand is gathered
+};
+
+RunLayout run_layout(std::span<const Array> inputs, std::span<Array> outputs) {
+  const std::vector<int64_t>& shape = outputs[0].shape();
+  RunLayout l{outputs[0].numel(), shape.empty() ? std::vector<int64_t>{1} : shape, {}};
   for (const Array& a : inputs) {
     OperandPlan plan{Load::Gather, static_cast<const uint8_t*>(a.raw()), size_t(dtype_size(a.dtype())), {}};
     if (a.numel() == 1) {
@@ -132,11 +141,12 @@ std::vector<OperandPlan> operand_plans(std::span<const Array> inputs, const std:
     } else if (a.shape() == shape) {
       plan.load = Load::Direct;
     } else {
-      plan.strides = broadcast_strides(a.shape(), loop_shape);
+      plan.strides = broadcast_strides(a.shape(), l.loop_shape);
+      l.gathers = true;
     }
-    plans.push_back(std::move(plan));
+    l.plans.push_back(std::move(plan));
   }
-  return plans;
+  return l;
 }
 
 }  // namespace
@@ -269,24 +279,21 @@ Expected<std::shared_ptr<const JitKernel>> RegionProgram::jit_kernel(JitVariant 
 
 Status RegionProgram::run_generated(const JitKernel& kernel, std::span<const Array> inputs,
                                     std::span<Array> outputs) const {
-  const std::vector<int64_t>& shape = outputs[0].shape();
-  const int64_t total = outputs[0].numel();
-  const std::vector<int64_t> loop_shape = shape.empty() ? std::vector<int64_t>{1} : shape;
-  const std::vector<OperandPlan> plans = operand_plans(inputs, shape, loop_shape);
+  const RunLayout l = run_layout(inputs, outputs);
+  const std::vector<OperandPlan>& plans = l.plans;
   const JitKernelFn fn = kernel.function();
-  const int64_t chunks = (total + kJitChunk - 1) / kJitChunk;
+  const int64_t chunks = (l.total + kJitChunk - 1) / kJitChunk;
 #pragma omp parallel if (chunks > 1)
   {
     // Gathered operands get a chunk buffer each (8-byte elements cover every dtype), left
     // uninitialised: zeroing them would cost as much as a small run.
-    const size_t gathers = size_t(std::count_if(plans.begin(), plans.end(), [](const OperandPlan& p) { return p.load == Load::Gather; }));
-    std::unique_ptr<uint64_t[]> gathered(gathers ? new uint64_t[plans.size() * size_t(kJitChunk)] : nullptr);
+    std::unique_ptr<uint64_t[]> gathered(l.gathers ? new uint64_t[plans.size() * size_t(kJitChunk)] : nullptr);
     std::vector<const void*> ops(plans.size());
     std::vector<void*> outs(outputs.size());
 #pragma omp for schedule(static)
     for (int64_t c = 0; c < chunks; ++c) {
       const int64_t start = c * kJitChunk;
-      const int64_t n = std::min(kJitChunk, total - start);
+      const int64_t n = std::min(kJitChunk, l.total - start);
       for (size_t k = 0; k < plans.size(); ++k) {
         const OperandPlan& plan = plans[k];
         if (plan.load == Load::Repeat) {
@@ -295,7 +302,7 @@ Status RegionProgram::run_generated(const JitKernel& kernel, std::span<const Arr
           ops[k] = plan.base + size_t(start) * plan.esize;
         } else {
           void* buf = gathered.get() + k * size_t(kJitChunk);
-          gather_bytes(plan.esize, plan.base, loop_shape, plan.strides, start, n, buf);
+          gather_bytes(plan.esize, plan.base, l.loop_shape, plan.strides, start, n, buf);
           ops[k] = buf;
         }
       }
@@ -309,12 +316,9 @@ Status RegionProgram::run_generated(const JitKernel& kernel, std::span<const Arr
 }
 
 Status RegionProgram::run_interpreted(std::span<const Array> inputs, std::span<Array> outputs) const {
-  const std::vector<int64_t>& shape = outputs[0].shape();
-  const int64_t total = outputs[0].numel();
-  const std::vector<int64_t> loop_shape = shape.empty() ? std::vector<int64_t>{1} : shape;
-  const std::vector<OperandPlan> plans = operand_plans(inputs, shape, loop_shape);
-
-  const int64_t tiles = (total + kTile - 1) / kTile;
+  const RunLayout l = run_layout(inputs, outputs);
+  const std::vector<OperandPlan>& plans = l.plans;
+  const int64_t tiles = (l.total + kTile - 1) / kTile;
   Status error;
   bool failed = false;
 #pragma omp parallel if (tiles > 1)
@@ -337,14 +341,14 @@ Status RegionProgram::run_interpreted(std::span<const Array> inputs, std::span<A
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t start = t * kTile;
-      const int64_t n = std::min(kTile, total - start);
+      const int64_t n = std::min(kTile, l.total - start);
       for (size_t k = 0; k < plans.size(); ++k) {
         const OperandPlan& plan = plans[k];
         int r = operand_reg_[k];
         if (plan.load == Load::Direct) {
           cur[size_t(r)] = plan.base + size_t(start) * plan.esize;
         } else if (plan.load == Load::Gather) {
-          gather_bytes(plan.esize, plan.base, loop_shape, plan.strides, start, n, reg[size_t(r)]);
+          gather_bytes(plan.esize, plan.base, l.loop_shape, plan.strides, start, n, reg[size_t(r)]);
         }
       }
       for (const Step& s : steps_) {
