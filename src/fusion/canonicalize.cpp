@@ -3,7 +3,10 @@
 // the result is small), values whose declared type is less specific than inference gives (`?`
 // dims refined), dead nodes. Produces: constant nodes, refined types. Requires: a verified graph.
 // Preserves: inputs, output positions and every returned value's type except `?` refinement.
-// Recognition of decomposed forms (spec §3.1) is a later addition and is off under skip_fusion.
+// With recognition on (not under skip_fusion): batch norm after a conv folds into the conv's
+// weights and bias (fold_batch_norm.h). Recognition of decomposed forms (layer norm, gelu, ...)
+// is a later addition.
+#include "fusion/fold_batch_norm.h"
 #include "fusion/pass.h"
 #include "ir/dead_code.h"
 #include "ir/shape_inference.h"
@@ -70,6 +73,10 @@ Status refine_types(Graph& g, PassContext& ctx) {
 
 Status run_canonicalize(Graph& g, PassContext& ctx) {
   FUSEBOX_RETURN_IF_ERROR(fold_constants(g, ctx));
+  if (ctx.recognize_patterns) {
+    FUSEBOX_ASSIGN_OR_RETURN(int64_t folded, fold_batch_norms(g, ctx));
+    ctx.count("canonicalize", "batch-norms-folded", folded);
+  }
   FUSEBOX_RETURN_IF_ERROR(refine_types(g, ctx));
   ctx.count("canonicalize", "removed", static_cast<int64_t>(remove_dead_nodes(g)));
   return Status::ok();

@@ -14,6 +14,12 @@ constexpr uint32_t bit(DType d) { return 1u << static_cast<int>(d); }
 
 constexpr uint32_t kAllKinds = (1u << kNumFusedKinds) - 1;
 constexpr uint32_t kAllActs = (1u << kNumEpilogueActs) - 1;
+// The activations of the reference system's matmul/conv epilogues (spec §4.1): the targets
+// whose claim sets come from it claim these; fusebox's own CPU and CUDA backends add leaky relu,
+// clip (relu6) and hardsigmoid, which oneDNN and the NVRTC epilogues compute.
+constexpr uint32_t kSpecActs = bit(EpilogueAct::None) | bit(EpilogueAct::Relu) | bit(EpilogueAct::Gelu) |
+                               bit(EpilogueAct::GeluTanh) | bit(EpilogueAct::Silu) | bit(EpilogueAct::Sigmoid) |
+                               bit(EpilogueAct::Tanh) | bit(EpilogueAct::HardSwish);
 constexpr uint32_t kAllDTypes = (1u << kNumDTypes) - 1;
 static_assert(kNumFusedKinds <= 32 && kNumEpilogueActs <= 32 && kNumDTypes <= 32);
 
@@ -38,8 +44,8 @@ using D = DType;
 
 // One row per target, in FusionTarget order (checked below). Kind exclusions are the spec's
 // (§2, written from the reference system's claim sets); everything the spec does not exclude
-// is claimed. Epilogue activations are not narrowed anywhere yet: every target that claims an
-// epilogue kind claims all eight activations. The dtype sets follow the hardware/shading
+// is claimed. Epilogue activations: kSpecActs for the reference system's targets, all of them
+// for fusebox's own backends. The dtype sets follow the hardware/shading
 // language of each target. IO figures: see TargetIoParams (estimates).
 constexpr TargetInfo kTargets[] = {
     // Cpu: fusebox's own backend; it executes every fused kind (the oracle for all of them),
@@ -56,12 +62,12 @@ constexpr TargetInfo kTargets[] = {
     // region kernel in the reference system mis-lowers long chains: regions are unfused unless
     // keep_elementwise_regions. Apple GPUs share memory physically, but outputs are still copied
     // out of GPU buffers into host arrays, so read-back is a memcpy, not free.
-    {FusionTarget::Metal, kinds_except({K::ConvBiasAct, K::Attention}), kAllActs,
+    {FusionTarget::Metal, kinds_except({K::ConvBiasAct, K::Attention}), kSpecActs,
      dtypes_except({D::F64}),
      false, false, true,
      {10, 400, 60, 50, 100}},
     // Mlx: same claim set and the same hardware as Metal (spec §2); MLX kernels have no f64.
-    {FusionTarget::Mlx, kinds_except({K::ConvBiasAct, K::Attention}), kAllActs,
+    {FusionTarget::Mlx, kinds_except({K::ConvBiasAct, K::Attention}), kSpecActs,
      dtypes_except({D::F64}),
      false, false, true,
      {10, 400, 60, 50, 100}},
@@ -69,18 +75,18 @@ constexpr TargetInfo kTargets[] = {
     // (shader-f16), no 64-bit, 8-bit or bool. The reference region kernel handles only
     // trailing/scalar broadcast, so regions are unfused unless keep. Read-back goes through a
     // mapped staging buffer with an async round trip.
-    {FusionTarget::Wgpu, kinds_except({K::ConvBiasAct}), kAllActs,
+    {FusionTarget::Wgpu, kinds_except({K::ConvBiasAct}), kSpecActs,
      dtypes_only({D::F32, D::F16, D::I32}),
      false, false, true,
      {20, 300, 8, 200, 100}},
     // Rocm: the spec lists no exclusion; HIP mirrors CUDA, so everything, discrete memory.
-    {FusionTarget::Rocm, kAllKinds, kAllActs, kAllDTypes,
+    {FusionTarget::Rocm, kAllKinds, kSpecActs, kAllDTypes,
      false, false, false,
      {8, 1600, 25, 15, 100}},
     // Tpu: no rms-norm fusion (spec §2). Transform and batch regions are claimed because the
     // spec lists Tpu among the targets that run them natively (§1.3 apply_native_fk_defaults).
     // 64-bit types are emulated or rejected by XLA on TPU, so they are not claimed.
-    {FusionTarget::Tpu, kinds_except({K::ResidualRmsNorm}), kAllActs,
+    {FusionTarget::Tpu, kinds_except({K::ResidualRmsNorm}), kSpecActs,
      dtypes_except({D::F64, D::I64}),
      false, false, false,
      {15, 1200, 10, 50, 100}},
@@ -118,26 +124,6 @@ std::optional<FusedKind> parse_fused_kind(std::string_view name) {
   if (name == text) return FusedKind::n;
   FUSEBOX_FUSED_KINDS(FUSEBOX_FUSED_KIND_PARSE)
 #undef FUSEBOX_FUSED_KIND_PARSE
-  return std::nullopt;
-}
-
-std::string_view epilogue_act_name(EpilogueAct a) {
-  switch (a) {
-#define FUSEBOX_EPILOGUE_ACT_NAME(name, text) \
-  case EpilogueAct::name:                     \
-    return text;
-    FUSEBOX_EPILOGUE_ACTS(FUSEBOX_EPILOGUE_ACT_NAME)
-#undef FUSEBOX_EPILOGUE_ACT_NAME
-  }
-  return "?";
-}
-
-std::optional<EpilogueAct> parse_epilogue_act(std::string_view name) {
-  if (name == "gelu-tanh") return EpilogueAct::GeluTanh;
-#define FUSEBOX_EPILOGUE_ACT_PARSE(n, text) \
-  if (name == text) return EpilogueAct::n;
-  FUSEBOX_EPILOGUE_ACTS(FUSEBOX_EPILOGUE_ACT_PARSE)
-#undef FUSEBOX_EPILOGUE_ACT_PARSE
   return std::nullopt;
 }
 

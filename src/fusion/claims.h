@@ -12,6 +12,7 @@
 
 #include "fusion/options.h"
 #include "ir/dtype.h"
+#include "ir/epilogue.h"
 
 namespace fusebox {
 
@@ -47,31 +48,7 @@ inline constexpr int kNumFusedKinds = 0
 std::string_view fused_kind_name(FusedKind k);
 std::optional<FusedKind> parse_fused_kind(std::string_view name);
 
-// Activations a matmul or conv epilogue may carry (spec §4.1).
-#define FUSEBOX_EPILOGUE_ACTS(X) \
-  X(None, "none")                \
-  X(Relu, "relu")                \
-  X(Gelu, "gelu")                \
-  X(GeluTanh, "gelu_tanh")       \
-  X(Silu, "silu")                \
-  X(Sigmoid, "sigmoid")          \
-  X(Tanh, "tanh")                \
-  X(HardSwish, "hardswish")
-
-enum class EpilogueAct : uint8_t {
-#define FUSEBOX_EPILOGUE_ACT_ENUM(name, text) name,
-  FUSEBOX_EPILOGUE_ACTS(FUSEBOX_EPILOGUE_ACT_ENUM)
-#undef FUSEBOX_EPILOGUE_ACT_ENUM
-};
-inline constexpr int kNumEpilogueActs = 0
-#define FUSEBOX_EPILOGUE_ACT_COUNT(name, text) +1
-    FUSEBOX_EPILOGUE_ACTS(FUSEBOX_EPILOGUE_ACT_COUNT)
-#undef FUSEBOX_EPILOGUE_ACT_COUNT
-    ;
-
-std::string_view epilogue_act_name(EpilogueAct a);
-// Also accepts "gelu-tanh", the spelling of the spec's prose.
-std::optional<EpilogueAct> parse_epilogue_act(std::string_view name);
+// Activations a matmul or conv epilogue may carry: EpilogueAct of ir/epilogue.h.
 
 // Figures for the IO-gated peaks-only output selection (spec §4.6). Order-of-magnitude
 // estimates for a typical device of the class, not measurements; the pass compares them, so

@@ -6,7 +6,8 @@
 // connected producer -> consumer at the same result shape; rank-0 constants read only inside one
 // group join it as body constants. Produces: one elementwise_region per group of two or more
 // steps; a member read outside its group, or returned, becomes an extra result (computed once).
-// Requires: a verified graph. Preserves: inputs, output positions, every value read outside a
+// Requires: a verified graph; every dtype of a step claimed by the target (else the step stays
+// out, with a dtype-mismatch remark). Preserves: inputs, output positions, every value read outside a
 // region (region results reuse the original value ids).
 //
 //   classify  is_region_step() (ir/outline.h): may this node be a body step?
@@ -17,6 +18,7 @@
 #include <algorithm>
 #include <set>
 
+#include "fusion/claims.h"
 #include "fusion/pass.h"
 #include "ir/outline.h"
 #include "ir/union_find.h"
@@ -140,7 +142,22 @@ Status run_mark_elementwise_regions(Graph& g, PassContext& ctx) {
   UseInfo uses = compute_uses(g);
   const auto& nodes = g.nodes();
   Decider d{g, uses, std::vector<bool>(nodes.size(), false), UnionFind(nodes.size()), value_display_names(g)};
-  for (size_t i = 0; i < nodes.size(); ++i) d.step[i] = is_region_step(g, nodes[i]);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    d.step[i] = is_region_step(g, nodes[i]);
+    if (!d.step[i] || nodes[i].op == Op::Constant) continue;
+    // A region is a fused op: every dtype it reads or writes must be one the target claims.
+    std::vector<ValueId> values = nodes[i].inputs;
+    values.insert(values.end(), nodes[i].outputs.begin(), nodes[i].outputs.end());
+    for (ValueId v : values) {
+      DType dt = g.type(v).dtype;
+      if (target_claims_dtype(ctx.target, dt)) continue;
+      d.step[i] = false;
+      ctx.remarks.miss("elementwise_region", describe_node(g, nodes[i], d.names), MissReason::DTypeMismatch,
+                       "not fusing " + describe_node(g, nodes[i], d.names) + ": " + std::string(dtype_name(dt)) +
+                           " is not claimed by target " + std::string(target_name(ctx.target)));
+      break;
+    }
+  }
   d.group_nodes(ctx);
 
   // Members per group, in topological order; scalar constants join the one group that reads them.

@@ -1,5 +1,7 @@
 #include "ir/shape_inference.h"
 
+#include "ir/epilogue.h"
+
 #include <algorithm>
 #include <set>
 
@@ -619,6 +621,67 @@ Expected<Types> infer_conv(const Ctx& c, bool transpose) {
   return Types{TensorType{x.dtype, out}};
 }
 
+// The epilogue operands of a fused contraction whose contraction result is `y`.
+Status check_epilogue(const Ctx& c, const TensorType& y, int bias, int residual) {
+  const Node& n = c.node;
+  std::optional<EpilogueAct> act = parse_epilogue_act(n.attr_str("act"));
+  if (!act) return c.fail("unknown act '" + n.attr_str("act") + "'");
+  bool takes_alpha = *act == EpilogueAct::LeakyRelu || *act == EpilogueAct::Clip || *act == EpilogueAct::HardSigmoid;
+  bool takes_beta = *act == EpilogueAct::Clip || *act == EpilogueAct::HardSigmoid;
+  if ((n.attrs.has("act_alpha") && !takes_alpha) || (n.attrs.has("act_beta") && !takes_beta)) {
+    return c.fail("act " + n.attr_str("act") + " takes no act_alpha/act_beta");
+  }
+  if (bias >= 0) {
+    const TensorType& b = c.operand(static_cast<size_t>(bias));
+    if (b.dtype != y.dtype) return c.fail("bias " + type_str(b) + " differs in dtype from the result " + type_str(y));
+    if (n.op == Op::FusedConvBiasAct) {
+      FUSEBOX_RETURN_IF_ERROR(check_channel_vector(c, static_cast<size_t>(bias), y.shape[1], "bias"));
+    } else {
+      bool along_last = b.rank() <= y.rank();
+      for (int d = 0; along_last && d + 1 < b.rank(); ++d) along_last = b.shape[static_cast<size_t>(d)] == Dim(1);
+      if (b.rank() > 0 && y.rank() > 0) {
+        const Dim& last = b.shape.back();
+        along_last = along_last && (last == Dim(1) || last == y.shape.back() || !last.is_static() ||
+                                    !y.shape.back().is_static());
+      }
+      if (!along_last) return c.fail("bias " + type_str(b) + " does not broadcast along the last axis of " + type_str(y));
+    }
+  }
+  if (residual >= 0) {
+    const TensorType& r = c.operand(static_cast<size_t>(residual));
+    bool same = r.dtype == y.dtype && r.rank() == y.rank();
+    for (size_t d = 0; same && d < r.shape.size(); ++d) {
+      const Dim& a = r.shape[d];
+      const Dim& b = y.shape[d];
+      same = a == b || !a.is_static() || !b.is_static();
+    }
+    if (!same) return c.fail("residual " + type_str(r) + " must have the result's type " + type_str(y));
+  }
+  return Status::ok();
+}
+
+// fused_matmul_bias_act a, w[, bias] and fused_matmul_residual a, w, r[, bias].
+Expected<Types> infer_fused_matmul(const Ctx& c) {
+  Ctx mm{c.node, c.in.subspan(0, 2), c.bindings};
+  FUSEBOX_ASSIGN_OR_RETURN(Types y, infer_matmul(mm));
+  bool residual = c.node.op == Op::FusedMatmulResidual;
+  int bias = c.in.size() == (residual ? 4u : 3u) ? static_cast<int>(c.in.size()) - 1 : -1;
+  FUSEBOX_RETURN_IF_ERROR(check_epilogue(c, y[0], bias, residual ? 2 : -1));
+  return y;
+}
+
+// fused_conv_bias_act x, w[, bias][, r].
+Expected<Types> infer_fused_conv(const Ctx& c) {
+  bool residual = c.node.attr_bool("has_residual");
+  size_t conv_operands = c.in.size() - (residual ? 1 : 0);
+  if (conv_operands < 2) return c.fail("has_residual needs a residual operand after x and w");
+  Ctx conv{c.node, c.in.subspan(0, 2), c.bindings};
+  FUSEBOX_ASSIGN_OR_RETURN(Types y, infer_conv(conv, false));
+  FUSEBOX_RETURN_IF_ERROR(check_epilogue(c, y[0], conv_operands == 3 ? 2 : -1,
+                                         residual ? static_cast<int>(c.in.size()) - 1 : -1));
+  return y;
+}
+
 Expected<Types> infer_fft(const Ctx& c) {
   const TensorType& x = c.operand(0);
   if (x.rank() < 1 || !is_float(x.dtype)) return c.fail("operand must be a float tensor of rank >= 1, got " + type_str(x));
@@ -718,6 +781,8 @@ Expected<std::vector<TensorType>> infer_result_types(const Node& node,
     case Op::MatMul: return infer_matmul(c);
     case Op::Conv2d: return infer_conv(c, false);
     case Op::ConvTranspose2d: return infer_conv(c, true);
+    case Op::FusedMatmulBiasAct: case Op::FusedMatmulResidual: return infer_fused_matmul(c);
+    case Op::FusedConvBiasAct: return infer_fused_conv(c);
     case Op::ElementwiseRegion: return infer_elementwise_region(c);
     case Op::Constant: {
       const Array& a = node.attr_array("value");
