@@ -43,8 +43,8 @@ Status run_fuse_matmul_residual(Graph& g, PassContext& ctx) {
     Rewrite rw{{i, static_cast<size_t>(add - g.nodes().data())}, {},
                Node{Op::FusedMatmulResidual, {mm.inputs[0], mm.inputs[1], r}, {}, {}, nullptr, mm.loc}};
     if (mm.op == Op::FusedMatmulBiasAct) {
-      ValueId bias = fused_operands(mm).bias;
-      if (bias != kNoValue) rw.fused.inputs.push_back(bias);
+      int bias = contraction_roles(mm).bias;
+      if (bias >= 0) rw.fused.inputs.push_back(mm.inputs[static_cast<size_t>(bias)]);
     }
     v = add->outputs[0];
     Epilogue ep;

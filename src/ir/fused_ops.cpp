@@ -9,21 +9,23 @@ bool is_fused_contraction(Op op) {
   return op == Op::FusedMatmulBiasAct || op == Op::FusedMatmulResidual || op == Op::FusedConvBiasAct;
 }
 
-FusedOperands fused_operands(const Node& n) {
-  FUSEBOX_CHECK(is_fused_contraction(n.op) && n.inputs.size() >= 2) << "fused_operands of " << n.info().keyword;
-  FusedOperands r{n.inputs[0], n.inputs[1]};
+OperandRoles contraction_roles(const Node& n) {
+  OperandRoles r;
+  const int count = static_cast<int>(n.inputs.size());
   switch (n.op) {
+    case Op::Conv2d:
+    case Op::ConvTranspose2d:
     case Op::FusedMatmulBiasAct:
-      if (n.inputs.size() == 3) r.bias = n.inputs[2];
+      if (count == 3) r.bias = 2;
       break;
     case Op::FusedMatmulResidual:
-      r.residual = n.inputs[2];
-      if (n.inputs.size() == 4) r.bias = n.inputs[3];
+      r.residual = 2;
+      if (count == 4) r.bias = 3;
       break;
     case Op::FusedConvBiasAct: {
-      bool residual = n.attr_bool("has_residual");
-      if (residual) r.residual = n.inputs.back();
-      if (n.inputs.size() == (residual ? 4u : 3u)) r.bias = n.inputs[2];
+      const bool residual = n.attr_bool("has_residual");
+      if (residual) r.residual = count - 1;
+      if (count == (residual ? 4 : 3)) r.bias = 2;
       break;
     }
     default: break;
@@ -32,17 +34,21 @@ FusedOperands fused_operands(const Node& n) {
 }
 
 std::vector<std::string> fused_contraction_steps(const Node& n) {
-  const FusedOperands ops = fused_operands(n);
+  const OperandRoles roles = contraction_roles(n);
   const Epilogue ep = epilogue_of_fused(n);
   std::vector<std::string> steps{n.op == Op::FusedConvBiasAct ? "conv2d" : "matmul"};
-  if (ops.bias != kNoValue) steps.push_back("bias");
-  if (ops.residual != kNoValue) steps.push_back("residual");
+  if (roles.bias >= 0) steps.push_back("bias");
+  if (roles.residual >= 0) steps.push_back("residual");
   if (ep.act != EpilogueAct::None) steps.emplace_back(epilogue_act_name(ep.act));
   return steps;
 }
 
 std::vector<Node> unfused_nodes(Graph& g, const Node& n) {
-  const FusedOperands ops = fused_operands(n);
+  FUSEBOX_CHECK(is_fused_contraction(n.op)) << "unfused_nodes of " << n.info().keyword;
+  const OperandRoles roles = contraction_roles(n);
+  auto operand = [&](int position) { return position < 0 ? kNoValue : n.inputs[static_cast<size_t>(position)]; };
+  const ValueId input = operand(roles.input), weight = operand(roles.weight);
+  const ValueId bias = operand(roles.bias), residual = operand(roles.residual);
   const TensorType type = g.type(n.outputs[0]);
   const Epilogue ep = epilogue_of_fused(n);
   std::vector<Node> out;
@@ -56,14 +62,14 @@ std::vector<Node> unfused_nodes(Graph& g, const Node& n) {
   if (n.op == Op::FusedConvBiasAct) {
     Attrs conv;
     for (const char* name : {"stride", "pad", "dilation", "groups"}) conv.set(name, *n.attr_or_default(name));
-    std::vector<ValueId> in{ops.input, ops.weight};
-    if (ops.bias != kNoValue) in.push_back(ops.bias);
+    std::vector<ValueId> in{input, weight};
+    if (bias != kNoValue) in.push_back(bias);
     step(Op::Conv2d, in, conv);
   } else {
-    step(Op::MatMul, {ops.input, ops.weight}, {});
-    if (ops.bias != kNoValue) step(Op::Add, {last, ops.bias}, {});
+    step(Op::MatMul, {input, weight}, {});
+    if (bias != kNoValue) step(Op::Add, {last, bias}, {});
   }
-  if (ops.residual != kNoValue) step(Op::Add, {last, ops.residual}, {});
+  if (residual != kNoValue) step(Op::Add, {last, residual}, {});
   if (ep.act != EpilogueAct::None) {
     Attrs attrs;
     Op op = activation_op(ep, &attrs);

@@ -17,11 +17,12 @@ namespace fusebox {
 
 bool is_fused_contraction(Op op);
 
-// The operands of a fused contraction by role (kNoValue when absent).
-struct FusedOperands {
-  ValueId input = kNoValue, weight = kNoValue, bias = kNoValue, residual = kNoValue;
+// Where each operand of a contraction sits in its node's inputs (-1: absent). Covers the fused
+// contractions and the plain matmul / conv2d / conv_transpose2d (whose bias is conv's own).
+struct OperandRoles {
+  int input = 0, weight = 1, bias = -1, residual = -1;
 };
-FusedOperands fused_operands(const Node& fused);
+OperandRoles contraction_roles(const Node& n);
 
 // The primitives a fused contraction stands for, in order: "matmul+bias+gelu_tanh",
 // "conv2d+bias+residual+relu" (the report's name of the fused op).
