@@ -212,16 +212,15 @@ int cmd_run(const Args& args) {
                      {"--target", "T", "cpu (default); other targets have no executor in this build"},
                      {"--fusion-options", "LIST", "e.g. skip_fusion=1 or unfuse_elementwise_regions=1"},
                      {"--backend", "B", "cpu (default) or reference (every op on its reference kernel)"},
-                     {"--cpu-codegen", "C",
-                      "how the cpu backend runs fused regions: auto (default: generated code for large\n"
-                      "regions), interpreter (the tile interpreter) or jit (generated code at every size)"},
-                     {"--executor", "E",
-                      "shorthand: cpu, cpu-interpreter, cpu-jit (--backend cpu --cpu-codegen auto,\n"
-                      "interpreter, jit) or reference (--backend reference)"},
+                     {"--cpu-codegen", "C", "fused regions on cpu: auto (default), interpreter or jit"},
+                     {"--executor", "E", "shorthand: cpu, cpu-interpreter, cpu-jit or reference"},
                  });
   if (std::optional<int> exit = cl.parse(args)) return *exit;
   RunRequest req;
   if (std::optional<int> exit = read_request(cl, &req)) return *exit;
+  CompileOptions options;
+  options.merge_env = true;  // FUSEBOX_* overrides apply to the CLI
+  if (std::optional<int> exit = read_backend(cl, &options)) return *exit;
 
   Expected<Module> module = load_program(req.path);
   if (!module) return cl.error(module.status());
@@ -234,8 +233,6 @@ int cmd_run(const Args& args) {
   if (!inputs) return cl.error(inputs.status());
 
   Session session;
-  CompileOptions options;
-  options.merge_env = true;  // FUSEBOX_* overrides apply to the CLI
   if (std::optional<std::string> t = cl.value("--target")) {
     std::optional<FusionTarget> target = parse_target(*t);
     if (!target) return cl.usage_error("unknown target '" + *t + "' (targets: " + target_choices() + ")");
@@ -246,7 +243,6 @@ int cmd_run(const Args& args) {
     if (!fo) return cl.usage_error(fo.status().message());
     options.fusion = *fo;
   }
-  if (std::optional<int> exit = read_backend(cl, &options)) return *exit;
   Expected<Executable> exe = session.compile(*graph, options);
   if (!exe) return cl.error(exe.status());
   Expected<std::vector<Array>> outs = exe->run(*inputs);
