@@ -73,9 +73,9 @@ struct ChainCase {
   NamedArrays inputs;
 };
 
-ChainCase make_case(int ops, int64_t n, bool fused, ExecutorKind executor) {
+ChainCase make_case(int ops, int64_t n, bool fused, cpu::Codegen executor) {
   CompileOptions o;
-  o.executor = executor;
+  o.cpu.codegen = executor;
   FusionOptions f = FusionOptions::for_cpu();
   f.unfuse_elementwise_regions = !fused;
   o.fusion = f;
@@ -157,8 +157,8 @@ double median(std::vector<double> v) {
 // this is the figure to read.
 void BM_Interleaved(benchmark::State& state, int ops) {
   const int64_t n = state.range(0);
-  ChainCase fused = make_case(ops, n, true, ExecutorKind::Cpu);
-  ChainCase unfused = make_case(ops, n, false, ExecutorKind::Cpu);
+  ChainCase fused = make_case(ops, n, true, cpu::Codegen::Auto);
+  ChainCase unfused = make_case(ops, n, false, cpu::Codegen::Auto);
   Array src = filled(n, 1.0f), dst = filled(n, 0.0f);
   for (int i = 0; i < 2; ++i) {
     benchmark::DoNotOptimize(fused.exe.run(fused.inputs));
@@ -213,7 +213,7 @@ void BM_Interleaved(benchmark::State& state, int ops) {
   state.counters["steal_pct"] = ticks > 0 ? 100 * (ticks_after.steal - ticks_before.steal) / ticks : 0;
 }
 
-void BM_Chain(benchmark::State& state, int ops, bool fused, ExecutorKind executor) {
+void BM_Chain(benchmark::State& state, int ops, bool fused, cpu::Codegen executor) {
   const int64_t n = state.range(0);
   ChainCase c = make_case(ops, n, fused, executor);
   for (int i = 0; i < 2; ++i) benchmark::DoNotOptimize(c.exe.run(c.inputs));  // warm the pool
@@ -229,13 +229,13 @@ void BM_Chain(benchmark::State& state, int ops, bool fused, ExecutorKind executo
 // Compile time as a user sees it: Session::compile and the first run of a chain on 64 elements,
 // with generated code (a new constant each iteration, so every iteration generates code: no
 // structural cache hit) or with the interpreter.
-void BM_CompileAndFirstRun(benchmark::State& state, int ops, ExecutorKind executor) {
+void BM_CompileAndFirstRun(benchmark::State& state, int ops, cpu::Codegen executor) {
   NamedArrays small = {{"x", filled(64, 2.0f)}, {"a", filled(64, 1.5f)}, {"b", filled(64, 0.5f)}};
   double half = 0.5;
   for (auto _ : state) {
     half += 1.0 / 1024;
     CompileOptions o;
-    o.executor = executor;
+    o.cpu.codegen = executor;
     Expected<Executable> exe = Session().compile(chain(ops, half), o);
     if (!exe) {
       state.SkipWithError(exe.status().message().c_str());
@@ -346,11 +346,11 @@ int main(int argc, char** argv) {
   struct Variant {
     const char* name;
     bool fused;
-    ExecutorKind executor;
+    cpu::Codegen executor;
   };
   for (int ops : {5, 10}) {
-    for (Variant v : {Variant{"_fused", true, ExecutorKind::Cpu}, Variant{"_unfused", false, ExecutorKind::Cpu},
-                      Variant{"_fused_interpreted", true, ExecutorKind::CpuInterpreter}}) {
+    for (Variant v : {Variant{"_fused", true, cpu::Codegen::Auto}, Variant{"_unfused", false, cpu::Codegen::Auto},
+                      Variant{"_fused_interpreted", true, cpu::Codegen::Interpreter}}) {
       std::string name = "BM_Chain/chain" + std::to_string(ops) + v.name;
       benchmark::RegisterBenchmark(name.c_str(), [ops, v](benchmark::State& s) { BM_Chain(s, ops, v.fused, v.executor); })
           ->Arg(1 << 26)
@@ -361,9 +361,9 @@ int main(int argc, char** argv) {
     }
   }
   for (int ops : {5, 10}) {
-    for (ExecutorKind ex : {ExecutorKind::CpuJit, ExecutorKind::CpuInterpreter}) {
+    for (cpu::Codegen ex : {cpu::Codegen::Jit, cpu::Codegen::Interpreter}) {
       std::string name = "BM_CompileAndFirstRun/chain" + std::to_string(ops) +
-                         (ex == ExecutorKind::CpuJit ? "_generated" : "_interpreted");
+                         (ex == cpu::Codegen::Jit ? "_generated" : "_interpreted");
       benchmark::RegisterBenchmark(name.c_str(), [ops, ex](benchmark::State& s) { BM_CompileAndFirstRun(s, ops, ex); })
           ->Unit(benchmark::kMillisecond);
     }

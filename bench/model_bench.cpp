@@ -7,8 +7,8 @@
 // its ref/manifest.txt lists the cases: <model>_<size>, the .onnx file, the input name, the
 // input .npy and ONNX Runtime's output .npy. Each model is imported once and compiled twice:
 //
-//   fused    default CompileOptions (the CPU fusion pipeline, the CPU executor)
-//   unfused  fuse = false, executor Cpu (the graph as imported, one kernel per node)
+//   fused    default CompileOptions (the CPU fusion pipeline, the cpu backend)
+//   unfused  fuse = false, backend cpu (the graph as imported, one kernel per node)
 //
 // For each case the two run alternately on the same deterministic input ONNX Runtime ran:
 // W warm-up pairs, then at least N timed pairs and T ms (medians reported). The outputs are
@@ -129,7 +129,6 @@ Array load(const std::string& path) {
 Executable compile(const Graph& g, bool fused, const std::string& model) {
   CompileOptions o;
   o.fuse = fused;
-  o.executor = ExecutorKind::Cpu;
   auto t0 = Clock::now();
   Expected<Executable> exe = Session().compile(g, o);
   if (!exe) fail(model + (fused ? " (fused)" : " (unfused)") + ": " + exe.status().to_string());

@@ -1,19 +1,24 @@
-// Session: compile a graph into an Executable, then run it on named inputs.
+// Session: compile a graph into an Executable, then run it on inputs by name or by position.
 //
 //   fusebox::Session session;
-//   auto exe = session.compile(graph);                    // verify, fuse, plan memory, kernels
+//   auto exe = session.compile(graph);                    // verify, fuse, place, plan, kernels
 //   auto outs = exe->run({{"x", x_array}, {"w", w_array}}); // binds N from x's shape
+//   auto again = exe->run(std::vector<Array>{x_array, w_array});  // graph input order
 //
 // Symbolic dims are bound per call from the inputs' shapes, so a new batch size or image size
-// runs the same Executable without recompiling.
+// runs the same Executable without recompiling; shapes are inferred once per set of sizes.
+// Compiling an identical graph with identical options again returns the cached plan.
 #pragma once
 
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
+#include "backends/cpu/cpu_backend.h"
 #include "fusebox/status.h"
 #include "fusion/env.h"
 #include "fusion/options.h"
@@ -21,26 +26,9 @@
 #include "ir/array.h"
 #include "ir/graph.h"
 #include "ir/shape_inference.h"
-#include "runtime/array_pool.h"
-#include "runtime/memory_plan.h"
+#include "runtime/placement.h"
 
 namespace fusebox {
-
-class CompiledKernel;
-
-enum class ExecutorKind {
-  Cpu,             // fused regions and element-wise ops on the fast CPU path (generated code for
-                   // large runs when the build has LLVM, else the tile interpreter), the rest by
-                   // reference
-  CpuInterpreter,  // the same, regions always through the tile interpreter
-  CpuJit,          // the same, regions through generated code at every size (tests)
-  Reference,       // every node through the reference kernels (the oracle of tests)
-};
-
-// "cpu", "cpu-interpreter", "cpu-jit", "reference" (the CLI's --executor).
-std::string_view executor_name(ExecutorKind e);
-std::optional<ExecutorKind> parse_executor(std::string_view name);
-std::string executor_choices();  // "cpu, cpu-interpreter, cpu-jit, reference"
 
 struct CompileOptions {
   FusionTarget target = FusionTarget::Cpu;
@@ -51,7 +39,10 @@ struct CompileOptions {
   // Apply FUSEBOX_*/RLX_* overrides (the CLI does). `env` empty: the process environment.
   bool merge_env = false;
   EnvLookup env;
-  ExecutorKind executor = ExecutorKind::Cpu;
+  // The backend nodes are placed on (a registry name: backend_names()); what it does not claim
+  // runs on "cpu". "reference" runs every node on its reference kernel: the oracle of tests.
+  std::string backend = "cpu";
+  CpuBackendOptions cpu;
   bool verify = true;
   // Verify after every pass (on in debug builds; tests turn it on).
 #ifdef NDEBUG
@@ -65,39 +56,73 @@ struct CompileOptions {
 
 using NamedArrays = std::map<std::string, Array, std::less<>>;
 
+class ShapePlanCache;
+struct ShapePlan;
+
 class Executable {
  public:
   // The graph that runs (after fusion).
-  const Graph& graph() const { return graph_; }
-  const FusionReport& report() const { return report_; }
+  const Graph& graph() const;
+  const FusionReport& report() const;
+  const Placement& placement() const;
   // Output names: the value's name when it has one, else "out<k>".
-  const std::vector<std::string>& output_names() const { return output_names_; }
+  const std::vector<std::string>& output_names() const;
 
   // Runs the plan. Errors: a missing or unknown input, a wrong dtype, rank or static dim, a
   // symbol bound to two sizes, a run-time failure of a kernel. Outputs follow graph order.
   Expected<std::vector<Array>> run(const NamedArrays& inputs) const;
+  // The same with inputs in graph input order (graph().inputs()); a wrong count is an error.
+  Expected<std::vector<Array>> run(std::span<const Array> inputs) const;
   // Same, and records each node's wall time in seconds (index: node of graph()).
   Expected<std::vector<Array>> run_profiled(const NamedArrays& inputs, std::vector<double>* node_seconds) const;
+  Expected<std::vector<Array>> run_profiled(std::span<const Array> inputs, std::vector<double>* node_seconds) const;
   // Binds the symbols of the input shapes (exposed for tests and tools).
   Expected<SymbolBindings> bind(const NamedArrays& inputs) const;
-  ArrayPool::Stats pool_stats() const { return pool_->stats(); }
+  // Buffers of every backend's pool this plan allocates from.
+  PoolStats pool_stats() const;
+
+  struct Stats {
+    size_t shape_plans = 0;  // sets of concrete shapes computed (one per new set of input sizes)
+  };
+  Stats stats() const;
+
+  struct Plan;  // the compiled, immutable part (executable.cpp)
 
  private:
   friend class Session;
-  Graph graph_;
-  FusionReport report_;
-  MemoryPlan memory_;
-  std::vector<std::shared_ptr<const CompiledKernel>> kernels_;  // per node
-  std::vector<std::string> output_names_;
-  std::shared_ptr<ArrayPool> pool_ = std::make_shared<ArrayPool>();
+  Expected<std::vector<Array>> execute(std::span<const Array* const> inputs, std::vector<double>* node_seconds) const;
+  Expected<SymbolBindings> bind_inputs(std::span<const Array* const> inputs) const;
+  Expected<std::shared_ptr<const ShapePlan>> shapes_for(std::span<const Array* const> inputs) const;
+
+  // Shared by copies: a cached plan hands out copies that share kernels and shape plans.
+  std::shared_ptr<const Plan> plan_;
+  std::shared_ptr<ShapePlanCache> shapes_;
 };
 
 class Session {
  public:
+  // Up to `max_cached_plans` compiled plans are kept (least recently used dropped first);
+  // 0 turns the cache off.
+  explicit Session(size_t max_cached_plans = 64);
   Expected<Executable> compile(const Graph& graph, const CompileOptions& options = {}) const;
+
+  struct Stats {
+    size_t plan_hits = 0;
+    size_t plan_misses = 0;
+    size_t cached_plans = 0;
+  };
+  Stats stats() const;
+
+  class PlanCache;
+
+ private:
+  std::shared_ptr<PlanCache> cache_;  // shared by copies of the Session; thread-safe
 };
 
 // Runs one node with the reference kernels (the constant evaluator canonicalize uses).
 Expected<std::vector<Array>> evaluate_with_reference(const Node& node, std::span<const Array> inputs);
+
+// Places a fused graph on a backend as Session::compile would (for `fusebox explain`).
+Expected<Placement> place_on_backend(const Graph& g, const std::string& backend, const CpuBackendOptions& cpu = {});
 
 }  // namespace fusebox

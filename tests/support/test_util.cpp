@@ -51,7 +51,7 @@ Array array_of_ints(DType dtype, std::vector<int64_t> shape, std::vector<int64_t
 Expected<std::vector<Array>> try_run_op(Op op, const std::vector<Array>& inputs, Attrs attrs) {
   CompileOptions options;  // the oracle: no fusion, every node on its reference kernel
   options.fuse = false;
-  options.executor = ExecutorKind::Reference;
+  options.backend = "reference";
   return try_run_op_with(op, inputs, std::move(attrs), options);
 }
 

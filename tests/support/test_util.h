@@ -12,6 +12,20 @@
 
 namespace fusebox::testing {
 
+// A backend and its CPU region codegen, as tests pick them (`fusebox run --executor`'s choices).
+struct BackendChoice {
+  const char* backend;
+  cpu::Codegen codegen;
+};
+inline constexpr BackendChoice kReference{"reference", cpu::Codegen::Auto};
+inline constexpr BackendChoice kCpu{"cpu", cpu::Codegen::Auto};
+inline constexpr BackendChoice kCpuInterpreter{"cpu", cpu::Codegen::Interpreter};
+inline constexpr BackendChoice kCpuJit{"cpu", cpu::Codegen::Jit};
+inline void use_backend(CompileOptions& o, BackendChoice c) {
+  o.backend = c.backend;
+  o.cpu.codegen = c.codegen;
+}
+
 // Uniform values in [lo, hi) from a fixed seed (integers: rounded toward zero; bool: p=0.5).
 Array random_array(DType dtype, std::vector<int64_t> shape, uint64_t seed, double lo = -2.0,
                    double hi = 2.0);

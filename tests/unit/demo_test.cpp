@@ -95,7 +95,7 @@ TEST(DemoPrograms, FullSizeFusedRunsMatchTheReference) {
   ASSERT_TRUE(programs);
   CompileOptions reference;
   reference.fuse = false;
-  reference.executor = ExecutorKind::Reference;
+  testing::use_backend(reference, testing::kReference);
   for (const DemoProgram& p : *programs) {
     std::vector<Array> fused = run(p, p.inputs);
     std::vector<Array> expected = run(p, p.inputs, reference);

@@ -148,7 +148,7 @@ class DagGenerator {
 // Runs `count` random DAGs fused on `executor` against the reference; returns the number of
 // region nodes the fused graphs had, and counts in `staged` those whose generated code would run
 // in stages (cpu::jit_stage_starts).
-int run_differential(uint64_t seed, int count, ExecutorKind executor, int* staged = nullptr) {
+int run_differential(uint64_t seed, int count, testing::BackendChoice executor, int* staged = nullptr) {
   DagGenerator gen(seed);
   int regions = 0, compared = 0;
   for (int iter = 0; iter < count; ++iter) {
@@ -157,11 +157,11 @@ int run_differential(uint64_t seed, int count, ExecutorKind executor, int* stage
     Session session;
     CompileOptions ref_opts;
     ref_opts.fuse = false;
-    ref_opts.executor = ExecutorKind::Reference;
+    testing::use_backend(ref_opts, testing::kReference);
     CompileOptions fused_opts;
     fused_opts.fusion = d.options;
     fused_opts.verify_each_pass = true;
-    fused_opts.executor = executor;
+    testing::use_backend(fused_opts, executor);
     Expected<Executable> ref = session.compile(d.graph, ref_opts);
     Expected<Executable> fused = session.compile(d.graph, fused_opts);
     if (!ref || !fused) {
@@ -197,7 +197,7 @@ int run_differential(uint64_t seed, int count, ExecutorKind executor, int* stage
 }
 
 TEST(FusionDifferential, RandomDagsMatchTheReference) {
-  EXPECT_GT(run_differential(20261130, 4000, ExecutorKind::CpuInterpreter), 2000);
+  EXPECT_GT(run_differential(20261130, 4000, testing::kCpuInterpreter), 2000);
 }
 
 // The same with every region through generated code (shapes up to 9x9x9: vector loop and
@@ -206,7 +206,7 @@ TEST(FusionDifferential, RandomDagsOnGeneratedCodeMatchTheReference) {
   if (!cpu::jit_built()) GTEST_SKIP() << "this build has no CPU code generation (llvm-14-dev not found)";
   const uint64_t before = cpu::jit_stats().compiled;
   int staged = 0;
-  EXPECT_GT(run_differential(20261201, 1500, ExecutorKind::CpuJit, &staged), 700);
+  EXPECT_GT(run_differential(20261201, 1500, testing::kCpuJit, &staged), 700);
   EXPECT_GT(staged, 50) << staged;
   EXPECT_GT(cpu::jit_stats().compiled - before, 500u);
 }

@@ -52,11 +52,11 @@ Graph chain5(Shape shape) {
   return *b.build();
 }
 
-std::vector<Array> run(const Graph& g, const NamedArrays& in, bool fuse, ExecutorKind ex) {
+std::vector<Array> run(const Graph& g, const NamedArrays& in, bool fuse, testing::BackendChoice ex) {
   Session s;
   CompileOptions o;
   o.fuse = fuse;
-  o.executor = ex;
+  testing::use_backend(o, ex);
   o.verify_each_pass = true;
   Expected<Executable> exe = s.compile(g, o);
   EXPECT_TRUE(exe) << exe.status().to_string();
@@ -67,9 +67,9 @@ std::vector<Array> run(const Graph& g, const NamedArrays& in, bool fuse, Executo
 }
 
 void expect_fused_matches_reference(const Graph& g, const NamedArrays& in, double rtol = 1e-5, double atol = 1e-6) {
-  std::vector<Array> want = run(g, in, false, ExecutorKind::Reference);
-  std::vector<Array> fused = run(g, in, true, ExecutorKind::Cpu);
-  std::vector<Array> fused_ref = run(g, in, true, ExecutorKind::Reference);
+  std::vector<Array> want = run(g, in, false, testing::kReference);
+  std::vector<Array> fused = run(g, in, true, testing::kCpu);
+  std::vector<Array> fused_ref = run(g, in, true, testing::kReference);
   ASSERT_EQ(want.size(), fused.size());
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_TRUE(arrays_close(fused[i], want[i], rtol, atol)) << "output " << i;
@@ -150,7 +150,7 @@ TEST(MarkElementwiseRegions, BroadcastColumnAgainstMatrixUsesRealStrides) {
   ASSERT_EQ(count_op(f, Op::ElementwiseRegion), 1u);
   Array xa = random_array(DType::F32, {5, 7}, 7), ca = random_array(DType::F32, {5, 1}, 8),
         ra = random_array(DType::F32, {7}, 9);
-  std::vector<Array> fused = run(g, {{"x", xa}, {"c", ca}, {"r", ra}}, true, ExecutorKind::Cpu);
+  std::vector<Array> fused = run(g, {{"x", xa}, {"c", ca}, {"r", ra}}, true, testing::kCpu);
   ASSERT_EQ(fused.size(), 1u);
   for (int i = 0; i < 5; ++i) {
     for (int j = 0; j < 7; ++j) {
@@ -326,7 +326,7 @@ TEST(RegionExecutor, PoolReusesBuffersAcrossRuns) {
                  {"a", random_array(DType::F32, {256}, 19)},
                  {"b", random_array(DType::F32, {256}, 20)}};
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(exe->run(in));
-  ArrayPool::Stats st = exe->pool_stats();
+  PoolStats st = exe->pool_stats();
   EXPECT_EQ(st.allocations, 1u);
   EXPECT_EQ(st.reuses, 2u);
 }
@@ -347,7 +347,7 @@ TEST(SpecDefects, ExactGeluIsNotApproximatedInsideRegions) {
   b.output(y);
   Graph g = *b.build();
   Array xa = testing::array_f32({5}, {-2.5f, -1.0f, 0.3f, 1.7f, 3.1f});
-  std::vector<Array> fused = run(g, {{"x", xa}}, true, ExecutorKind::Cpu);
+  std::vector<Array> fused = run(g, {{"x", xa}}, true, testing::kCpu);
   ASSERT_EQ(fused.size(), 2u);
   for (int i = 0; i < 5; ++i) {
     double v = xa.data<float>()[i];
@@ -373,8 +373,8 @@ TEST(SpecDefects, StepsWithoutVectorLoopsKeepTheirSemantics) {
   Graph g = *b.build();
   NamedArrays in{{"x", testing::random_array(DType::F32, {7, 300}, 21)},
                  {"i", testing::array_of(DType::I32, {7, 1}, {3, -2, 0, 7, 1, -5, 4})}};
-  std::vector<Array> want = run(g, in, false, ExecutorKind::Reference);
-  std::vector<Array> fused = run(g, in, true, ExecutorKind::Cpu);
+  std::vector<Array> want = run(g, in, false, testing::kReference);
+  std::vector<Array> fused = run(g, in, true, testing::kCpu);
   ASSERT_EQ(fused.size(), 1u);
   EXPECT_TRUE(want[0].same_data(fused[0]));  // bit for bit
 }

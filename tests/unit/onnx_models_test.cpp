@@ -98,7 +98,7 @@ void check_model(const std::string& prefix, bool fused) {
   // the reference kernels.
   CompileOptions options;
   options.fuse = fused;
-  options.executor = fused ? ExecutorKind::Cpu : ExecutorKind::Reference;
+  testing::use_backend(options, fused ? testing::kCpu : testing::kReference);
   options.verify_each_pass = true;
   Expected<Executable> exe = Session().compile(*g, options);
   ASSERT_TRUE(exe.has_value()) << exe.status().to_string();

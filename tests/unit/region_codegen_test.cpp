@@ -28,9 +28,9 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
   if (!cpu::jit_built()) GTEST_SKIP() << "this build has no CPU code generation (llvm-14-dev not found)"
 
 // Runs a one-node graph of `op` fused on the CPU with the given executor.
-std::vector<Array> run_cpu(Op op, const std::vector<Array>& inputs, ExecutorKind executor, Attrs attrs = {}) {
+std::vector<Array> run_cpu(Op op, const std::vector<Array>& inputs, testing::BackendChoice executor, Attrs attrs = {}) {
   CompileOptions o;
-  o.executor = executor;
+  testing::use_backend(o, executor);
   Expected<std::vector<Array>> out = testing::try_run_op_with(op, inputs, std::move(attrs), o);
   EXPECT_TRUE(out) << op_info(op).keyword << ": " << out.status().to_string();
   return out ? *out : std::vector<Array>{};
@@ -110,10 +110,10 @@ TEST(RegionCodegen, TranscendentalsAreAccurateOnBothPaths) {
   Array small = sweep(-1.0f, 1.0f, 40000);
   Array positive = sweep(0.0f, 4.0f, 40000);  // log near 0 and 1, erf across its two pieces
   Array wide = sweep(-9000.0f, 9000.0f, 40000);  // sin/cos on both sides of the libm threshold
-  std::vector<ExecutorKind> executors = {ExecutorKind::CpuInterpreter};
-  if (cpu::jit_built()) executors.push_back(ExecutorKind::CpuJit);
-  for (ExecutorKind ex : executors) {
-    const std::string path = ex == ExecutorKind::CpuJit ? "generated " : "interpreted ";
+  std::vector<testing::BackendChoice> executors = {testing::kCpuInterpreter};
+  if (cpu::jit_built()) executors.push_back(testing::kCpuJit);
+  for (testing::BackendChoice ex : executors) {
+    const std::string path = ex.codegen == cpu::Codegen::Jit ? "generated " : "interpreted ";
     for (const Transcendental& t : cases) {
       for (const Array* in : {&x, &small, &positive, &wide}) {
         std::vector<Array> out = run_cpu(t.op, {*in}, ex, t.attrs);
@@ -175,17 +175,17 @@ TEST(RegionCodegen, ExactStepsMatchTheReferenceBitForBit) {
     if (is_float(dt)) ops.push_back(Op::Div);
     for (Op op : ops) {
       Array want = testing::run_op1(op, {a, b});
-      std::vector<Array> got = run_cpu(op, {a, b}, ExecutorKind::CpuJit);
+      std::vector<Array> got = run_cpu(op, {a, b}, testing::kCpuJit);
       ASSERT_EQ(got.size(), 1u);
       EXPECT_TRUE(got[0].same_data(want)) << op_info(op).keyword << " " << dtype_name(dt);
     }
     Array c = testing::random_array(DType::Bool, {n}, 3);
-    EXPECT_TRUE(run_cpu(Op::Where, {c, a, b}, ExecutorKind::CpuJit)[0].same_data(testing::run_op1(Op::Where, {c, a, b})))
+    EXPECT_TRUE(run_cpu(Op::Where, {c, a, b}, testing::kCpuJit)[0].same_data(testing::run_op1(Op::Where, {c, a, b})))
         << "where " << dtype_name(dt);
     for (DType to : {DType::F32, DType::F64, DType::I32, DType::I64, DType::U8, DType::I8, DType::Bool}) {
       Attrs attrs{{"to", to}};
       Array want = testing::run_op1(Op::Cast, {a}, attrs);
-      std::vector<Array> got = run_cpu(Op::Cast, {a}, ExecutorKind::CpuJit, attrs);
+      std::vector<Array> got = run_cpu(Op::Cast, {a}, testing::kCpuJit, attrs);
       ASSERT_EQ(got.size(), 1u);
       EXPECT_TRUE(got[0].same_data(want)) << "cast " << dtype_name(dt) << " -> " << dtype_name(to);
     }
@@ -201,22 +201,22 @@ TEST(RegionCodegen, ExactStepsMatchTheReferenceBitForBit) {
     Array f = specials(dt, 4, n);
     for (const auto& [op, attrs] : unary) {
       Array want = testing::run_op1(op, {f}, attrs);
-      std::vector<Array> got = run_cpu(op, {f}, ExecutorKind::CpuJit, attrs);
+      std::vector<Array> got = run_cpu(op, {f}, testing::kCpuJit, attrs);
       ASSERT_EQ(got.size(), 1u);
       EXPECT_TRUE(got[0].same_data(want)) << op_info(op).keyword << " " << dtype_name(dt);
-      std::vector<Array> interpreted = run_cpu(op, {f}, ExecutorKind::CpuInterpreter, attrs);
+      std::vector<Array> interpreted = run_cpu(op, {f}, testing::kCpuInterpreter, attrs);
       EXPECT_TRUE(interpreted[0].same_data(want)) << "interpreted " << op_info(op).keyword << " " << dtype_name(dt);
     }
   }
   Array p = testing::random_array(DType::Bool, {n}, 6), q = testing::random_array(DType::Bool, {n}, 7);
-  EXPECT_TRUE(run_cpu(Op::Not, {p}, ExecutorKind::CpuJit)[0].same_data(testing::run_op1(Op::Not, {p})));
-  EXPECT_TRUE(run_cpu(Op::And, {p, q}, ExecutorKind::CpuJit)[0].same_data(testing::run_op1(Op::And, {p, q})));
-  EXPECT_TRUE(run_cpu(Op::Or, {p, q}, ExecutorKind::CpuJit)[0].same_data(testing::run_op1(Op::Or, {p, q})));
+  EXPECT_TRUE(run_cpu(Op::Not, {p}, testing::kCpuJit)[0].same_data(testing::run_op1(Op::Not, {p})));
+  EXPECT_TRUE(run_cpu(Op::And, {p, q}, testing::kCpuJit)[0].same_data(testing::run_op1(Op::And, {p, q})));
+  EXPECT_TRUE(run_cpu(Op::Or, {p, q}, testing::kCpuJit)[0].same_data(testing::run_op1(Op::Or, {p, q})));
   for (DType from : {DType::U8, DType::I8}) {
     Array small = testing::random_array(from, {n}, 5, from == DType::U8 ? 0 : -128, from == DType::U8 ? 256 : 128);
     for (DType to : {DType::F32, DType::I32, DType::I64, DType::I8, DType::U8, DType::Bool}) {
       Attrs attrs{{"to", to}};
-      EXPECT_TRUE(run_cpu(Op::Cast, {small}, ExecutorKind::CpuJit, attrs)[0].same_data(
+      EXPECT_TRUE(run_cpu(Op::Cast, {small}, testing::kCpuJit, attrs)[0].same_data(
           testing::run_op1(Op::Cast, {small}, attrs)))
           << "cast " << dtype_name(from) << " -> " << dtype_name(to);
     }
@@ -408,7 +408,7 @@ TEST(RegionCodegen, KernelsAreCachedByStructure) {
   Expected<Graph> g = gb.build();
   ASSERT_TRUE(g) << g.status().to_string();
   CompileOptions o;
-  o.executor = ExecutorKind::CpuJit;
+  testing::use_backend(o, testing::kCpuJit);
   Expected<Executable> first = Session().compile(*g, o), second = Session().compile(*g, o);
   ASSERT_TRUE(first && second);
   const cpu::JitStats before = cpu::jit_stats();
@@ -431,7 +431,7 @@ TEST(RegionCodegen, CompilesAndRunsFromSeveralThreads) {
   std::vector<std::vector<Array>> out(8);
   std::vector<std::thread> threads;
   for (size_t t = 0; t < out.size(); ++t) {
-    threads.emplace_back([&, t] { out[t] = run_cpu(t % 2 ? Op::Tanh : Op::Sigmoid, {x}, ExecutorKind::CpuJit); });
+    threads.emplace_back([&, t] { out[t] = run_cpu(t % 2 ? Op::Tanh : Op::Sigmoid, {x}, testing::kCpuJit); });
   }
   for (std::thread& t : threads) t.join();
   const Array want_sigmoid = testing::run_op1(Op::Sigmoid, {x}), want_tanh = testing::run_op1(Op::Tanh, {x});

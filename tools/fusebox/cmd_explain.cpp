@@ -3,6 +3,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include "cli_util.h"
 #include "dot_writer.h"
 #include "backends/cpu/region_jit.h"
+#include "backends/registry/registry.h"
 #include "fusion/fuse.h"
 #include "fusion/pipeline_plan.h"
 #include "load_program.h"
@@ -91,6 +93,7 @@ int cmd_explain(const Args& args) {
                   {"--func", "NAME", "only this function"},
                   {"--dim", "SYM=N", "size of a symbol for the byte estimate", true},
                   {"--passes", "", "also print the pass list"},
+                  {"--backend", "B", "the backend whose placement is shown (cpu target; default cpu)"},
                   {"--dot", "OUT.dot", "write the fused graph of the first (or --func) function as Graphviz"},
                   {"--svg", "OUT.svg", "with --dot: also render it with Graphviz's `dot -Tsvg`"}});
   if (std::optional<int> done = cl.parse(args)) return *done;
@@ -112,6 +115,13 @@ int cmd_explain(const Args& args) {
     if (!parsed) return cl.usage_error(parsed.status().message());
     options = *parsed;
   }
+  const std::string backend = cl.value("--backend").value_or("cpu");
+  {
+    std::vector<std::string> names = backend_names();
+    if (std::find(names.begin(), names.end(), backend) == names.end()) {
+      return cl.usage_error("unknown backend '" + backend + "' (backends: " + backend_choices() + ")");
+    }
+  }
   SymbolBindings sizes;
   for (const std::string& d : cl.values("--dim")) {
     auto kv = split_assignment(d);
@@ -131,7 +141,12 @@ int cmd_explain(const Args& args) {
     Expected<FuseResult> r = fuser.run_with_report(g);
     if (!r) return cl.error(r.status().with_context("@" + g.name()));
     std::fputs(r->report.to_string().c_str(), stdout);
-    if (target == FusionTarget::Cpu) std::fputs(codegen_line(r->graph).c_str(), stdout);
+    if (target == FusionTarget::Cpu) {
+      std::fputs(codegen_line(r->graph).c_str(), stdout);
+      Expected<Placement> placed = place_on_backend(r->graph, backend);
+      if (!placed) return cl.error(placed.status().with_context("@" + g.name()));
+      std::printf("  placement %s\n", placed->summary().c_str());
+    }
     if (cl.has("--passes")) std::printf("  passes   %s\n", join_pipeline(fuser.passes()).c_str());
     if (!dot_path || drawn) continue;
     drawn = true;

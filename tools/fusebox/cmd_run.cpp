@@ -10,6 +10,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "backends/registry/registry.h"
 #include "load_program.h"
 #include "runtime/npy.h"
 #include "runtime/session.h"
@@ -148,6 +149,54 @@ Status write_outputs(const std::string& dir, const std::vector<std::string>& nam
   return Status::ok();
 }
 
+// --executor: the shorthand of earlier releases (lit tests and docs use it) for a backend and
+// its region codegen.
+struct ExecutorShorthand {
+  const char* name;
+  const char* backend;
+  cpu::Codegen codegen;
+};
+constexpr ExecutorShorthand kExecutors[] = {
+    {"cpu", "cpu", cpu::Codegen::Auto},
+    {"cpu-interpreter", "cpu", cpu::Codegen::Interpreter},
+    {"cpu-jit", "cpu", cpu::Codegen::Jit},
+    {"reference", "reference", cpu::Codegen::Auto},
+};
+
+// --backend, --cpu-codegen and --executor into the options; the int is the exit code when
+// they are unusable.
+std::optional<int> read_backend(const CommandLine& cl, CompileOptions* options) {
+  std::optional<std::string> executor = cl.value("--executor"), backend = cl.value("--backend"),
+                             codegen = cl.value("--cpu-codegen");
+  if (executor && (backend || codegen)) {
+    return cl.usage_error("--executor is a shorthand for --backend and --cpu-codegen: give one or the other");
+  }
+  if (executor) {
+    for (const ExecutorShorthand& e : kExecutors) {
+      if (*executor != e.name) continue;
+      options->backend = e.backend;
+      options->cpu.codegen = e.codegen;
+      return std::nullopt;
+    }
+    std::string choices;
+    for (const ExecutorShorthand& e : kExecutors) choices += (choices.empty() ? "" : ", ") + std::string(e.name);
+    return cl.usage_error("unknown executor '" + *executor + "' (executors: " + choices + ")");
+  }
+  if (backend) {
+    std::vector<std::string> names = backend_names();
+    if (std::find(names.begin(), names.end(), *backend) == names.end()) {
+      return cl.usage_error("unknown backend '" + *backend + "' (backends: " + backend_choices() + ")");
+    }
+    options->backend = *backend;
+  }
+  if (codegen) {
+    std::optional<cpu::Codegen> c = parse_codegen(*codegen);
+    if (!c) return cl.usage_error("unknown --cpu-codegen '" + *codegen + "' (choices: auto, interpreter, jit)");
+    options->cpu.codegen = *c;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 int cmd_run(const Args& args) {
@@ -162,13 +211,16 @@ int cmd_run(const Args& args) {
                      {"--output-dir", "DIR", "write each output to DIR/<name>.npy"},
                      {"--target", "T", "cpu (default); other targets have no executor in this build"},
                      {"--fusion-options", "LIST", "e.g. skip_fusion=1 or unfuse_elementwise_regions=1"},
-                     {"--executor", "E",
-                      "cpu (default: generated code for large regions), cpu-interpreter, cpu-jit (generated\n"
-                      "code at every size) or reference (every op on its reference kernel)"},
+                     {"--backend", "B", "cpu (default) or reference (every op on its reference kernel)"},
+                     {"--cpu-codegen", "C", "fused regions on cpu: auto (default), interpreter or jit"},
+                     {"--executor", "E", "shorthand: cpu, cpu-interpreter, cpu-jit or reference"},
                  });
   if (std::optional<int> exit = cl.parse(args)) return *exit;
   RunRequest req;
   if (std::optional<int> exit = read_request(cl, &req)) return *exit;
+  CompileOptions options;
+  options.merge_env = true;  // FUSEBOX_* overrides apply to the CLI
+  if (std::optional<int> exit = read_backend(cl, &options)) return *exit;
 
   Expected<Module> module = load_program(req.path);
   if (!module) return cl.error(module.status());
@@ -181,8 +233,6 @@ int cmd_run(const Args& args) {
   if (!inputs) return cl.error(inputs.status());
 
   Session session;
-  CompileOptions options;
-  options.merge_env = true;  // FUSEBOX_* overrides apply to the CLI
   if (std::optional<std::string> t = cl.value("--target")) {
     std::optional<FusionTarget> target = parse_target(*t);
     if (!target) return cl.usage_error("unknown target '" + *t + "' (targets: " + target_choices() + ")");
@@ -192,13 +242,6 @@ int cmd_run(const Args& args) {
     Expected<FusionOptions> fo = parse_fusion_options(*text, FusionOptions::for_target(options.target, process_env()));
     if (!fo) return cl.usage_error(fo.status().message());
     options.fusion = *fo;
-  }
-  if (std::optional<std::string> e = cl.value("--executor")) {
-    std::optional<ExecutorKind> executor = parse_executor(*e);
-    if (!executor) {
-      return cl.usage_error("unknown executor '" + *e + "' (executors: " + executor_choices() + ")");
-    }
-    options.executor = *executor;
   }
   Expected<Executable> exe = session.compile(*graph, options);
   if (!exe) return cl.error(exe.status());

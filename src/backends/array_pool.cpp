@@ -1,4 +1,4 @@
-#include "runtime/array_pool.h"
+#include "backends/array_pool.h"
 
 namespace fusebox {
 
@@ -22,7 +22,12 @@ ArrayPool::State::~State() {
 }
 
 Array ArrayPool::allocate(DType dtype, std::vector<int64_t> shape) {
-  size_t bytes = std::max<size_t>(size_t(product(shape)) * size_t(dtype_size(dtype)), 1);
+  size_t bytes = size_t(product(shape)) * size_t(dtype_size(dtype));
+  return Array::adopt(dtype, std::move(shape), allocate_bytes(bytes));
+}
+
+std::shared_ptr<uint8_t[]> ArrayPool::allocate_bytes(size_t bytes) {
+  bytes = std::max<size_t>(bytes, 1);
   uint8_t* p = nullptr;
   size_t capacity = bytes;
   {
@@ -48,7 +53,7 @@ Array ArrayPool::allocate(DType dtype, std::vector<int64_t> shape) {
       free_array_bytes(q);
     }
   });
-  return Array::adopt(dtype, std::move(shape), std::move(buffer));
+  return buffer;
 }
 
 ArrayPool::Stats ArrayPool::stats() const {

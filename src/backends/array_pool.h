@@ -1,5 +1,5 @@
-// ArrayPool: buffers reused across runs. An Array allocated here hands its buffer back to the
-// pool when its last copy dies, so a plan run in a loop touches fresh memory only on the first
+// ArrayPool: host buffers reused across runs. A buffer allocated here goes back to the pool when
+// its last owner dies, so a plan run in a loop touches fresh memory only on the first
 // run (first-touch page faults run at a few GB/s, far below copy bandwidth). Thread-safe; the
 // pool keeps at most `max_cached_bytes` of idle buffers and frees the rest.
 #pragma once
@@ -10,6 +10,7 @@
 #include <mutex>
 #include <vector>
 
+#include "backends/backend.h"
 #include "ir/array.h"
 
 namespace fusebox {
@@ -17,13 +18,11 @@ namespace fusebox {
 class ArrayPool {
  public:
   explicit ArrayPool(size_t max_cached_bytes = size_t(2) << 30);
+  // At least `bytes` (one byte for an empty buffer), aligned to kArrayAlignment.
+  std::shared_ptr<uint8_t[]> allocate_bytes(size_t bytes);
   Array allocate(DType dtype, std::vector<int64_t> shape);
 
-  struct Stats {
-    size_t allocations = 0;  // buffers newly allocated
-    size_t reuses = 0;       // buffers handed out again
-    size_t cached_bytes = 0; // idle bytes held now
-  };
+  using Stats = PoolStats;
   Stats stats() const;
 
  private:

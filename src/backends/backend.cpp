@@ -1,0 +1,38 @@
+#include "backends/backend.h"
+
+#include "ir/check.h"
+
+namespace fusebox {
+
+std::string Device::to_string() const {
+  return std::string(kind == DeviceKind::Cuda ? "cuda" : "cpu") + ":" + std::to_string(index);
+}
+
+BufferView host_view(const Array& a) {
+  // Kernels never write their operands, so a view of a const Array may drop the const.
+  return BufferView{const_cast<void*>(a.raw()), a.dtype(), a.shape(), contiguous_strides(a.shape()), kHostDevice};
+}
+
+Array array_over(const BufferView& v) {
+  FUSEBOX_CHECK(v.device.kind == DeviceKind::Cpu) << "a host Array over memory of " << v.device.to_string();
+  FUSEBOX_CHECK(v.strides == contiguous_strides(v.shape)) << "a host Array over a strided view";
+  return Array::view(v.dtype, v.shape, v.data);
+}
+
+std::vector<Array> arrays_over(std::span<const BufferView> views) {
+  std::vector<Array> arrays;
+  arrays.reserve(views.size());
+  for (const BufferView& v : views) arrays.push_back(array_over(v));
+  return arrays;
+}
+
+Buffer Buffer::wrap(const Array& a) { return Buffer(host_view(a), std::make_shared<Array>(a)); }
+
+Array Buffer::to_array() const {
+  FUSEBOX_CHECK(view_.device.kind == DeviceKind::Cpu) << "an Array of memory on " << view_.device.to_string();
+  // Aliasing constructor: the Array shares ownership of whatever owns this buffer's memory.
+  std::shared_ptr<uint8_t[]> bytes(owner_, static_cast<uint8_t*>(view_.data));
+  return Array::adopt(view_.dtype, view_.shape, std::move(bytes));
+}
+
+}  // namespace fusebox

@@ -1,0 +1,230 @@
+// Executable::run: inputs checked, shapes from the plan for these sizes, then every node's
+// kernel on its backend's stream with copies where a value changes device.
+#include <algorithm>
+#include <chrono>
+
+#include "runtime/executable_plan.h"
+#include "runtime/shape_plan.h"
+
+namespace fusebox {
+
+const Graph& Executable::graph() const { return plan_->graph; }
+const FusionReport& Executable::report() const { return plan_->report; }
+const Placement& Executable::placement() const { return plan_->placement; }
+const std::vector<std::string>& Executable::output_names() const { return plan_->output_names; }
+
+PoolStats Executable::pool_stats() const {
+  PoolStats total;
+  for (const auto& b : plan_->placement.backends) {
+    PoolStats s = b->pool_stats();
+    total.allocations += s.allocations;
+    total.reuses += s.reuses;
+    total.cached_bytes += s.cached_bytes;
+  }
+  return total;
+}
+
+Executable::Stats Executable::stats() const { return Stats{shapes_->computed()}; }
+
+Expected<SymbolBindings> Executable::bind_inputs(std::span<const Array* const> inputs) const {
+  const Graph& g = plan_->graph;
+  const std::string fn = "@" + g.name();
+  SymbolBindings bindings;
+  for (size_t k = 0; k < g.inputs().size(); ++k) {
+    const ValueId v = g.inputs()[k];
+    const std::string& name = g.value(v).name;
+    if (!inputs[k]) return Status::invalid(fn + ": missing input %" + name);
+    const TensorType& want = g.type(v);
+    const Array& a = *inputs[k];
+    if (a.dtype() != want.dtype) {
+      return Status::invalid(fn + ": input %" + name + " must be " + want.to_string() + ", got " +
+                             a.type_string() + " (dtype differs)");
+    }
+    if (a.rank() != want.rank()) {
+      return Status::invalid(fn + ": input %" + name + " must be " + want.to_string() + ", got " +
+                             a.type_string() + " (rank differs)");
+    }
+    for (int d = 0; d < a.rank(); ++d) {
+      const Dim& dim = want.shape[static_cast<size_t>(d)];
+      int64_t actual = a.shape()[static_cast<size_t>(d)];
+      if (dim.is_static() && dim.value() != actual) {
+        return Status::invalid(fn + ": input %" + name + " must be " + want.to_string() + ", got " +
+                               a.type_string() + " (dim " + std::to_string(d) + ")");
+      }
+      if (dim.is_symbol()) {
+        auto [pos, inserted] = bindings.emplace(dim.symbol_name(), actual);
+        if (!inserted && pos->second != actual) {
+          return Status::invalid(fn + ": symbol " + dim.symbol_name() + " is " + std::to_string(pos->second) +
+                                 " from an earlier input but " + std::to_string(actual) + " in %" + name);
+        }
+      }
+    }
+  }
+  return bindings;
+}
+
+namespace {
+
+// Graph inputs in graph order; nullptr where `named` has none.
+std::vector<const Array*> by_position(const Graph& g, const NamedArrays& named) {
+  std::vector<const Array*> inputs;
+  inputs.reserve(g.inputs().size());
+  for (ValueId v : g.inputs()) {
+    auto it = named.find(g.value(v).name);
+    inputs.push_back(it == named.end() ? nullptr : &it->second);
+  }
+  return inputs;
+}
+
+Status unknown_inputs(const Graph& g, const NamedArrays& named) {
+  for (const auto& [name, array] : named) {
+    if (g.find_input(name) < 0) return Status::invalid("@" + g.name() + ": unknown input %" + name);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Expected<SymbolBindings> Executable::bind(const NamedArrays& inputs) const {
+  FUSEBOX_ASSIGN_OR_RETURN(SymbolBindings b, bind_inputs(by_position(plan_->graph, inputs)));
+  FUSEBOX_RETURN_IF_ERROR(unknown_inputs(plan_->graph, inputs));
+  return b;
+}
+
+// The cached plan for these input sizes: a hit checks only the dtypes (equal sizes passed every
+// other check when the plan was made); a miss checks everything and infers every shape.
+Expected<std::shared_ptr<const ShapePlan>> Executable::shapes_for(std::span<const Array* const> inputs) const {
+  const Graph& g = plan_->graph;
+  ShapeKey key;
+  bool complete = true;
+  for (const Array* a : inputs) {
+    if (!a) {
+      complete = false;
+      break;
+    }
+    key.push_back(a->rank());
+    key.insert(key.end(), a->shape().begin(), a->shape().end());
+  }
+  if (complete) {
+    if (std::shared_ptr<const ShapePlan> hit = shapes_->find(key)) {
+      bool dtypes_match = true;
+      for (size_t k = 0; k < inputs.size(); ++k) dtypes_match &= inputs[k]->dtype() == g.type(g.inputs()[k]).dtype;
+      if (dtypes_match) return hit;
+    }
+  }
+  FUSEBOX_ASSIGN_OR_RETURN(SymbolBindings bindings, bind_inputs(inputs));
+  std::vector<std::vector<int64_t>> input_dims;
+  for (const Array* a : inputs) input_dims.push_back(a->shape());
+  FUSEBOX_ASSIGN_OR_RETURN(ShapePlan plan, plan_shapes(g, std::move(bindings), input_dims));
+  auto shared = std::make_shared<const ShapePlan>(std::move(plan));
+  shapes_->insert(std::move(key), shared);
+  return shared;
+}
+
+Expected<std::vector<Array>> Executable::run(const NamedArrays& inputs) const { return run_profiled(inputs, nullptr); }
+
+Expected<std::vector<Array>> Executable::run(std::span<const Array> inputs) const {
+  return run_profiled(inputs, nullptr);
+}
+
+Expected<std::vector<Array>> Executable::run_profiled(const NamedArrays& inputs,
+                                                      std::vector<double>* node_seconds) const {
+  const Graph& g = plan_->graph;
+  std::vector<const Array*> ordered = by_position(g, inputs);
+  // Names are unique, so every input found and no more given means no unknown name.
+  if (inputs.size() != g.inputs().size() || std::count(ordered.begin(), ordered.end(), nullptr)) {
+    FUSEBOX_RETURN_IF_ERROR(bind_inputs(ordered).status());
+    FUSEBOX_RETURN_IF_ERROR(unknown_inputs(g, inputs));
+  }
+  return execute(ordered, node_seconds);
+}
+
+Expected<std::vector<Array>> Executable::run_profiled(std::span<const Array> inputs,
+                                                      std::vector<double>* node_seconds) const {
+  const Graph& g = plan_->graph;
+  if (inputs.size() != g.inputs().size()) {
+    std::string names;
+    for (ValueId v : g.inputs()) names += (names.empty() ? "%" : ", %") + g.value(v).name;
+    return Status::invalid("@" + g.name() + ": expects " + std::to_string(g.inputs().size()) + " inputs (" + names +
+                           "), got " + std::to_string(inputs.size()));
+  }
+  std::vector<const Array*> ordered;
+  for (const Array& a : inputs) ordered.push_back(&a);
+  return execute(ordered, node_seconds);
+}
+
+namespace {
+
+Status run_copy(const Copy& c, const Placement& p, const ShapePlan& shapes, std::vector<Buffer>& residents) {
+  const ValueId v = p.resident_value[size_t(c.to)];
+  const Backend& copier = *p.backends[size_t(c.backend)];
+  const Backend& owner = *p.backends[size_t(p.resident_backend[size_t(c.to)])];
+  FUSEBOX_ASSIGN_OR_RETURN(Buffer dst, owner.allocate(residents[size_t(c.from)].view().dtype, shapes.dims[size_t(v)]));
+  const BufferView& src = residents[size_t(c.from)].view();
+  Status s = c.to_host ? copier.copy_to_host(copier.stream(), src, dst.view())
+                       : copier.copy_from_host(copier.stream(), src, dst.view());
+  FUSEBOX_RETURN_IF_ERROR(s);
+  // Synchronous for now: the host side of the copy may be released right after it.
+  FUSEBOX_RETURN_IF_ERROR(copier.stream().sync());
+  residents[size_t(c.to)] = std::move(dst);
+  return Status::ok();
+}
+
+}  // namespace
+
+Expected<std::vector<Array>> Executable::execute(std::span<const Array* const> inputs,
+                                                 std::vector<double>* node_seconds) const {
+  const Plan& plan = *plan_;
+  const Graph& g = plan.graph;
+  const Placement& place = plan.placement;
+  if (node_seconds) node_seconds->assign(g.nodes().size(), 0.0);
+  FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const ShapePlan> shapes, shapes_for(inputs));
+  std::vector<Buffer> residents(place.resident_value.size());
+  for (size_t k = 0; k < g.inputs().size(); ++k) residents[size_t(g.inputs()[k])] = Buffer::wrap(*inputs[k]);
+  std::vector<std::string> names;  // computed lazily for error messages
+  auto where = [&](const Node& n) {
+    if (names.empty()) names = value_display_names(g);
+    return "@" + g.name() + ": " + describe_node(g, n, names);
+  };
+  std::vector<BufferView> in, out;
+  const auto& nodes = g.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    if (!plan.kernels[i]) {
+      residents[size_t(n.outputs[0])] = plan.constants[size_t(n.outputs[0])];
+      continue;
+    }
+    for (const Copy& c : place.copies_before[i]) {
+      Status s = run_copy(c, place, *shapes, residents);
+      if (!s.is_ok()) return s.with_context(where(n));
+    }
+    const Backend& backend = *place.backends[size_t(place.node_backend[i])];
+    in.clear();
+    out.clear();
+    for (int r : place.operands[i]) in.push_back(residents[size_t(r)].view());
+    for (ValueId v : n.outputs) {
+      Expected<Buffer> b = backend.allocate(g.type(v).dtype, shapes->dims[size_t(v)]);
+      if (!b) return b.status().with_context(where(n));
+      out.push_back(b->view());
+      residents[size_t(v)] = std::move(*b);
+    }
+    auto start = std::chrono::steady_clock::now();
+    Status s = plan.kernels[i]->run(backend.stream(), in, out);
+    if (node_seconds) {
+      (*node_seconds)[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    if (!s.is_ok()) {
+      return Status(s.code() == StatusCode::kInvalidArgument ? StatusCode::kExecutionError : s.code(),
+                    where(n) + ": " + s.message());
+    }
+    for (int dead : plan.memory.release_after[i]) residents[size_t(dead)] = Buffer();
+  }
+  for (const Copy& c : place.final_copies) FUSEBOX_RETURN_IF_ERROR(run_copy(c, place, *shapes, residents));
+  for (const auto& b : place.backends) FUSEBOX_RETURN_IF_ERROR(b->stream().sync());
+  std::vector<Array> results;
+  results.reserve(place.output_resident.size());
+  for (int r : place.output_resident) results.push_back(residents[size_t(r)].to_array());
+  return results;
+}
+
+}  // namespace fusebox

@@ -1,0 +1,28 @@
+// The compiled, immutable part of an Executable: shared by every copy and every thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "runtime/memory_plan.h"
+#include "runtime/placement.h"
+#include "runtime/session.h"
+
+namespace fusebox {
+
+struct Executable::Plan {
+  Graph graph;
+  FusionReport report;
+  Placement placement;
+  MemoryPlan memory;
+  std::vector<std::shared_ptr<const Kernel>> kernels;  // per node; null where `constants` holds it
+  // Per value: a constant read only by kernels (which never write their operands) shares the
+  // graph's array instead of being copied every run. A returned constant runs its kernel, so
+  // the caller owns its copy.
+  std::vector<Buffer> constants;
+  std::vector<std::string> output_names;
+};
+
+}  // namespace fusebox

@@ -1,0 +1,85 @@
+#include "runtime/shape_plan.h"
+
+#include <algorithm>
+
+namespace fusebox {
+
+namespace {
+
+std::string dims_string(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+// Concrete result shapes must agree with what the graph declares (symbols substituted).
+Status check_declared(const TensorType& declared, const std::vector<int64_t>& actual, const SymbolBindings& b) {
+  Shape d = bind_shape(declared.shape, b);
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (d[i].is_static() && d[i].value() != actual[i]) {
+      return Status::execution("result is declared " + declared.to_string() + " but computes to " +
+                               dims_string(actual));
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Expected<ShapePlan> plan_shapes(const Graph& g, SymbolBindings bindings,
+                                const std::vector<std::vector<int64_t>>& input_dims) {
+  ShapePlan plan;
+  plan.dims.resize(g.num_values());
+  for (size_t k = 0; k < g.inputs().size(); ++k) plan.dims[size_t(g.inputs()[k])] = input_dims[k];
+  std::vector<std::string> names;  // computed lazily for error messages
+  auto where = [&](const Node& n) {
+    if (names.empty()) names = value_display_names(g);
+    return "@" + g.name() + ": " + describe_node(g, n, names);
+  };
+  std::vector<TensorType> in_types;
+  for (const Node& n : g.nodes()) {
+    in_types.clear();
+    for (ValueId v : n.inputs) in_types.push_back(TensorType{g.type(v).dtype, make_shape(plan.dims[size_t(v)])});
+    Expected<std::vector<TensorType>> types = infer_result_types(n, in_types, &bindings);
+    if (!types) return Status::execution(where(n) + ": " + types.status().message());
+    for (size_t r = 0; r < types->size(); ++r) {
+      const TensorType& t = (*types)[r];
+      if (!is_static(t.shape)) {
+        return Status::execution(where(n) + ": result shape [" + shape_to_string(t.shape) +
+                                 "] is not known at run time");
+      }
+      std::vector<int64_t> dims = static_dims(t.shape);
+      Status ok = check_declared(g.type(n.outputs[r]), dims, bindings);
+      if (!ok.is_ok()) return ok.with_context(where(n));
+      plan.dims[size_t(n.outputs[r])] = std::move(dims);
+    }
+  }
+  plan.bindings = std::move(bindings);
+  return plan;
+}
+
+std::shared_ptr<const ShapePlan> ShapePlanCache::find(const ShapeKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (entries_[i].first != key) continue;
+    std::rotate(entries_.begin(), entries_.begin() + long(i), entries_.begin() + long(i) + 1);
+    return entries_.front().second;
+  }
+  return nullptr;
+}
+
+void ShapePlanCache::insert(ShapeKey key, std::shared_ptr<const ShapePlan> plan) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++computed_;
+  // Two threads may have computed the same plan; keep one entry.
+  std::erase_if(entries_, [&](const auto& e) { return e.first == key; });
+  entries_.insert(entries_.begin(), {std::move(key), std::move(plan)});
+  if (entries_.size() > capacity_) entries_.pop_back();
+}
+
+size_t ShapePlanCache::computed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return computed_;
+}
+
+}  // namespace fusebox
