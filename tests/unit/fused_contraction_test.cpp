@@ -52,7 +52,7 @@ Expected<std::vector<Array>> run(const Graph& g, const NamedArrays& in, bool fus
   CompileOptions o;
   o.fuse = fused;
   o.verify_each_pass = true;
-  if (!fused) o.executor = ExecutorKind::Reference;
+  if (!fused) o.backend = "reference";
   FUSEBOX_ASSIGN_OR_RETURN(Executable exe, Session().compile(g, o));
   return exe.run(in);
 }
