@@ -8,8 +8,17 @@
 //            reordered in and dst out on every run; residual is reordered into dst, which a
 //            `sum` post-op then adds (binary_add would need the operand in the blocked format too)
 // Weights are `any` in both, reordered once per shape binding when constant, else per run.
-// Measured (LAYOUT FIGURES below), the rule in choose_layout() picks one per convolution;
-// FUSEBOX_ONEDNN_CONV_LAYOUT=plain|blocked in the environment overrides it (for measuring).
+// LAYOUT FIGURES (bench/onednn_bench BM_ConvLayout: ConvKernel with bias and constant weights,
+// reorders included; ms of CPU time, one thread, median of 3; AMD EPYC, AVX2, no AVX-512,
+// oneDNN 2.6.3; the 2-core host was shared, so one thread and CPU time are what measured cleanly):
+//                                        plain   blocked   oneDNN picks (plain / blocked)
+//   3x3 64->64, 1x64x112x112, pad 1      20.1    13.5      gemm:jit / jit:avx2 nChw8c
+//   1x1 256->64, 1x256x56x56              1.39    2.38     gemm:jit / jit:avx2 (+ reorders)
+//   depthwise 3x3, 1x96x56x56, g 96       2.58    0.278    gemm:jit / jit_dw:avx2 nChw8c
+//   first layer 3->32 s2, 1x3x224x224     1.02    0.413    gemm:jit / jit:avx2 (src nchw)
+// So choose_layout(): plain for a dense 1x1 stride-1 conv (a plain GEMM on NCHW, where reorders
+// cost more than they save), blocked for everything else. FUSEBOX_ONEDNN_CONV_LAYOUT=plain|blocked
+// in the environment overrides the rule (for measuring and for the tests of both paths).
 //
 // Pads: oneDNN wants the end pad that makes its size formula give the result's size exactly; the
 // reference takes the top/left pad and the result size only, so the end pad is derived from the
@@ -52,6 +61,7 @@ struct ConvGeom {
   memory::dims src, wei, dst, strides, dilates, pad_l, pad_r;
   Tag wei_tag = Tag::oihw;
   int64_t in_channels = 0, out_channels = 0, groups = 1, kernel = 1;
+  bool transposed = false;
 };
 
 Expected<ConvGeom> plan(const ConvSpec& s, const Array& x, const Array& w, const Array* bias, const Array& out) {
@@ -74,6 +84,7 @@ Expected<ConvGeom> plan(const ConvSpec& s, const Array& x, const Array& w, const
   }
   ConvGeom geo;
   geo.in_channels = c, geo.out_channels = o, geo.groups = g;
+  geo.transposed = s.transposed;
   geo.src = to_dims(x.shape());
   geo.dst = to_dims(out.shape());
   int64_t kh = w.shape()[2], kw = w.shape()[3];
@@ -110,7 +121,9 @@ Layout choose_layout(const ConvGeom& g) {
   const char* env = std::getenv("FUSEBOX_ONEDNN_CONV_LAYOUT");
   if (env && std::string_view(env) == "plain") return Layout::Plain;
   if (env && std::string_view(env) == "blocked") return Layout::Blocked;
-  return Layout::Blocked;
+  bool dense_1x1 = g.kernel == 1 && g.groups == 1 && g.strides[0] == 1 && g.strides[1] == 1 && g.pad_l[0] == 0 &&
+                   g.pad_l[1] == 0 && g.pad_r[0] == 0 && g.pad_r[1] == 0 && !g.transposed;
+  return dense_1x1 ? Layout::Plain : Layout::Blocked;
 }
 
 struct ConvEntry {
