@@ -1,0 +1,72 @@
+// Internals shared by the oneDNN kernels (not part of the interface): the one CPU engine, the
+// mapping of an Epilogue's activation onto eltwise post-ops, error conversion, the per-kernel
+// primitive cache and per-thread scratch buffers for layout reorders.
+#pragma once
+
+#ifdef FUSEBOX_HAVE_DNNL
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/onednn/onednn_kernels.h"
+
+namespace fusebox::cpu::onednn {
+
+// One engine for the process: oneDNN CPU engines are cheap but primitives are tied to theirs.
+const dnnl::engine& cpu_engine();
+
+// Appends the activation's eltwise post-op(s) (HardSigmoid takes two: oneDNN 2.6 has no
+// hardsigmoid). Errors for parameters the activation cannot take.
+Status append_activation(const Epilogue& ep, dnnl::post_ops& ops);
+
+// Status::unimplemented naming the dtype for anything but f32.
+Status check_dtype(DType t, const char* kernel);
+
+Status from_dnnl(const dnnl::error& e, const std::string& what);
+
+dnnl::memory::dims to_dims(std::span<const int64_t> v);
+
+// A plain buffer; oneDNN does not take const pointers, though it never writes inputs.
+inline void* data_ptr(const Array& a) { return const_cast<void*>(a.raw()); }
+
+// Primitives per concrete shape set. get() builds an entry under the lock, so two threads that
+// meet a new shape build it once; the entry is immutable afterwards and runs outside the lock.
+// Bounded: a kernel that sees many shapes (a dynamic dim) starts over rather than grow.
+template <typename Entry>
+class ShapeCache {
+ public:
+  using Key = std::vector<int64_t>;
+  template <typename Make>
+  Expected<std::shared_ptr<const Entry>> get(const Key& key, Make make) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    if (it != map_.end()) return it->second;
+    Expected<std::shared_ptr<const Entry>> made = make();
+    if (!made) return made.status();
+    if (map_.size() >= kMaxEntries) map_.clear();
+    map_.emplace(key, *made);
+    return made;
+  }
+
+ private:
+  static constexpr size_t kMaxEntries = 16;
+  mutable std::mutex mu_;
+  mutable std::map<Key, std::shared_ptr<const Entry>> map_;
+};
+
+// Per-thread scratch memory for reorders (blocked activations, per-run weights); grown on
+// demand and kept, so steady-state runs neither allocate nor fault in fresh pages. `slot` tells
+// apart the buffers one run needs at the same time.
+void* thread_scratch(int slot, size_t bytes);
+inline constexpr int kScratchSlots = 3;
+
+}  // namespace fusebox::cpu::onednn
+
+#endif  // FUSEBOX_HAVE_DNNL

@@ -1,0 +1,89 @@
+// oneDNN kernels for the CPU contractions: matmul (numpy semantics) and conv2d /
+// conv_transpose2d (NCHW), each with a fused epilogue  y = act(contraction + bias + residual)
+// carried by oneDNN post-ops, so the result is written once.
+//
+// A kernel is created once per node (its attributes) and is const afterwards: primitives are
+// built on the first run of each concrete shape set and cached inside it, and several threads
+// may run one kernel at once. Activations come and go in plain row-major (NCHW) layout.
+//
+// The library is optional: a build without oneDNN (libdnnl-dev) compiles this interface, and
+// create() answers Status::unimplemented; callers then use the reference kernels. So does any
+// dtype but f32.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "fusebox/status.h"
+#include "ir/array.h"
+
+namespace fusebox::cpu::onednn {
+
+// True when this build links oneDNN.
+bool available();
+
+enum class Act : uint8_t { None, Relu, LeakyRelu, Clip, Sigmoid, Tanh, HardSigmoid, HardSwish, Silu, Gelu, GeluTanh };
+
+struct Epilogue {
+  bool bias = false;      // an operand added along the output channels: matmul: [N] / rank<=1 / [1,..,1,N]; conv: [C_out]
+  bool residual = false;  // an operand of the output's full shape, added after the bias
+  Act act = Act::None;    // applied last:  y = act(contraction + bias + residual)
+  double alpha = 0, beta = 0;  // LeakyRelu: alpha = slope. Clip: alpha = min, beta = max (-inf/+inf when a
+                               // bound is absent; NaN reads as absent). HardSigmoid: max(0, min(1, alpha*x + beta)).
+};
+
+struct MatmulSpec {
+  DType dtype = DType::F32;
+  Epilogue ep;
+};
+
+class MatmulKernel {
+ public:
+  static Expected<std::unique_ptr<MatmulKernel>> create(const MatmulSpec& spec);
+  ~MatmulKernel();
+  MatmulKernel(const MatmulKernel&) = delete;
+  MatmulKernel& operator=(const MatmulKernel&) = delete;
+
+  // numpy matmul exactly as fusebox's `matmul` op: a [...,M,K] or [K], b [...,K,N] or [K], batch
+  // dims broadcast; out is preallocated with the result shape (contents undefined).
+  // bias/residual are null unless the spec says so.
+  Status run(const Array& a, const Array& b, const Array* bias, const Array* residual, Array& out) const;
+
+
+ private:
+  struct Impl;
+  explicit MatmulKernel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+struct ConvSpec {
+  DType dtype = DType::F32;
+  bool transposed = false;  // conv_transpose2d
+  int64_t stride[2] = {1, 1}, pad[4] = {0, 0, 0, 0} /* top, left, bottom, right */, dilation[2] = {1, 1};
+  int64_t groups = 1, output_padding[2] = {0, 0};
+  Epilogue ep;
+};
+
+class ConvKernel {
+ public:
+  // constant_weights: non-null when the weights are a compile-time constant: they are reordered
+  // into the primitive's preferred format once per shape binding and reused (never per run); run()
+  // then reads them from here, not from its `w` (which must have their shape).
+  static Expected<std::unique_ptr<ConvKernel>> create(const ConvSpec& spec, const Array* constant_weights = nullptr);
+  ~ConvKernel();
+  ConvKernel(const ConvKernel&) = delete;
+  ConvKernel& operator=(const ConvKernel&) = delete;
+
+  // NCHW x, weights [O, C/g, kh, kw] (conv) or [C, O/g, kh, kw] (transposed), the semantics of
+  // reference/conv.cpp including asymmetric pads and output_padding (the output size comes from
+  // `out`); out is preallocated (NCHW).
+  Status run(const Array& x, const Array& w, const Array* bias, const Array* residual, Array& out) const;
+
+
+ private:
+  struct Impl;
+  explicit ConvKernel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fusebox::cpu::onednn
