@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "backends/cpu/contraction_kernel.h"
 #include "backends/cpu/reference_backend.h"
 #include "backends/host_backend.h"
 
@@ -53,6 +54,10 @@ class CpuBackend final : public HostBackend {
     if (region || (n.outputs.size() == 1 && RegionProgram::supports(n, in, g.type(n.outputs[0])))) {
       FUSEBOX_ASSIGN_OR_RETURN(auto program, RegionProgram::compile(n, in, options_.codegen));
       return std::shared_ptr<const Kernel>(std::make_shared<RegionKernel>(std::move(program), region));
+    }
+    if (options_.onednn) {
+      FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const Kernel> k, make_onednn_kernel(g, n));
+      if (k) return k;
     }
     return make_reference_kernel(n);
   }
