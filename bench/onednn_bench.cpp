@@ -16,6 +16,18 @@
 //   BM_ConvLayout/<case>/<plain|blocked>   ConvKernel (bias, constant weights) with its layout
 //                      forced: the figures behind the layout rule in onednn/conv.cpp.
 #include <benchmark/benchmark.h>
+
+#ifndef FUSEBOX_HAVE_DNNL
+
+#include <cstdio>
+
+int main() {
+  std::printf("onednn_bench: skipped, fusebox was built without oneDNN (libdnnl-dev)\n");
+  return 0;
+}
+
+#else
+
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -263,3 +275,5 @@ int main(int argc, char** argv) {
   benchmark::Shutdown();
   return 0;
 }
+
+#endif  // FUSEBOX_HAVE_DNNL

@@ -1,4 +1,4 @@
-// Tests of the oneDNN matmul and conv kernels (src/backends/cpu/onednn) against the unfused
+// Tests of the oneDNN matmul, conv and pool kernels (src/backends/cpu/onednn) against the unfused
 // reference computation: the reference contraction, then the reference add of the bias, the
 // reference add of the residual and the reference activation op, each run on its own kernel.
 // Inputs are uniform in [-1, 1) from fixed seeds; results are poisoned (0xFF: NaN) before every
@@ -419,6 +419,58 @@ TEST(OnednnConv, Refusals) {
   EXPECT_EQ(conv->run(x, w, nullptr, nullptr, out).code(), StatusCode::kInvalidArgument);  // 6/2 != 2
 }
 
+// ---- pool ----------------------------------------------------------------------------------
+
+::testing::AssertionResult check_pool(const cpu::onednn::PoolSpec& spec, bool ceil_mode, I64s xs, uint64_t seed) {
+  Array x = rand(xs, seed);
+  Attrs attrs{{"kernel", I64s{spec.kernel[0], spec.kernel[1]}},
+              {"stride", I64s{spec.stride[0], spec.stride[1]}},
+              {"pad", I64s{spec.pad[0], spec.pad[1], spec.pad[2], spec.pad[3]}},
+              {"ceil_mode", ceil_mode}};
+  if (spec.max) attrs.set("dilation", I64s{spec.dilation[0], spec.dilation[1]});
+  else attrs.set("count_include_pad", spec.count_include_pad);
+  Array want = ref(spec.max ? Op::MaxPool2d : Op::AvgPool2d, {x}, attrs);
+  auto k = cpu::onednn::PoolKernel::create(spec);
+  if (!k) return ::testing::AssertionFailure() << k.status().to_string();
+  Array out(DType::F32, want.shape());
+  out.fill_bytes(0xFF);
+  Status s = (*k)->run(x, out);
+  if (!s.is_ok()) return ::testing::AssertionFailure() << s.to_string();
+  return close(out, want);
+}
+
+cpu::onednn::PoolSpec pool_spec(bool max, int64_t k, int64_t stride, I64s pad, int64_t dilation = 1, bool include = false) {
+  cpu::onednn::PoolSpec s;
+  s.max = max;
+  s.kernel[0] = s.kernel[1] = k;
+  s.stride[0] = s.stride[1] = stride;
+  for (int i = 0; i < 4; ++i) s.pad[i] = pad[static_cast<size_t>(i)];
+  s.dilation[0] = s.dilation[1] = dilation;
+  s.count_include_pad = include;
+  return s;
+}
+
+TEST(OnednnPool, MaxPool) {
+  SKIP_WITHOUT_ONEDNN();
+  EXPECT_TRUE(check_pool(pool_spec(true, 3, 2, {1, 1, 1, 1}), false, {2, 8, 14, 15}, 400)) << "3x3 s2 pad 1";
+  EXPECT_TRUE(check_pool(pool_spec(true, 2, 2, {0, 0, 0, 0}), true, {1, 4, 7, 9}, 401)) << "ceil_mode";
+  EXPECT_TRUE(check_pool(pool_spec(true, 3, 1, {0, 1, 1, 0}), false, {1, 4, 8, 8}, 402)) << "asymmetric pads";
+  EXPECT_TRUE(check_pool(pool_spec(true, 3, 1, {2, 2, 2, 2}, 2), false, {1, 4, 9, 9}, 403)) << "dilation 2";
+}
+
+TEST(OnednnPool, AvgPool) {
+  SKIP_WITHOUT_ONEDNN();
+  EXPECT_TRUE(check_pool(pool_spec(false, 3, 2, {1, 1, 1, 1}), false, {2, 8, 14, 15}, 410)) << "exclude pad";
+  EXPECT_TRUE(check_pool(pool_spec(false, 3, 2, {1, 1, 1, 1}), true, {1, 4, 14, 14}, 411)) << "exclude pad, ceil";
+  EXPECT_TRUE(check_pool(pool_spec(false, 3, 2, {1, 1, 1, 1}, 1, true), false, {1, 4, 15, 15}, 412)) << "include pad";
+  EXPECT_TRUE(check_pool(pool_spec(false, 2, 2, {0, 1, 1, 0}, 1, true), false, {1, 4, 8, 9}, 413)) << "include, asym";
+  // A ceil_mode window past the end pad divides differently in oneDNN: left to the reference.
+  auto k = cpu::onednn::PoolKernel::create(pool_spec(false, 2, 2, {0, 0, 0, 0}, 1, true));
+  ASSERT_TRUE(k);
+  Array x = rand({1, 2, 5, 5}, 1), out(DType::F32, {1, 2, 3, 3});
+  EXPECT_EQ((*k)->run(x, out).code(), StatusCode::kUnimplemented);
+}
+
 TEST(OnednnKernels, UnavailableBuildSaysWhy) {
   if (cpu::onednn::available()) GTEST_SKIP() << "this build links oneDNN";
   auto k = MatmulKernel::create(MatmulSpec{});
@@ -426,6 +478,7 @@ TEST(OnednnKernels, UnavailableBuildSaysWhy) {
   EXPECT_EQ(k.status().code(), StatusCode::kUnimplemented);
   EXPECT_NE(k.status().message().find("libdnnl-dev"), std::string::npos);
   EXPECT_FALSE(ConvKernel::create(ConvSpec{}));
+  EXPECT_FALSE(cpu::onednn::PoolKernel::create(cpu::onednn::PoolSpec{}));
 }
 
 }  // namespace

@@ -86,4 +86,32 @@ class ConvKernel {
   std::unique_ptr<Impl> impl_;
 };
 
+// max_pool2d / avg_pool2d (reference/pool.cpp semantics) through oneDNN pooling. ceil_mode is in
+// the result's size (`out`), as for the reference kernel. An avg pool with count_include_pad
+// whose last window overhangs the end pad (ceil_mode) divides differently in oneDNN (by the
+// whole window): run() answers Status::unimplemented there and the caller uses the reference.
+struct PoolSpec {
+  DType dtype = DType::F32;
+  bool max = true;  // else average
+  int64_t kernel[2] = {1, 1}, stride[2] = {1, 1}, pad[4] = {0, 0, 0, 0} /* top, left, bottom, right */;
+  int64_t dilation[2] = {1, 1};  // max pool only
+  bool count_include_pad = false;  // avg pool only
+};
+
+class PoolKernel {
+ public:
+  static Expected<std::unique_ptr<PoolKernel>> create(const PoolSpec& spec);
+  ~PoolKernel();
+  PoolKernel(const PoolKernel&) = delete;
+  PoolKernel& operator=(const PoolKernel&) = delete;
+
+  // NCHW x; out preallocated (NCHW) with the pooled size.
+  Status run(const Array& x, Array& out) const;
+
+ private:
+  struct Impl;
+  explicit PoolKernel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
 }  // namespace fusebox::cpu::onednn

@@ -1,0 +1,116 @@
+// PoolKernel: max_pool2d and avg_pool2d through oneDNN's pooling_v2 primitive on plain NCHW.
+//
+// As for conv, oneDNN wants the end pad consistent with the result size; it is derived from
+// `out` (ceil_mode lives there). Padding is never the max and, without count_include_pad, never
+// counted, in both. With count_include_pad oneDNN divides by the whole window, the reference by
+// the part inside the padded extent; they agree unless a window overhangs the end pad, which
+// run() leaves to the reference kernel.
+#include <unordered_map>
+
+#include "backends/cpu/onednn/common.h"
+#include "backends/cpu/onednn/onednn_kernels.h"
+
+namespace fusebox::cpu::onednn {
+
+#ifndef FUSEBOX_HAVE_DNNL
+
+struct PoolKernel::Impl {};
+PoolKernel::PoolKernel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+PoolKernel::~PoolKernel() = default;
+Expected<std::unique_ptr<PoolKernel>> PoolKernel::create(const PoolSpec&) {
+  return Status::unimplemented("onednn pool: fusebox was built without oneDNN (libdnnl-dev)");
+}
+Status PoolKernel::run(const Array&, Array&) const {
+  return Status::unimplemented("onednn pool: fusebox was built without oneDNN (libdnnl-dev)");
+}
+
+#else
+
+namespace {
+
+using dnnl::memory;
+
+struct PoolEntry {
+  memory::desc src, dst;
+  dnnl::pooling_v2_forward prim;
+};
+
+}  // namespace
+
+struct PoolKernel::Impl {
+  PoolSpec spec;
+  ShapeCache<PoolEntry> cache;
+};
+
+PoolKernel::PoolKernel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+PoolKernel::~PoolKernel() = default;
+
+Expected<std::unique_ptr<PoolKernel>> PoolKernel::create(const PoolSpec& spec) {
+  FUSEBOX_RETURN_IF_ERROR(check_dtype(spec.dtype, spec.max ? "max_pool2d" : "avg_pool2d"));
+  for (int i = 0; i < 2; ++i) {
+    if (spec.kernel[i] < 1 || spec.stride[i] < 1 || spec.dilation[i] < 1) {
+      return Status::invalid("onednn pool: kernel, stride and dilation must be >= 1");
+    }
+  }
+  if (!spec.max && (spec.dilation[0] != 1 || spec.dilation[1] != 1)) {
+    return Status::invalid("onednn avg_pool2d: no dilation");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->spec = spec;
+  return std::unique_ptr<PoolKernel>(new PoolKernel(std::move(impl)));
+}
+
+Status PoolKernel::run(const Array& x, Array& out) const {
+  const PoolSpec& s = impl_->spec;
+  const char* op = s.max ? "onednn max_pool2d" : "onednn avg_pool2d";
+  if (x.dtype() != s.dtype || out.dtype() != s.dtype) {
+    return Status::invalid(std::string(op) + ": operands are not of the kernel's dtype");
+  }
+  if (x.rank() != 4 || out.rank() != 4 || x.shape()[0] != out.shape()[0] || x.shape()[1] != out.shape()[1]) {
+    return Status::invalid(std::string(op) + ": " + x.type_string() + " -> " + out.type_string() + " is not NCHW pooling");
+  }
+  if (out.numel() == 0) return Status::ok();
+  memory::dims pad_l, pad_r;
+  for (int i = 0; i < 2; ++i) {
+    int64_t in = x.shape()[2 + i], res = out.shape()[2 + i];
+    int64_t ext = (s.kernel[i] - 1) * s.dilation[i] + 1;
+    int64_t pr_min = (res - 1) * s.stride[i] + ext - in - s.pad[i];
+    if (!s.max && s.count_include_pad && pr_min > s.pad[2 + i]) {
+      return Status::unimplemented(std::string(op) + ": count_include_pad with a window past the end pad");
+    }
+    pad_l.push_back(s.pad[i]);
+    pad_r.push_back(std::clamp(s.pad[2 + i], pr_min, pr_min + s.stride[i] - 1));
+  }
+  std::vector<int64_t> key = x.shape();
+  key.insert(key.end(), out.shape().begin(), out.shape().end());
+  try {
+    auto build = [&]() -> Expected<std::shared_ptr<const PoolEntry>> {
+      auto e = std::make_shared<PoolEntry>();
+      e->src = memory::desc(to_dims(x.shape()), memory::data_type::f32, memory::format_tag::nchw);
+      e->dst = memory::desc(to_dims(out.shape()), memory::data_type::f32, memory::format_tag::nchw);
+      dnnl::algorithm alg = s.max                  ? dnnl::algorithm::pooling_max
+                            : s.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                                                  : dnnl::algorithm::pooling_avg_exclude_padding;
+      dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, e->src, e->dst,
+                                       {s.stride[0], s.stride[1]}, {s.kernel[0], s.kernel[1]},
+                                       {s.dilation[0] - 1, s.dilation[1] - 1}, pad_l, pad_r);
+      e->prim = dnnl::pooling_v2_forward(dnnl::pooling_v2_forward::primitive_desc(d, cpu_engine()));
+      return std::shared_ptr<const PoolEntry>(std::move(e));
+    };
+    FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const PoolEntry> e, impl_->cache.get(key, build));
+    const dnnl::engine& eng = cpu_engine();
+    dnnl::stream stream(eng);
+    e->prim.execute(stream, {{DNNL_ARG_SRC, memory(e->src, eng, data_ptr(x))},
+                             {DNNL_ARG_DST, memory(e->dst, eng, out.raw())}});
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    return from_dnnl(e, std::string(op) + " " + x.type_string());
+  } catch (const std::exception& e) {
+    return Status::internal(std::string(op) + ": " + e.what());
+  }
+  return Status::ok();
+}
+
+#endif  // FUSEBOX_HAVE_DNNL
+
+}  // namespace fusebox::cpu::onednn
