@@ -169,7 +169,12 @@ inline std::string import_error(const OnnxModel& m) {
 inline std::vector<Array> import_and_run(const OnnxModel& m, const NamedArrays& inputs) {
   Graph g = import_model(m);
   if (g.outputs().empty()) return {};
-  Expected<Executable> exe = Session().compile(g);
+  // The import as written, op by op on the reference kernels: the tests compare it bit for bit
+  // with the ops they expect.
+  CompileOptions options;
+  options.fuse = false;
+  options.backend = "reference";
+  Expected<Executable> exe = Session().compile(g, options);
   EXPECT_TRUE(exe.has_value()) << exe.status().to_string();
   if (!exe) return {};
   Expected<std::vector<Array>> out = exe->run(inputs);

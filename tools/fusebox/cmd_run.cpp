@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <chrono>
 #include <map>
 
 #include "cli_util.h"
@@ -149,6 +150,39 @@ Status write_outputs(const std::string& dir, const std::vector<std::string>& nam
   return Status::ok();
 }
 
+// --profile: the median over `runs` runs of each node's time, summed per op kind, largest first.
+Status print_profile(const Executable& exe, const NamedArrays& inputs, int runs) {
+  const auto& nodes = exe.graph().nodes();
+  std::vector<std::vector<double>> per_node(nodes.size());
+  std::vector<double> totals;
+  for (int r = 0; r < runs; ++r) {
+    std::vector<double> seconds;
+    auto start = std::chrono::steady_clock::now();
+    FUSEBOX_RETURN_IF_ERROR(exe.run_profiled(inputs, &seconds).status());
+    totals.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    for (size_t i = 0; i < nodes.size(); ++i) per_node[i].push_back(seconds[i]);
+  }
+  auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + long(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  std::map<std::string, std::pair<double, int>> by_kind;  // keyword -> (ms, nodes)
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    auto& [ms, count] = by_kind[std::string(nodes[i].info().keyword)];
+    ms += median(per_node[i]) * 1e3;
+    ++count;
+  }
+  std::vector<std::pair<std::string, std::pair<double, int>>> rows(by_kind.begin(), by_kind.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  const double total_ms = median(totals) * 1e3;
+  std::fprintf(stderr, "profile @%s: %.3f ms per run (median of %d)\n", exe.graph().name().c_str(), total_ms, runs);
+  for (const auto& [kind, v] : rows) {
+    std::fprintf(stderr, "  %-26s %4d  %10.3f ms  %5.1f%%\n", kind.c_str(), v.second, v.first,
+                 total_ms > 0 ? 100.0 * v.first / total_ms : 0.0);
+  }
+  return Status::ok();
+}
+
 // --executor: the shorthand of earlier releases (lit tests and docs use it) for a backend and
 // its region codegen.
 struct ExecutorShorthand {
@@ -214,6 +248,7 @@ int cmd_run(const Args& args) {
                      {"--backend", "B", "cpu (default) or reference (every op on its reference kernel)"},
                      {"--cpu-codegen", "C", "fused regions on cpu: auto (default), interpreter or jit"},
                      {"--executor", "E", "shorthand: cpu, cpu-interpreter, cpu-jit or reference"},
+                     {"--profile", "RUNS", "run RUNS more times and print the time per op kind to stderr"},
                  });
   if (std::optional<int> exit = cl.parse(args)) return *exit;
   RunRequest req;
@@ -247,6 +282,12 @@ int cmd_run(const Args& args) {
   if (!exe) return cl.error(exe.status());
   Expected<std::vector<Array>> outs = exe->run(*inputs);
   if (!outs) return cl.error(outs.status());
+  if (std::optional<std::string> runs = cl.value("--profile")) {
+    std::optional<int64_t> n = parse_int(*runs);
+    if (!n || *n < 1 || *n > 100000) return cl.usage_error("--profile expects a run count from 1 to 100000, got '" + *runs + "'");
+    Status s = print_profile(*exe, *inputs, int(*n));
+    if (!s.is_ok()) return cl.error(s);
+  }
 
   const std::vector<std::string>& names = exe->output_names();
   for (size_t i = 0; i < outs->size(); ++i) {

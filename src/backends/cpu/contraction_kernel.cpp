@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "backends/cpu/onednn/onednn_kernels.h"
+#include "backends/cpu/reference/reference.h"
 #include "backends/host_backend.h"
 #include "ir/epilogue.h"
 #include "ir/fused_ops.h"
@@ -58,29 +59,54 @@ const Array* constant_of(const Graph& g, ValueId v) {
   return nullptr;
 }
 
+// oneDNN refuses a few degenerate shapes at run time (K = 0, an empty input, an average pool
+// whose last window overhangs the end pad): those runs go to the reference kernel.
+Status or_reference(Status s, const Node& node, std::span<const Array> in, std::span<Array> out) {
+  if (s.code() != StatusCode::kUnimplemented) return s;
+  return run_reference(node, in, out);
+}
+
 template <typename Impl>
 class ContractionKernel final : public Kernel {
  public:
-  ContractionKernel(std::unique_ptr<Impl> impl, OperandRoles roles) : impl_(std::move(impl)), roles_(roles) {}
+  ContractionKernel(std::unique_ptr<Impl> impl, OperandRoles roles, Node node)
+      : impl_(std::move(impl)), roles_(roles), node_(std::move(node)) {}
   Status run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const override {
     std::vector<Array> ins = arrays_over(in), outs = arrays_over(out);
     auto opt = [&](int i) { return i < 0 ? nullptr : &ins[size_t(i)]; };
-    return impl_->run(ins[size_t(roles_.input)], ins[size_t(roles_.weight)], opt(roles_.bias), opt(roles_.residual), outs[0]);
+    return or_reference(impl_->run(ins[size_t(roles_.input)], ins[size_t(roles_.weight)], opt(roles_.bias),
+                                   opt(roles_.residual), outs[0]),
+                        node_, ins, outs);
   }
   std::string_view kind() const override { return "onednn"; }
 
  private:
   std::unique_ptr<Impl> impl_;
   OperandRoles roles_;
+  Node node_;  // a copy: kernels outlive the graph they were compiled from
+};
+
+class PoolingKernel final : public Kernel {
+ public:
+  explicit PoolingKernel(std::unique_ptr<onednn::PoolKernel> impl, Node node) : impl_(std::move(impl)), node_(std::move(node)) {}
+  Status run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const override {
+    std::vector<Array> ins = arrays_over(in), outs = arrays_over(out);
+    return or_reference(impl_->run(ins[0], outs[0]), node_, ins, outs);
+  }
+  std::string_view kind() const override { return "onednn"; }
+
+ private:
+  std::unique_ptr<onednn::PoolKernel> impl_;
+  Node node_;
 };
 
 template <typename Impl>
-Expected<std::shared_ptr<const Kernel>> wrap(Expected<std::unique_ptr<Impl>> made, OperandRoles roles) {
+Expected<std::shared_ptr<const Kernel>> wrap(Expected<std::unique_ptr<Impl>> made, OperandRoles roles, const Node& n) {
   if (!made) {
     if (made.status().code() == StatusCode::kUnimplemented) return std::shared_ptr<const Kernel>();
     return made.status();
   }
-  return std::shared_ptr<const Kernel>(std::make_shared<ContractionKernel<Impl>>(std::move(*made), roles));
+  return std::shared_ptr<const Kernel>(std::make_shared<ContractionKernel<Impl>>(std::move(*made), roles, n));
 }
 
 void read_window(const Node& n, int64_t stride[2], int64_t pad[4], int64_t dilation[2]) {
@@ -105,7 +131,7 @@ Expected<std::shared_ptr<const Kernel>> make_onednn_kernel(const Graph& g, const
     case Op::FusedMatmulBiasAct:
     case Op::FusedMatmulResidual: {
       onednn::MatmulSpec spec{dt, epilogue(n, roles.bias >= 0, roles.residual >= 0)};
-      return wrap(onednn::MatmulKernel::create(spec), roles);
+      return wrap(onednn::MatmulKernel::create(spec), roles, n);
     }
     case Op::Conv2d:
     case Op::ConvTranspose2d:
@@ -121,7 +147,24 @@ Expected<std::shared_ptr<const Kernel>> make_onednn_kernel(const Graph& g, const
         spec.output_padding[1] = op[1];
       }
       spec.ep = epilogue(n, roles.bias >= 0, roles.residual >= 0);
-      return wrap(onednn::ConvKernel::create(spec, constant_of(g, n.inputs[1])), roles);
+      return wrap(onednn::ConvKernel::create(spec, constant_of(g, n.inputs[1])), roles, n);
+    }
+    case Op::MaxPool2d:
+    case Op::AvgPool2d: {
+      onednn::PoolSpec spec;
+      spec.dtype = dt;
+      spec.max = n.op == Op::MaxPool2d;
+      const auto& k = n.attr_i64s("kernel");
+      spec.kernel[0] = k[0];
+      spec.kernel[1] = k[1];
+      read_window(n, spec.stride, spec.pad, spec.max ? spec.dilation : nullptr);
+      if (!spec.max) spec.count_include_pad = n.attr_bool("count_include_pad");
+      Expected<std::unique_ptr<onednn::PoolKernel>> made = onednn::PoolKernel::create(spec);
+      if (!made) {
+        if (made.status().code() == StatusCode::kUnimplemented) return std::shared_ptr<const Kernel>();
+        return made.status();
+      }
+      return std::shared_ptr<const Kernel>(std::make_shared<PoolingKernel>(std::move(*made), n));
     }
     default: return std::shared_ptr<const Kernel>();
   }

@@ -1,5 +1,5 @@
-// The CPU backend's kernels for contractions: matmul, conv2d, conv_transpose2d and the
-// fused contractions (fused_matmul_bias_act, fused_matmul_residual, fused_conv_bias_act) on
+// The CPU backend's kernels for contractions: matmul, conv2d, conv_transpose2d, max/avg pool
+// and the fused contractions (fused_matmul_bias_act, fused_matmul_residual, fused_conv_bias_act) on
 // oneDNN (src/backends/cpu/onednn/), their epilogues as post-ops.
 #pragma once
 
