@@ -20,6 +20,7 @@
 #include "fusion/pipeline_plan.h"
 #include "runtime/session.h"
 #include "ir/parser.h"
+#include "load_program.h"
 #include "ir/printer.h"
 
 namespace fusebox::cli {
@@ -197,6 +198,21 @@ int cmd_opt(const Args& args) {
   Module none;
   if (Status s = run_passes(none, o, nullptr); !s.is_ok()) return cl.error(s);
 
+  // An ONNX model is imported first (one function); --split-input-file is for text only.
+  if (o.input.size() > 5 && o.input.compare(o.input.size() - 5, 5, ".onnx") == 0) {
+    Expected<Module> module = load_program(o.input);
+    if (!module) return cl.error(module.status());
+    std::string printed;
+    if (Status s = run_passes(*module, o, &printed); !s.is_ok()) return cl.error(s);
+    std::string out = printed + print_module(*module);
+    if (o.output.empty()) {
+      std::fwrite(out.data(), 1, out.size(), stdout);
+    } else {
+      std::ofstream file(o.output, std::ios::binary);
+      if (!(file << out)) return cl.error("cannot write '" + o.output + "'");
+    }
+    return kExitOk;
+  }
   std::string text;
   if (!read_input(o.input, &text)) {
     return cl.error("cannot read '" + o.input + "': " + (errno ? std::strerror(errno) : "not a readable file"));
