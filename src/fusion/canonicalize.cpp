@@ -3,11 +3,13 @@
 // the result is small), values whose declared type is less specific than inference gives (`?`
 // dims refined), dead nodes. Produces: constant nodes, refined types. Requires: a verified graph.
 // Preserves: inputs, output positions and every returned value's type except `?` refinement.
-// With recognition on (not under skip_fusion): batch norm after a conv folds into the conv's
-// weights and bias (fold_batch_norm.h). Recognition of decomposed forms (layer norm, gelu, ...)
-// is a later addition.
+// With recognition on (not under skip_fusion): hardswish written out in primitives becomes the op
+// (recognize_activations.h), and batch norm after a conv folds into the conv's weights and bias
+// (fold_batch_norm.h). Recognition of the other decomposed forms (layer norm, gelu, ...) is a
+// later addition.
 #include "fusion/fold_batch_norm.h"
 #include "fusion/pass.h"
+#include "fusion/recognize_activations.h"
 #include "ir/dead_code.h"
 #include "ir/shape_inference.h"
 #include "ir/use_info.h"
@@ -74,6 +76,7 @@ Status refine_types(Graph& g, PassContext& ctx) {
 Status run_canonicalize(Graph& g, PassContext& ctx) {
   FUSEBOX_RETURN_IF_ERROR(fold_constants(g, ctx));
   if (ctx.recognize_patterns) {
+    ctx.count("canonicalize", "activations-recognised", recognize_activations(g));
     FUSEBOX_ASSIGN_OR_RETURN(int64_t folded, fold_batch_norms(g, ctx));
     ctx.count("canonicalize", "batch-norms-folded", folded);
   }

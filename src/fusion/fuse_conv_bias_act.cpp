@@ -3,7 +3,8 @@
 // registers, so the conv result is written once instead of read and written again per op.
 //
 // Matches `conv2d x, w[, b0]`, then in this order, each optional:
-//   add _, b        b per-channel ([C], [C,1,1], [1,C,1,1], reached through reshape/expand)
+//   add _, b        b per-channel ([C], [C,1,1], [1,C,1,1], reached through reshape/expand) or
+//                   one value for all channels ([1], [1,1,1,1]: expanded to [C])
 //   mul _, s        per-channel scale (conv-affine): folded into the weights, w' = w * s[C,1,1,1]
 //   add _, t        per-channel shift after a scale: folded into the bias
 //   add _, r        r of the result's full shape: the residual (has_residual)
@@ -37,7 +38,7 @@ struct ConvMatch {
   ValueId per_channel_operand(const Node& n) const {
     ValueId c = other_operand(n, v);
     if (c == kNoValue || !(m.g.type(n.outputs[0]) == y())) return kNoValue;
-    if (is_per_channel(m.g.type(c), y(), 1)) return c;
+    if (is_per_channel(m.g.type(c), y(), 1) || is_broadcast_scalar(m.g.type(c), y())) return c;
     if (n.op != Op::Add || is_full_shape(m.g.type(c), y())) return kNoValue;
     m.miss(head, n, MissReason::BiasNotBroadcastable,
            m.g.type(c).to_string() + " is not a per-channel vector of " + y().to_string());
@@ -65,7 +66,7 @@ Status run_fuse_conv_bias_act(Graph& g, PassContext& ctx) {
       cm.rw.absorbed.push_back(cm.index(n));
       cm.v = n->outputs[0];
     };
-    auto vec = [&](ValueId c) { return pre.reshape(c, {channels}); };
+    auto vec = [&](ValueId c) { return pre.channel_vector(c, channels); };
     // Bias add, then scale and shift.
     if (const Node* add = m.next(i, cm.v, is_add)) {
       if (ValueId b = cm.per_channel_operand(*add); b != kNoValue) {
@@ -81,7 +82,11 @@ Status run_fuse_conv_bias_act(Graph& g, PassContext& ctx) {
     if (const Node* mul = m.next(i, cm.v, is_mul)) {
       if (ValueId s = cm.per_channel_operand(*mul); s != kNoValue) {
         FUSEBOX_ASSIGN_OR_RETURN(ValueId sv, vec(s));
-        FUSEBOX_ASSIGN_OR_RETURN(ValueId s4, pre.reshape(s, {channels, 1, 1, 1}));
+        // A broadcast scalar multiplies the weights as it is; a channel vector per output channel.
+        ValueId s4 = s;
+        if (!is_broadcast_scalar(g.type(s), y)) {
+          FUSEBOX_ASSIGN_OR_RETURN(s4, pre.reshape(s, {channels, 1, 1, 1}));
+        }
         FUSEBOX_ASSIGN_OR_RETURN(weight, pre.emit(Op::Mul, {weight, s4}));
         if (bias != kNoValue) {
           FUSEBOX_ASSIGN_OR_RETURN(bias, pre.emit(Op::Mul, {bias, sv}));

@@ -39,6 +39,13 @@ bool is_per_channel(const TensorType& t, const TensorType& result, int axis) {
   return has_channel;
 }
 
+bool is_broadcast_scalar(const TensorType& t, const TensorType& result) {
+  if (t.dtype != result.dtype || t.rank() > result.rank()) return false;
+  for (const Dim& d : t.shape)
+    if (!(d == Dim(1))) return false;
+  return true;
+}
+
 bool is_full_shape(const TensorType& t, const TensorType& result) {
   return t.dtype == result.dtype && t.shape == result.shape;
 }
@@ -132,6 +139,15 @@ ValueId Prelude::scalar(DType dtype, double value) {
   ValueId out = g_.add_value(TensorType{dtype, {}});
   out_.push_back(Node{Op::Constant, {}, {out}, {{"value", std::shared_ptr<const Array>(a)}}, nullptr, {}});
   return out;
+}
+
+Expected<ValueId> Prelude::channel_vector(ValueId v, int64_t channels) {
+  std::optional<int64_t> count = num_elements(g_.type(v).shape);
+  if (count && *count == 1 && channels != 1) {
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId one, reshape(v, {1}));
+    return emit(Op::Expand, {one}, {{"shape", make_shape({channels})}});
+  }
+  return reshape(v, {channels});
 }
 
 Expected<ValueId> Prelude::reshape(ValueId v, std::vector<int64_t> dims) {

@@ -36,6 +36,9 @@ ValueId other_operand(const Node& n, ValueId v);
 // dim 1 except the one aligned with `axis` of `result` (counted from the front), which equals
 // that dim. A conv bias is [C,1,1] or [1,C,1,1] against [N,C,H,W] (axis 1).
 bool is_per_channel(const TensorType& t, const TensorType& result, int axis);
+// True when `t` holds one value broadcast everywhere (every dim 1, rank <= result's): the
+// same for every channel, so a per-channel operand too.
+bool is_broadcast_scalar(const TensorType& t, const TensorType& result);
 // True when `t` has exactly `result`'s dtype and shape.
 bool is_full_shape(const TensorType& t, const TensorType& result);
 
@@ -78,6 +81,8 @@ class Prelude {
   Expected<ValueId> emit(Op op, std::vector<ValueId> inputs, Attrs attrs = {});
   // A rank-0 constant of `dtype`.
   ValueId scalar(DType dtype, double value);
+  // A per-channel operand (is_per_channel or is_broadcast_scalar) as a [channels] vector.
+  Expected<ValueId> channel_vector(ValueId v, int64_t channels);
   // `v` reshaped to `dims` (static).
   Expected<ValueId> reshape(ValueId v, std::vector<int64_t> dims);
 

@@ -135,6 +135,34 @@ bool next_index(std::vector<int64_t>& index, std::span<const int64_t> shape) {
   return false;
 }
 
+// Copies element size `E` bytes from per-axis source offsets: the last axis as a loop over a
+// table, every other axis once per output row (so the index arithmetic is per row, not per
+// element). Rows are independent, so they are spread over the threads.
+template <size_t E>
+void gather_rows(const uint8_t* src, uint8_t* dst, const std::vector<std::vector<int64_t>>& source,
+                 std::span<const int64_t> out_shape) {
+  struct Elem {
+    uint8_t b[E];
+  };
+  const size_t rank = out_shape.size();
+  const int64_t width = out_shape[rank - 1];
+  const int64_t rows = product(out_shape.subspan(0, rank - 1));
+  const std::vector<int64_t>& cols = source[rank - 1];
+  const auto* s = reinterpret_cast<const Elem*>(src);
+  auto* d = reinterpret_cast<Elem*>(dst);
+#pragma omp parallel for schedule(static) if (rows * width >= (int64_t(1) << 15))
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t base = 0, rest = r;
+    for (size_t a = rank - 1; a-- > 0;) {
+      const int64_t extent = out_shape[a];
+      base += source[a][static_cast<size_t>(rest % extent)];
+      rest /= extent;
+    }
+    Elem* out = d + r * width;
+    for (int64_t c = 0; c < width; ++c) out[c] = s[base + cols[static_cast<size_t>(c)]];
+  }
+}
+
 void resize_nearest(const Array& x, Array& y, const std::vector<float>& scales, Coordinate coord,
                     NearestMode mode) {
   size_t rank = x.shape().size();
@@ -147,17 +175,19 @@ void resize_nearest(const Array& x, Array& y, const std::vector<float>& scales, 
       source[d].push_back(nearest_index(c, mode, in) * strides[d]);
     }
   }
-  auto elem = static_cast<size_t>(dtype_size(x.dtype()));
   const auto* src = static_cast<const uint8_t*>(x.raw());
   auto* dst = static_cast<uint8_t*>(y.raw());
-  std::vector<int64_t> index(rank, 0);
-  int64_t o = 0;
-  do {
-    int64_t off = 0;
-    for (size_t d = 0; d < rank; ++d) off += source[d][static_cast<size_t>(index[d])];
-    std::memcpy(dst + o * int64_t(elem), src + off * int64_t(elem), elem);
-    ++o;
-  } while (next_index(index, y.shape()));
+  if (rank == 0) {
+    std::memcpy(dst, src, static_cast<size_t>(dtype_size(x.dtype())));
+    return;
+  }
+  switch (dtype_size(x.dtype())) {
+    case 1: return gather_rows<1>(src, dst, source, y.shape());
+    case 2: return gather_rows<2>(src, dst, source, y.shape());
+    case 4: return gather_rows<4>(src, dst, source, y.shape());
+    case 8: return gather_rows<8>(src, dst, source, y.shape());
+  }
+  FUSEBOX_CHECK(false) << "resize: element size " << dtype_size(x.dtype());
 }
 
 // Next combination of taps (one per axis) for the output element at `index`.
