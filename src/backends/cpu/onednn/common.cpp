@@ -1,5 +1,6 @@
 // The shared pieces of the oneDNN kernels (common.h): engine, activation post-ops, errors and
 // scratch; in a build without oneDNN, available() is all this file has.
+#include <algorithm>
 #include "backends/cpu/onednn/common.h"
 
 #include <cmath>
@@ -80,6 +81,10 @@ void* thread_scratch(int slot, size_t bytes) {
     b.size = bytes;
   }
   return b.p.get();
+}
+
+dnnl::memory primitive_scratchpad(const dnnl::memory::desc& desc) {
+  return dnnl::memory(desc, cpu_engine(), thread_scratch(kPrimitiveScratch, std::max<size_t>(desc.get_size(), 1)));
 }
 
 #endif  // FUSEBOX_HAVE_DNNL

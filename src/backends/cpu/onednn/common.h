@@ -61,11 +61,17 @@ class ShapeCache {
   mutable std::map<Key, std::shared_ptr<const Entry>> map_;
 };
 
-// Per-thread scratch memory for reorders (blocked activations, per-run weights); grown on
+// Per-thread scratch memory for reorders (blocked activations, per-run weights) and for the
+// primitives' own scratchpads (slot kPrimitiveScratch: every primitive is built with
+// scratchpad_mode::user, since a library-owned scratchpad is shared by concurrent runs of one
+// primitive, which then corrupt each other, e.g. gemm's accumulator under a sum post-op); grown on
 // demand and kept, so steady-state runs neither allocate nor fault in fresh pages. `slot` tells
 // apart the buffers one run needs at the same time.
 void* thread_scratch(int slot, size_t bytes);
-inline constexpr int kScratchSlots = 3;
+inline constexpr int kPrimitiveScratch = 3;
+inline constexpr int kScratchSlots = 4;
+// The DNNL_ARG_SCRATCHPAD memory for a primitive whose scratchpad is `desc`, on this thread.
+dnnl::memory primitive_scratchpad(const dnnl::memory::desc& desc);
 
 }  // namespace fusebox::cpu::onednn
 

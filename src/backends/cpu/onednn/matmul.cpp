@@ -1,5 +1,5 @@
 // MatmulKernel: numpy matmul through oneDNN's matmul primitive, the epilogue as its bias input
-// and post-ops (residual: binary_add of a dst-shaped operand; activation: eltwise).
+// and post-ops (residual: a sum over dst prefilled with it; activation: eltwise).
 //
 // Shapes are brought into the form oneDNN takes before anything is built:
 //   1-D operands are promoted ([K] -> [1,K] for a, [K,1] for b; the result's element order is
@@ -8,6 +8,7 @@
 //   becomes a few dims with 1 where an operand broadcasts (oneDNN's batch broadcast). When b has
 //   no batch at all (a rank-2 weight against a batched a), the batch folds into M: one
 //   [B*M, K] x [K, N] product, oneDNN's fastest case. Those dims are also the cache key.
+#include <cstring>
 #include <unordered_map>
 
 #include "backends/cpu/onednn/common.h"
@@ -129,7 +130,7 @@ std::vector<int64_t> cache_key(const MatmulDims& d) {
 }
 
 struct MatmulEntry {
-  memory::desc src, wei, dst, bias;
+  memory::desc src, wei, dst, bias, scratchpad;
   dnnl::matmul prim;
 };
 
@@ -146,12 +147,16 @@ struct MatmulKernel::Impl {
     e->dst = plain_desc(d.dst);
     if (!d.bias.empty()) e->bias = plain_desc(d.bias);
     dnnl::post_ops ops;
-    if (spec.ep.residual) ops.append_binary(dnnl::algorithm::binary_add, e->dst);
+    // The residual is copied into dst and added by a `sum` post-op: gemm:jit runs binary_add
+    // post-ops as a slow separate pass (see conv.cpp).
+    if (spec.ep.residual) ops.append_sum(1.f);
     FUSEBOX_RETURN_IF_ERROR(append_activation(spec.ep, ops));
     dnnl::primitive_attr attr;
     attr.set_post_ops(ops);
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::matmul::desc desc(e->src, e->wei, e->bias, e->dst);
     dnnl::matmul::primitive_desc pd(desc, attr, cpu_engine());
+    e->scratchpad = pd.scratchpad_desc();
     e->prim = dnnl::matmul(pd);
     return std::shared_ptr<const MatmulEntry>(std::move(e));
   }
@@ -199,9 +204,10 @@ Status MatmulKernel::run(const Array& a, const Array& b, const Array* bias, cons
         {DNNL_ARG_SRC, memory(e->src, eng, data_ptr(a))},
         {DNNL_ARG_WEIGHTS, memory(e->wei, eng, data_ptr(b))},
         {DNNL_ARG_DST, memory(e->dst, eng, out.raw())},
+        {DNNL_ARG_SCRATCHPAD, primitive_scratchpad(e->scratchpad)},
     };
     if (bias) args.emplace(DNNL_ARG_BIAS, memory(e->bias, eng, data_ptr(*bias)));
-    if (residual) args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, memory(e->dst, eng, data_ptr(*residual)));
+    if (residual) std::memcpy(out.raw(), residual->raw(), residual->nbytes());
     dnnl::stream stream(eng);
     e->prim.execute(stream, args);
     stream.wait();
