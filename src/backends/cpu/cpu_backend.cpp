@@ -56,7 +56,7 @@ class CpuBackend final : public HostBackend {
       return std::shared_ptr<const Kernel>(std::make_shared<RegionKernel>(std::move(program), region));
     }
     if (options_.onednn) {
-      FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const Kernel> k, make_onednn_kernel(g, n));
+      FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const Kernel> k, make_onednn_kernel(g, n, options_.codegen));
       if (k) return k;
     }
     return make_reference_kernel(n);
