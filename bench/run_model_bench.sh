@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # fusebox on real ONNX models, fused and unfused, next to ONNX Runtime, as one table:
 #
-#   bench/run_model_bench.sh [BUILD_DIR]          (default: build)
+#   bench/run_model_bench.sh [BUILD_DIR [CACHE]]   (default: build, the PaddleOCR cache)
+#
+# CACHE: another prepared cache (a ref/manifest.txt and an npm/ with onnxruntime-node), e.g. the
+# torchvision models bench/run_torchvision_bench.sh exports; step 1 is then skipped.
 #
 # 1. tests/models/fetch_models.sh prepares the model cache (the PaddleOCR models, onnxruntime-node
 #    and the deterministic .npy inputs of onnx_models_test; tests/models/cache or
@@ -19,8 +22,8 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 build="${1:-build}"
-[ $# -le 1 ] || { echo "usage: bench/run_model_bench.sh [BUILD_DIR]" >&2; exit 2; }
-cache="${FUSEBOX_MODEL_CACHE:-$root/tests/models/cache}"
+[ $# -le 2 ] || { echo "usage: bench/run_model_bench.sh [BUILD_DIR [CACHE]]" >&2; exit 2; }
+cache="${2:-${FUSEBOX_MODEL_CACHE:-$root/tests/models/cache}}"
 export FUSEBOX_MODEL_CACHE="$cache"
 bench="$build/bench/model_bench"
 
@@ -28,7 +31,10 @@ die() { echo "run_model_bench: $*" >&2; exit 1; }
 
 [ -x "$bench" ] || die "$bench is missing: build it with 'cmake --build $build --target model_bench' (needs the ONNX component: libonnx-dev)"
 command -v node > /dev/null || die "node is not installed (Debian package nodejs)"
-bash "$root/tests/models/fetch_models.sh" || die "the model cache could not be prepared (see above)"
+if [ $# -lt 2 ]; then
+  bash "$root/tests/models/fetch_models.sh" || die "the model cache could not be prepared (see above)"
+fi
+[ -f "$cache/ref/manifest.txt" ] || die "$cache has no ref/manifest.txt"
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 fusebox_log="$(mktemp)"

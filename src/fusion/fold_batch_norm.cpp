@@ -37,9 +37,7 @@ Expected<int64_t> fold_batch_norms(Graph& g, PassContext& ctx) {
     rw.fused = Node{Op::Conv2d, {conv.inputs[0], w, b}, {bn.outputs[0]}, conv.attrs, nullptr, conv.loc};
     rewrites.push_back(std::move(rw));
   }
-  int64_t folded = static_cast<int64_t>(rewrites.size());
-  apply_rewrites(g, std::move(rewrites));
-  return folded;
+  return static_cast<int64_t>(apply_rewrites(g, std::move(rewrites)));
 }
 
 }  // namespace fusebox

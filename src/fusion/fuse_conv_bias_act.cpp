@@ -128,8 +128,7 @@ Status run_fuse_conv_bias_act(Graph& g, PassContext& ctx) {
     cm.rw.fused = std::move(fused);
     rewrites.push_back(std::move(cm.rw));
   }
-  ctx.count("fuse-conv-bias-act", "fused", static_cast<int64_t>(rewrites.size()));
-  apply_rewrites(g, std::move(rewrites));
+  ctx.count("fuse-conv-bias-act", "fused", static_cast<int64_t>(apply_rewrites(g, std::move(rewrites))));
   return Status::ok();
 }
 

@@ -43,8 +43,7 @@ Status run_fuse_matmul_bias_act(Graph& g, PassContext& ctx) {
     rw.fused.outputs = {v};
     rewrites.push_back(std::move(rw));
   }
-  ctx.count("fuse-matmul-bias-act", "fused", static_cast<int64_t>(rewrites.size()));
-  apply_rewrites(g, std::move(rewrites));
+  ctx.count("fuse-matmul-bias-act", "fused", static_cast<int64_t>(apply_rewrites(g, std::move(rewrites))));
   return Status::ok();
 }
 

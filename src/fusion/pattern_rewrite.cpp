@@ -155,17 +155,16 @@ Expected<ValueId> Prelude::reshape(ValueId v, std::vector<int64_t> dims) {
   return emit(Op::Reshape, {v}, {{"shape", make_shape(dims)}});
 }
 
-void apply_rewrites(Graph& g, std::vector<Rewrite> rewrites) {
+size_t apply_rewrites(Graph& g, std::vector<Rewrite> rewrites) {
   std::map<size_t, size_t> anchor_of;  // anchor node -> rewrite
   std::vector<bool> removed(g.nodes().size(), false);
   for (size_t r = 0; r < rewrites.size(); ++r) {
     const auto& absorbed = rewrites[r].absorbed;
     FUSEBOX_CHECK(!absorbed.empty()) << "rewrite without absorbed nodes";
+    // Two matches may want one node (a residual add of two conv branches): the first keeps it.
+    if (std::any_of(absorbed.begin(), absorbed.end(), [&](size_t i) { return removed[i]; })) continue;
     size_t anchor = *std::max_element(absorbed.begin(), absorbed.end());
-    for (size_t i : absorbed) {
-      FUSEBOX_CHECK(!removed[i]) << "overlapping rewrites at node " << i;
-      removed[i] = true;
-    }
+    for (size_t i : absorbed) removed[i] = true;
     anchor_of[anchor] = r;
   }
   std::vector<Node> nodes;
@@ -180,6 +179,7 @@ void apply_rewrites(Graph& g, std::vector<Rewrite> rewrites) {
     }
   }
   g.mutable_nodes() = std::move(nodes);
+  return anchor_of.size();
 }
 
 }  // namespace fusebox

@@ -94,8 +94,9 @@ class Prelude {
   std::vector<Node>& out_;
 };
 
-// Applies non-overlapping rewrites: each fused node (after its prelude) takes the place of its
-// last absorbed node, the other absorbed nodes are removed.
-void apply_rewrites(Graph& g, std::vector<Rewrite> rewrites);
+// Applies rewrites: each fused node (after its prelude) takes the place of its last absorbed
+// node, the other absorbed nodes are removed. A rewrite that wants a node an earlier one took is
+// dropped. Returns how many were applied.
+size_t apply_rewrites(Graph& g, std::vector<Rewrite> rewrites);
 
 }  // namespace fusebox

