@@ -215,6 +215,32 @@ TEST(FusedContraction, ConvWithBatchNormAffineResidualAndActivationsEqualsTheRef
   }
 }
 
+TEST(FusedContraction, TwoConvBranchesIntoOneResidualEqualTheReference) {
+  // ResNet's downsampling block: conv+bn and conv+bn summed, then relu; one add, two claimants.
+  GraphBuilder b("down");
+  ValueId x = b.input("x", DType::F32, make_shape({2, 4, 9, 9}));
+  ValueId w1 = b.input("w1", DType::F32, make_shape({8, 4, 3, 3}));
+  ValueId w2 = b.input("w2", DType::F32, make_shape({8, 4, 1, 1}));
+  NamedArrays in{{"x", random_array(DType::F32, {2, 4, 9, 9}, 31)},
+                 {"w1", random_array(DType::F32, {8, 4, 3, 3}, 32, -0.5, 0.5)},
+                 {"w2", random_array(DType::F32, {8, 4, 1, 1}, 33, -0.5, 0.5)}};
+  auto bn = [&](ValueId v, const std::string& p) {
+    std::vector<ValueId> ops{v};
+    for (const char* name : {"s", "t", "m", "v"}) {
+      ops.push_back(b.input(p + name, DType::F32, make_shape({8})));
+      in[p + name] = random_array(DType::F32, {8}, 40 + in.size(), name[0] == 'v' ? 0.5 : -1.0, 1.5);
+    }
+    return b.op(Op::BatchNorm, ops);
+  };
+  Attrs s2{{"stride", std::vector<int64_t>{2, 2}}, {"pad", std::vector<int64_t>{1, 1, 1, 1}}};
+  ValueId a = bn(b.op(Op::Conv2d, {x, w1}, s2), "a");
+  ValueId c = bn(b.op(Op::Conv2d, {x, w2}, {{"stride", std::vector<int64_t>{2, 2}}}), "c");
+  b.output(b.relu(b.add(a, c)));
+  Expected<Graph> g = b.build();
+  ASSERT_TRUE(g) << g.status().to_string();
+  expect_fused_equals_reference(*g, in, Op::FusedConvBiasAct, 1);
+}
+
 TEST(FusedContraction, UnfuseOfFuseComputesTheOriginalAndThePipelineIsIdempotent) {
   GraphBuilder b("block");
   ValueId x = b.input("x", DType::F32, make_shape({1, 4, 6, 6}));
