@@ -7,6 +7,8 @@
 // (recognize_activations.h), and batch norm after a conv folds into the conv's weights and bias
 // (fold_batch_norm.h). Recognition of the other decomposed forms (layer norm, gelu, ...) is a
 // later addition.
+#include <algorithm>
+
 #include "fusion/fold_batch_norm.h"
 #include "fusion/pass.h"
 #include "fusion/recognize_activations.h"
@@ -18,7 +20,8 @@ namespace fusebox {
 
 namespace {
 
-// Folding larger results would bloat the graph for no launch saved.
+// Folding larger results would bloat the graph for no launch saved (unless an operand is as
+// large: see fold_constants).
 constexpr int64_t kMaxFoldedElements = 1 << 16;
 
 bool is_constant(const Graph& g, const UseInfo& uses, ValueId v) {
@@ -36,12 +39,16 @@ Status fold_constants(Graph& g, PassContext& ctx) {
     bool all_constant = true;
     for (ValueId v : n.inputs) all_constant = all_constant && is_constant(g, uses, v);
     if (!all_constant) continue;
-    std::optional<int64_t> count = num_elements(g.type(n.outputs[0]).shape);
-    if (!count || *count > kMaxFoldedElements) continue;
     std::vector<Array> in;
+    int64_t largest = 0;
     for (ValueId v : n.inputs) {
       in.push_back(nodes[static_cast<size_t>(uses.producer[static_cast<size_t>(v)])].attr_array("value"));
+      largest = std::max(largest, in.back().numel());
     }
+    // A result no larger than an operand it replaces (a transposed or reshaped weight) folds at
+    // any size: otherwise it would run on every call.
+    std::optional<int64_t> count = num_elements(g.type(n.outputs[0]).shape);
+    if (!count || *count > std::max(kMaxFoldedElements, largest)) continue;
     Expected<std::vector<Array>> out = ctx.evaluate(n, in);
     if (!out) continue;  // a kernel refusing (e.g. gather out of range) is reported at run time
     Node folded{Op::Constant, {}, n.outputs, {{"value", std::make_shared<const Array>((*out)[0])}}, nullptr, n.loc};

@@ -55,6 +55,19 @@ std::optional<Rewrite> match_hardswish(const Matcher& m, size_t i) {
   return std::nullopt;
 }
 
+// mul(x, sigmoid(x)) -> silu(x), either operand order.
+std::optional<Rewrite> match_silu(const Matcher& m, size_t i) {
+  const Node& mul = m.g.nodes()[i];
+  if (mul.op != Op::Mul) return std::nullopt;
+  for (int side = 0; side < 2; ++side) {
+    const ValueId x = mul.inputs[static_cast<size_t>(side)];
+    const Node* sig = m.single_use(mul.inputs[static_cast<size_t>(1 - side)], Op::Sigmoid);
+    if (!sig || sig->inputs[0] != x) continue;
+    return Rewrite{{m.index(sig), i}, {}, Node{Op::Silu, {x}, {mul.outputs[0]}, {}, nullptr, mul.loc}};
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 int64_t recognize_activations(Graph& g) {
@@ -63,6 +76,7 @@ int64_t recognize_activations(Graph& g) {
   std::vector<Rewrite> rewrites;
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     if (std::optional<Rewrite> rw = match_hardswish(m, i)) rewrites.push_back(std::move(*rw));
+    if (std::optional<Rewrite> rw = match_silu(m, i)) rewrites.push_back(std::move(*rw));
   }
   return static_cast<int64_t>(apply_rewrites(g, std::move(rewrites)));
 }

@@ -241,6 +241,26 @@ TEST(FusedContraction, TwoConvBranchesIntoOneResidualEqualTheReference) {
   expect_fused_equals_reference(*g, in, Op::FusedConvBiasAct, 1);
 }
 
+TEST(FusedContraction, ATransposedConstantWeightFoldsAtAnySize) {
+  // ONNX Gemm with transB imports as transpose(W): 2^17 elements, above the size limit of folds
+  // that grow the graph, but no larger than W, so it folds instead of running every call.
+  GraphBuilder b("gemm");
+  ValueId x = b.input("x", DType::F32, make_shape({2, 512}));
+  Array w = random_array(DType::F32, {256, 512}, 51);
+  ValueId wt = b.transpose(b.constant(w), {1, 0});
+  b.output(b.matmul(x, wt));
+  Expected<Graph> g = b.build();
+  ASSERT_TRUE(g) << g.status().to_string();
+  Expected<Executable> exe = Session().compile(*g);
+  ASSERT_TRUE(exe) << exe.status().to_string();
+  EXPECT_EQ(count_op(exe->graph(), Op::Transpose), 0u) << print_graph(exe->graph());
+  NamedArrays in{{"x", random_array(DType::F32, {2, 512}, 52)}};
+  Expected<std::vector<Array>> got = exe->run(in);
+  Expected<std::vector<Array>> want = run(*g, in, false);
+  ASSERT_TRUE(got && want);
+  EXPECT_TRUE(close((*got)[0], (*want)[0]));
+}
+
 TEST(FusedContraction, UnfuseOfFuseComputesTheOriginalAndThePipelineIsIdempotent) {
   GraphBuilder b("block");
   ValueId x = b.input("x", DType::F32, make_shape({1, 4, 6, 6}));

@@ -16,7 +16,7 @@
 //   1x1 256->64, 1x256x56x56              1.39    2.38     gemm:jit / jit:avx2 (+ reorders)
 //   depthwise 3x3, 1x96x56x56, g 96       2.58    0.278    gemm:jit / jit_dw:avx2 nChw8c
 //   first layer 3->32 s2, 1x3x224x224     1.02    0.413    gemm:jit / jit:avx2 (src nchw)
-// So choose_layout(): plain for a dense 1x1 stride-1 conv without activation (a plain GEMM on
+// So choose_layout(): plain for a dense 1x1 stride-1 conv without post-ops (a plain GEMM on
 // NCHW, where reorders cost more than they save), blocked for everything else. FUSEBOX_ONEDNN_CONV_LAYOUT=plain|blocked
 // in the environment overrides the rule (for measuring and for the tests of both paths).
 //
@@ -123,10 +123,11 @@ Layout choose_layout(const ConvGeom& g, const Epilogue& ep) {
   if (env && std::string_view(env) == "blocked") return Layout::Blocked;
   bool dense_1x1 = g.kernel == 1 && g.groups == 1 && g.strides[0] == 1 && g.strides[1] == 1 && g.pad_l[0] == 0 &&
                    g.pad_l[1] == 0 && g.pad_r[0] == 0 && g.pad_r[1] == 0 && !g.transposed;
-  // gemm:jit, which runs the plain 1x1 case, applies eltwise post-ops in a slow second pass: with
-  // an activation the blocked jit:avx2 kernel wins (PaddleOCR cls, 1x3x48x192: 7.5 ms with every
-  // fused 1x1 on plain, 4.4 ms on blocked).
-  return dense_1x1 && (ep.act == Act::None || ep.act == Act::Relu) ? Layout::Plain : Layout::Blocked;
+  // gemm:jit, which runs the plain 1x1 case, applies post-ops (activation, residual sum) in a slow
+  // second pass: with any post-op the blocked jit:avx2 kernel wins (PaddleOCR cls, 1x3x48x192:
+  // 7.5 ms with every fused 1x1 on plain, 4.4 ms on blocked; 1x1 256->64 at 56x56 + relu: 1.48 ms
+  // plain, 0.90 blocked; 1x1 256->256 at 56x56 + residual: 4.08 plain, 3.92 blocked).
+  return dense_1x1 && ep.act == Act::None && !ep.residual ? Layout::Plain : Layout::Blocked;
 }
 
 struct ConvEntry {
