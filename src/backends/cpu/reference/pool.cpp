@@ -132,6 +132,8 @@ void global_avg_pool(const Array& x, Array& y, int64_t planes, int64_t plane_siz
   using C = typename T::Compute;
   const S* src = x.data<S>();
   S* dst = y.data<S>();
+  // Planes are independent and each is summed in order, so threads change nothing but the time.
+#pragma omp parallel for schedule(static) if (planes * plane_size >= (int64_t(1) << 15))
   for (int64_t p = 0; p < planes; ++p) {
     double sum = 0;
     for (int64_t i = 0; i < plane_size; ++i) sum += static_cast<double>(T::load(src[p * plane_size + i]));
