@@ -16,13 +16,15 @@
 
 #include "fusebox/status.h"
 #include "ir/array.h"
+#include "ir/epilogue.h"
 
 namespace fusebox::cpu::onednn {
 
 // True when this build links oneDNN.
 bool available();
 
-enum class Act : uint8_t { None, Relu, LeakyRelu, Clip, Sigmoid, Tanh, HardSigmoid, HardSwish, Silu, Gelu, GeluTanh };
+// The epilogue activations of the IR (ir/epilogue.h).
+using Act = EpilogueAct;
 
 struct Epilogue {
   bool bias = false;      // an operand added along the output channels: matmul: [N] / rank<=1 / [1,..,1,N]; conv: [C_out]
