@@ -34,43 +34,85 @@ bool scalar_constant(const Node& n) {
   return n.op == Op::Constant && n.attr_array("value").rank() == 0;
 }
 
+// Per group (keyed by its union-find root): the highest member index, and the nodes outside the
+// group that read a member (kept lazily: entries that have since joined the group are dropped
+// when met). A path from a group to another starts at one of those readers and, since nodes are
+// in topological order, never passes a node above the target's highest member; so a merge along
+// a chain looks at one reader and stops, instead of scanning the graph.
+struct GroupInfo {
+  size_t last = 0;
+  std::set<size_t> readers;
+};
+
 struct Decider {
   const Graph& g;
   const UseInfo& uses;
   std::vector<bool> step;
   UnionFind sets;
   std::vector<std::string> names;
+  std::vector<GroupInfo> info;
+  std::vector<bool> seen;        // DFS marks, reset through `touched` after each search
+  std::vector<size_t> touched;
+
+  void init_groups() {
+    const auto& nodes = g.nodes();
+    info.resize(nodes.size());
+    seen.assign(nodes.size(), false);
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      info[i].last = i;
+      for (ValueId v : nodes[i].outputs)
+        for (int u : uses.users[static_cast<size_t>(v)]) info[i].readers.insert(static_cast<size_t>(u));
+    }
+  }
+
+  bool in_group(size_t node, size_t root) { return step[node] && sets.find(node) == root; }
+
+  void unite(size_t a, size_t b) {
+    a = sets.find(a);
+    b = sets.find(b);
+    size_t root = sets.unite(a, b);
+    size_t other = root == a ? b : a;
+    GroupInfo& keep = info[root];
+    GroupInfo& drop = info[other];
+    keep.last = std::max(keep.last, drop.last);
+    if (keep.readers.size() < drop.readers.size()) std::swap(keep.readers, drop.readers);
+    keep.readers.insert(drop.readers.begin(), drop.readers.end());
+    drop.readers.clear();
+  }
 
   // True when some path leaves group `from` through a node outside both groups and reaches a
   // member of group `to` (merging them would then create a cycle).
   bool path_around(size_t from, size_t to) {
     const auto& nodes = g.nodes();
+    size_t last_to = info[to].last;
     std::vector<size_t> stack;
-    std::vector<bool> seen(nodes.size(), false);
-    size_t last_to = 0;
-    for (size_t i = 0; i < nodes.size(); ++i)
-      if (step[i] && sets.find(i) == to) last_to = i;
-    auto push_users = [&](size_t i, bool require_outside) {
-      for (ValueId v : nodes[i].outputs) {
-        for (int u : uses.users[static_cast<size_t>(v)]) {
-          size_t user = static_cast<size_t>(u);
-          if (seen[user] || user > last_to) continue;
-          bool outside = !step[user] || (sets.find(user) != from && sets.find(user) != to);
-          if (require_outside && !outside) continue;
-          seen[user] = true;
-          stack.push_back(user);
-        }
-      }
+    auto visit = [&](size_t user) {
+      if (seen[user] || user > last_to) return;
+      seen[user] = true;
+      touched.push_back(user);
+      stack.push_back(user);
     };
-    for (size_t i = 0; i < nodes.size(); ++i)
-      if (step[i] && sets.find(i) == from) push_users(i, true);
-    while (!stack.empty()) {
+    std::set<size_t>& readers = info[from].readers;
+    for (auto it = readers.begin(); it != readers.end() && *it <= last_to;) {
+      size_t user = *it;
+      if (in_group(user, from)) {
+        it = readers.erase(it);  // joined the group since it was recorded
+        continue;
+      }
+      ++it;
+      if (!in_group(user, to)) visit(user);
+    }
+    bool found = false;
+    while (!stack.empty() && !found) {
       size_t i = stack.back();
       stack.pop_back();
-      if (step[i] && sets.find(i) == to) return true;
-      push_users(i, false);
+      if (in_group(i, to)) found = true;
+      for (ValueId v : nodes[i].outputs)
+        for (int u : uses.users[static_cast<size_t>(v)]) visit(static_cast<size_t>(u));
     }
-    return false;
+    for (size_t i : touched) seen[i] = false;
+    touched.clear();
+    return found;
   }
 
   Verdict can_merge(size_t producer, size_t consumer) {
@@ -98,7 +140,7 @@ struct Decider {
         if (sets.find(p) == sets.find(c)) continue;
         Verdict ok = can_merge(p, c);
         if (ok) {
-          sets.unite(p, c);
+          unite(p, c);
           continue;
         }
         if (ok.reason().rfind("shapes differ", 0) == 0) continue;  // expected at broadcasts
@@ -125,6 +167,52 @@ std::pair<size_t, size_t> measure(const Graph& g, const UseInfo& uses, const std
     }
   }
   return {steps, operands.size()};
+}
+
+// Cuts `group` (sorted) into consecutive chunks that each respect the step and input caps. A
+// member's producers come before it, so whether an operand is produced inside the current chunk
+// is known when the member is added: the counts grow by the new member alone, and the split is
+// linear. `chunk_of` (one entry per node) and `next_id` number chunks across every group.
+std::vector<std::vector<size_t>> split_at_limits(const Graph& g, const UseInfo& uses,
+                                                 const std::vector<size_t>& group, const FusionLimits& limits,
+                                                 std::vector<size_t>& chunk_of, size_t& next_id) {
+  std::vector<std::vector<size_t>> chunks;
+  std::set<ValueId> operands;
+  size_t steps = 0;
+  // The counts of the current chunk with node i added, or of a fresh chunk holding only i.
+  auto add = [&](size_t i) {
+    const Node& n = g.nodes()[i];
+    if (n.op != Op::Constant) ++steps;
+    size_t id = next_id - 1;
+    for (ValueId v : n.inputs) {
+      int p = uses.producer[static_cast<size_t>(v)];
+      if (p < 0 || chunk_of[static_cast<size_t>(p)] != id) operands.insert(v);
+    }
+    chunk_of[i] = id;
+    chunks.back().push_back(i);
+  };
+  auto start_chunk = [&]() {
+    chunks.emplace_back();
+    ++next_id;
+    operands.clear();
+    steps = 0;
+  };
+  start_chunk();
+  for (size_t i : group) {
+    // Counts with i added, computed without touching the chunk so a refusal leaves it intact.
+    size_t s = steps + (g.nodes()[i].op != Op::Constant ? 1 : 0);
+    size_t in = operands.size();
+    std::vector<ValueId> fresh;
+    for (ValueId v : g.nodes()[i].inputs) {
+      int p = uses.producer[static_cast<size_t>(v)];
+      bool inside = p >= 0 && chunk_of[static_cast<size_t>(p)] == next_id - 1;
+      if (!inside && !operands.count(v) && std::find(fresh.begin(), fresh.end(), v) == fresh.end()) fresh.push_back(v);
+    }
+    in += fresh.size();
+    if ((s > limits.max_elementwise_steps || in > limits.max_elementwise_inputs) && !chunks.back().empty()) start_chunk();
+    add(i);
+  }
+  return chunks;
 }
 
 std::string region_name(const Graph& g, const std::vector<size_t>& members) {
@@ -158,6 +246,7 @@ Status run_mark_elementwise_regions(Graph& g, PassContext& ctx) {
       break;
     }
   }
+  d.init_groups();
   d.group_nodes(ctx);
 
   // Members per group, in topological order; scalar constants join the one group that reads them.
@@ -177,20 +266,13 @@ Status run_mark_elementwise_regions(Graph& g, PassContext& ctx) {
 
   FusionLimits limits = ctx.options.resolved_limits(ctx.target);
   std::vector<RegionGroup> groups;
+  std::vector<size_t> chunk_of(nodes.size(), SIZE_MAX);
+  size_t next_chunk = 0;
   for (auto& group : members) {
     std::sort(group.begin(), group.end());
     size_t steps = measure(g, uses, group).first;
     if (steps < 2) continue;  // a group of one node is left alone
-    // Split along topological order so every chunk respects the caps.
-    std::vector<std::vector<size_t>> chunks(1);
-    for (size_t i : group) {
-      chunks.back().push_back(i);
-      auto [s, in] = measure(g, uses, chunks.back());
-      if ((s > limits.max_elementwise_steps || in > limits.max_elementwise_inputs) && chunks.back().size() > 1) {
-        chunks.back().pop_back();
-        chunks.push_back({i});
-      }
-    }
+    std::vector<std::vector<size_t>> chunks = split_at_limits(g, uses, group, limits, chunk_of, next_chunk);
     if (chunks.size() > 1) {
       ctx.remarks.miss("elementwise_region", describe_node(g, nodes[group.front()], d.names),
                        MissReason::LimitReached,
@@ -200,7 +282,8 @@ Status run_mark_elementwise_regions(Graph& g, PassContext& ctx) {
       ctx.count(kPass, "splits", static_cast<int64_t>(chunks.size() - 1));
     }
     for (auto& chunk : chunks) {
-      if (measure(g, uses, chunk).first < 2) continue;
+      auto non_constant = [&](size_t i) { return nodes[i].op != Op::Constant; };
+      if (std::count_if(chunk.begin(), chunk.end(), non_constant) < 2) continue;
       groups.push_back(RegionGroup{chunk, region_name(g, chunk)});
     }
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "ir/outline.h"
 #include "ir/shape_inference.h"
 
 namespace fusebox {
@@ -55,10 +56,13 @@ Status verify_attrs(const Node& n) {
 
 namespace {
 
-Status check_symbols_bound(const Shape& s, const std::set<std::string>& bound, const std::string& where) {
+// `where` builds the error's prefix only on failure: a node's description includes its graph's
+// name, which for a large region body is long enough that building it per step is quadratic.
+template <typename Where>
+Status check_symbols_bound(const Shape& s, const std::set<std::string>& bound, const Where& where) {
   for (const Dim& d : s) {
     if (d.is_symbol() && !bound.count(d.symbol_name())) {
-      return Status::invalid(where + ": symbol '" + d.symbol_name() +
+      return Status::invalid(where() + ": symbol '" + d.symbol_name() +
                              "' is not bound by any input shape");
     }
   }
@@ -77,8 +81,17 @@ Status verify_body(const Graph& body, const std::string& where) {
       return Status::invalid(where + ": body value has type " + t.to_string() + "; body values are scalars");
     }
   }
+  std::vector<std::string> names = value_display_names(body);
   for (const Node& n : body.nodes()) {
     if (n.body) return Status::invalid(where + ": regions do not nest");
+    // The region executors run each step once per element; a step that reorders or combines
+    // elements (reduce_sum with no axes, transpose with no perm) type-checks on scalars but has
+    // no per-element form. The same test that mark-elementwise-regions uses decides.
+    if (n.op == Op::Constant || is_region_step(body, n)) continue;
+    return Status::invalid(where + ": body: " + describe_node(body, n, names) + ": " +
+                           std::string(n.info().keyword) + " is not an element-wise step (its kind is " +
+                           std::string(op_kind_name(op_kind(n.op))) +
+                           "); a region body holds element-wise and broadcast steps and scalar constants");
   }
   return Status::ok();
 }
@@ -100,50 +113,50 @@ Status verify(const Graph& g) {
       if (d.is_symbol()) bound.insert(d.symbol_name());
   }
   for (const Node& n : g.nodes()) {
-    std::string where = fn + ": " + describe_node(g, n, names);
+    auto where = [&] { return fn + ": " + describe_node(g, n, names); };
     std::vector<TensorType> in_types;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       ValueId v = n.inputs[i];
-      if (!g.valid(v)) return Status::invalid(where + ": operand " + std::to_string(i) + " is not a value");
+      if (!g.valid(v)) return Status::invalid(where() + ": operand " + std::to_string(i) + " is not a value");
       if (!defined[static_cast<size_t>(v)]) {
-        return Status::invalid(where + ": operand %" + names[static_cast<size_t>(v)] +
+        return Status::invalid(where() + ": operand %" + names[static_cast<size_t>(v)] +
                                " is used before it is defined");
       }
       in_types.push_back(g.type(v));
     }
     const OpInfo& info = n.info();
     if (info.num_outputs >= 0 && static_cast<int>(n.outputs.size()) != info.num_outputs) {
-      return Status::invalid(where + ": has " + std::to_string(n.outputs.size()) + " results, " +
+      return Status::invalid(where() + ": has " + std::to_string(n.outputs.size()) + " results, " +
                              std::string(info.keyword) + " defines " + std::to_string(info.num_outputs));
     }
     Status attrs = verify_attrs(n);
-    if (!attrs.is_ok()) return attrs.with_context(where);
+    if (!attrs.is_ok()) return attrs.with_context(where());
     if (n.body && info.num_outputs >= 0) {
-      return Status::invalid(where + ": " + std::string(info.keyword) + " takes no body");
+      return Status::invalid(where() + ": " + std::string(info.keyword) + " takes no body");
     }
-    if (n.body) FUSEBOX_RETURN_IF_ERROR(verify_body(*n.body, where));
+    if (n.body) FUSEBOX_RETURN_IF_ERROR(verify_body(*n.body, where()));
     for (const auto& [name, value] : n.attrs.entries()) {
       if (const Shape* s = std::get_if<Shape>(&value)) {
-        FUSEBOX_RETURN_IF_ERROR(check_symbols_bound(*s, bound, where + ": attribute '" + name + "'"));
+        FUSEBOX_RETURN_IF_ERROR(check_symbols_bound(*s, bound, [&] { return where() + ": attribute '" + name + "'"; }));
       }
     }
     Expected<std::vector<TensorType>> inferred = infer_result_types(n, in_types);
-    if (!inferred) return inferred.status().with_context(where);
+    if (!inferred) return inferred.status().with_context(where());
     if (inferred->size() != n.outputs.size()) {
-      return Status::invalid(where + ": has " + std::to_string(n.outputs.size()) + " results, expected " +
+      return Status::invalid(where() + ": has " + std::to_string(n.outputs.size()) + " results, expected " +
                              std::to_string(inferred->size()));
     }
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       ValueId v = n.outputs[i];
-      if (!g.valid(v)) return Status::internal(where + ": result is not a value");
+      if (!g.valid(v)) return Status::internal(where() + ": result is not a value");
       if (defined[static_cast<size_t>(v)]) {
-        return Status::invalid(where + ": %" + names[static_cast<size_t>(v)] + " is defined twice");
+        return Status::invalid(where() + ": %" + names[static_cast<size_t>(v)] + " is defined twice");
       }
       defined[static_cast<size_t>(v)] = true;
       const TensorType& declared = g.type(v);
       FUSEBOX_RETURN_IF_ERROR(check_symbols_bound(declared.shape, bound, where));
       if (!type_refines(declared, (*inferred)[i])) {
-        return Status::invalid(where + ": result " + std::to_string(i) + " is declared " +
+        return Status::invalid(where() + ": result " + std::to_string(i) + " is declared " +
                                declared.to_string() + " but the operands give " + (*inferred)[i].to_string());
       }
     }

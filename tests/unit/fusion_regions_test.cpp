@@ -218,6 +218,62 @@ TEST(MarkElementwiseRegions, RefusesAMergeThatWouldCreateACycle) {
   expect_fused_matches_reference(g, {{"x", random_array(DType::F32, {4, 8}, 11)}});
 }
 
+// Issue 10: marking was quadratic in region length (a 100k-op chain did not finish in 120 s).
+// These check the grouping of long chains; the timing is reported, never asserted.
+Graph long_chain(int n) {
+  GraphBuilder b("long_chain");
+  ValueId x = b.input("x", DType::F32, {8});
+  ValueId v = x;
+  for (int i = 0; i < n; ++i) v = i % 2 ? b.relu(v) : b.add(v, x);
+  b.output(v);
+  return *b.build();
+}
+
+TEST(MarkElementwiseRegions, HundredThousandOpChainBecomesOneRegion) {
+  Graph f = run_passes(long_chain(100000), {"mark-elementwise-regions"});
+  ASSERT_EQ(f.nodes().size(), 1u);
+  EXPECT_EQ(f.nodes()[0].op, Op::ElementwiseRegion);
+  EXPECT_EQ(f.nodes()[0].body->nodes().size(), 100000u);
+}
+
+TEST(MarkElementwiseRegions, HundredThousandOpChainSplitsIntoEqualChunks) {
+  FusionOptions o = FusionOptions::for_cpu();
+  o.fusion_limits = FusionLimits{32, 16};
+  PassContext ctx;
+  Graph f = run_passes(long_chain(100000), {"mark-elementwise-regions"}, o, &ctx);
+  ASSERT_EQ(f.nodes().size(), 3125u);  // 100000 / 32
+  for (const Node& n : f.nodes()) {
+    ASSERT_EQ(n.op, Op::ElementwiseRegion);
+    EXPECT_EQ(n.body->nodes().size(), 32u);
+  }
+  ASSERT_EQ(ctx.remarks.missed.size(), 1u);
+  EXPECT_EQ(ctx.remarks.missed[0].reason, MissReason::LimitReached);
+}
+
+TEST(MarkElementwiseRegions, LongChainWithSideReductionsSplitsAtEachOne) {
+  // Every 1000th value also feeds a reduction that a later step reads: the chain cannot run
+  // through the reduction, so the step that reads it back starts a new region (the cycle check
+  // at scale): 1..1999, then 19 more from each read-back; the last read-back and the final div
+  // are single steps, left alone.
+  GraphBuilder b("side");
+  ValueId x = b.input("x", DType::F32, {4, 8});
+  ValueId v = x;
+  ValueId pending = -1;
+  for (int i = 1; i <= 20000; ++i) {
+    v = i % 2 ? b.relu(v) : b.add(v, x);
+    if (i % 1000 == 0) {
+      if (pending >= 0) v = b.add(v, pending);
+      pending = b.op(Op::ReduceSum, {v}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", true}});
+    }
+  }
+  b.output(b.div(v, pending));
+  Graph g = *b.build();
+  Graph f = run_passes(g, {"mark-elementwise-regions"});
+  EXPECT_TRUE(verify(f).is_ok());
+  EXPECT_EQ(count_op(f, Op::ReduceSum), 20u);
+  EXPECT_EQ(count_op(f, Op::ElementwiseRegion), 19u);
+}
+
 TEST(MarkElementwiseRegions, SingleNodesAndNonElementwiseOpsStayAlone) {
   GraphBuilder b("alone");
   ValueId x = b.input("x", DType::F32, {4, 8});
