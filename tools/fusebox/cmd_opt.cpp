@@ -2,13 +2,8 @@
 // the textual tests (tests/lit, tests/error), so its output must be deterministic and its
 // messages must carry file:line:col.
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -18,6 +13,7 @@
 #include "fusion/options.h"
 #include "fusion/pipeline.h"
 #include "fusion/pipeline_plan.h"
+#include "runtime/file_io.h"
 #include "runtime/session.h"
 #include "ir/parser.h"
 #include "load_program.h"
@@ -163,22 +159,10 @@ std::vector<Chunk> split_chunks(const std::string& text) {
   return chunks;
 }
 
-// On failure errno says why (0: no reason known).
-bool read_input(const std::string& path, std::string* text) {
-  errno = 0;
-  if (path == "-") {
-    text->assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-    return !std::cin.bad();
-  }
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    errno = EISDIR;
-    return false;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  text->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  return !in.bad();
+// The whole input, bounded (kMaxTextBytes), from a file or "-" for standard input.
+Expected<std::string> read_input(const std::string& path) {
+  if (path == "-") return read_stream(stdin, "<stdin>", kMaxTextBytes, /*text=*/true);
+  return read_file(path, kMaxTextBytes, /*text=*/true);
 }
 
 // Parses, verifies and transforms one file or chunk; returns its printed form or the error.
@@ -208,15 +192,13 @@ int cmd_opt(const Args& args) {
     if (o.output.empty()) {
       std::fwrite(out.data(), 1, out.size(), stdout);
     } else {
-      std::ofstream file(o.output, std::ios::binary);
-      if (!(file << out)) return cl.error("cannot write '" + o.output + "'");
+      if (Status s = write_file(o.output, out); !s.is_ok()) return cl.error(s);
     }
     return kExitOk;
   }
-  std::string text;
-  if (!read_input(o.input, &text)) {
-    return cl.error("cannot read '" + o.input + "': " + (errno ? std::strerror(errno) : "not a readable file"));
-  }
+  Expected<std::string> input = read_input(o.input);
+  if (!input) return cl.error(input.status());
+  const std::string& text = *input;
   std::string filename = o.input == "-" ? "<stdin>" : o.input;
   std::vector<Chunk> chunks = o.split_input_file ? split_chunks(text) : std::vector<Chunk>{{text, 1}};
 
@@ -236,8 +218,7 @@ int cmd_opt(const Args& args) {
   if (o.output.empty()) {
     std::fwrite(out.data(), 1, out.size(), stdout);
   } else {
-    std::ofstream file(o.output, std::ios::binary);
-    if (!(file << out)) return cl.error("cannot write '" + o.output + "'");
+    if (Status s = write_file(o.output, out); !s.is_ok()) return cl.error(s);
   }
   return failed ? kExitError : kExitOk;
 }
