@@ -57,10 +57,14 @@ Status run_pipeline(Graph& g, const std::vector<std::string>& passes, PassContex
 Expected<std::vector<std::string>> parse_pass_list(std::string_view text) {
   std::vector<std::string> out;
   if (text.empty()) return out;
+  const std::string whole(text);
   while (true) {
     size_t comma = text.find(',');
     std::string_view item = text.substr(0, comma);
-    if (item.empty()) return Status::invalid("empty pass name in list");
+    if (item.empty()) {
+      return Status::invalid("empty pass name at position " + std::to_string(out.size() + 1) + " of the pass list '" +
+                             whole + "'");
+    }
     out.emplace_back(item);
     if (comma == std::string_view::npos) break;
     text = text.substr(comma + 1);

@@ -160,11 +160,20 @@ std::string onnx_value_name(std::string_view onnx_name) {
 }
 
 Expected<Graph> import_onnx_file(const std::string& path) {
+  std::error_code ec;
   std::ifstream f(path, std::ios::binary);
-  if (!f || std::filesystem::is_directory(path)) return Status::not_found(path + ": cannot open the ONNX file");
-  std::stringstream buffer;
-  buffer << f.rdbuf();
-  std::string bytes = buffer.str();
+  if (!f || std::filesystem::is_directory(path, ec)) return Status::not_found(path + ": cannot open the ONNX file");
+  // protobuf parses at most 2 GiB; stop there rather than read /dev/zero until memory runs out.
+  constexpr size_t kMaxModelBytes = size_t(INT_MAX);
+  std::string bytes;
+  char chunk[1 << 16];
+  while (f.read(chunk, sizeof chunk) || f.gcount() > 0) {
+    bytes.append(chunk, static_cast<size_t>(f.gcount()));
+    if (bytes.size() > kMaxModelBytes) {
+      return Status::invalid(path + ": larger than the 2 GiB an ONNX file can hold (weights over that go in external data)");
+    }
+  }
+  if (f.bad()) return Status::invalid(path + ": cannot read the ONNX file");
   std::string dir = std::filesystem::path(path).parent_path().string();
   Expected<Graph> g = onnx_import::import_bytes(bytes, path, {dir.empty() ? "." : dir});
   if (!g) return g.status().with_context(path);

@@ -203,9 +203,19 @@ uint32_t read_le(std::string_view bytes, size_t at, size_t width) {
   return v;
 }
 
-}  // namespace
 
-Expected<Array> parse_npy(std::string_view bytes, std::string_view name) {
+// What the prelude and header say: enough to know how many data bytes follow.
+struct Layout {
+  DType dtype;
+  std::string descr;
+  std::vector<int64_t> shape;
+  int64_t numel = 0;
+  size_t data_offset = 0;
+  int64_t data_bytes = 0;
+};
+
+// Parses the prelude and header; `bytes` may end right after the header.
+Expected<Layout> parse_layout(std::string_view bytes, std::string_view name) {
   auto fail = [&](const std::string& why) { return Status::invalid(std::string(name) + ": " + why); };
   if (bytes.size() < kMagic.size() || bytes.substr(0, kMagic.size()) != kMagic) {
     return fail("not a .npy file (it does not start with the magic bytes \\x93NUMPY)");
@@ -237,12 +247,33 @@ Expected<Array> parse_npy(std::string_view bytes, std::string_view name) {
   if (__builtin_mul_overflow(numel, int64_t(dtype_size(dtype)), &need)) {
     return fail("shape " + shape_tuple(*h.shape) + " has too many elements");
   }
-  const std::string_view data = bytes.substr(prelude + header_len);
+  return Layout{dtype, *h.descr, *h.shape, numel, prelude + header_len, need};
+}
+
+// The prelude and header length, once `bytes` holds the prelude; 0 when it is not a .npy
+// prelude (parse_layout then says what is wrong).
+size_t header_end(std::string_view bytes) {
+  if (bytes.size() < kPreludeV1 || bytes.substr(0, kMagic.size()) != kMagic) return 0;
+  const int major = uint8_t(bytes[6]);
+  const size_t prelude = major == 1 ? kPreludeV1 : kPreludeV2;
+  if (bytes.size() < prelude) return 0;
+  return prelude + read_le(bytes, 8, prelude - 8);
+}
+
+}  // namespace
+
+Expected<Array> parse_npy(std::string_view bytes, std::string_view name) {
+  auto fail = [&](const std::string& why) { return Status::invalid(std::string(name) + ": " + why); };
+  FUSEBOX_ASSIGN_OR_RETURN(Layout layout, parse_layout(bytes, name));
+  const std::vector<int64_t>& shape = layout.shape;
+  const DType dtype = layout.dtype;
+  const int64_t numel = layout.numel, need = layout.data_bytes;
+  const std::string_view data = bytes.substr(layout.data_offset);
   if (uint64_t(need) > data.size()) {
-    return fail("data is truncated: shape " + shape_tuple(*h.shape) + " of '" + *h.descr + "' needs " +
+    return fail("data is truncated: shape " + shape_tuple(shape) + " of '" + layout.descr + "' needs " +
                 std::to_string(need) + " bytes but the file has " + std::to_string(data.size()));
   }
-  Array a(dtype, *h.shape);
+  Array a(dtype, shape);
   if (need) std::memcpy(a.raw(), data.data(), size_t(need));
   // A bool byte other than 0 or 1 is not a valid C++ bool: normalise it as numpy reads it.
   if (dtype == DType::Bool) {
@@ -252,8 +283,29 @@ Expected<Array> parse_npy(std::string_view bytes, std::string_view name) {
   return a;
 }
 
+// Reads only what the header says the file holds, so /dev/zero or a huge shape is a message
+// rather than a read that never ends.
 Expected<Array> read_npy(const std::string& path) {
-  FUSEBOX_ASSIGN_OR_RETURN(std::string bytes, read_file(path));
+  constexpr uint64_t kMaxHeader = uint64_t(1) << 20;  // numpy writes a few hundred bytes
+  FUSEBOX_ASSIGN_OR_RETURN(InputFile f, open_for_read(path));
+  std::string bytes;
+  FUSEBOX_RETURN_IF_ERROR(read_some(f.get(), path, kPreludeV2, &bytes));
+  size_t end = header_end(bytes);
+  if (end == 0) return parse_npy(bytes, path);
+  if (end - kPreludeV1 > kMaxHeader) {
+    return Status::invalid(path + ": the header says " + std::to_string(end - kPreludeV1) + " bytes, over the " +
+                           format_byte_size(kMaxHeader) + " limit for a .npy header");
+  }
+  if (end > bytes.size()) FUSEBOX_RETURN_IF_ERROR(read_some(f.get(), path, end - bytes.size(), &bytes));
+  if (bytes.size() < end) return parse_npy(bytes, path);
+  FUSEBOX_ASSIGN_OR_RETURN(Layout layout, parse_layout(bytes, path));
+  const uint64_t limit = max_tensor_bytes();
+  if (uint64_t(layout.data_bytes) > limit) {
+    return Status::invalid(path + ": shape " + shape_tuple(layout.shape) + " of '" + layout.descr +
+                           "' needs " + format_byte_size(uint64_t(layout.data_bytes)) + ", over the " +
+                           format_byte_size(limit) + " limit for a tensor (half the physical memory)");
+  }
+  FUSEBOX_RETURN_IF_ERROR(read_some(f.get(), path, uint64_t(layout.data_bytes) + end - bytes.size(), &bytes));
   return parse_npy(bytes, path);
 }
 

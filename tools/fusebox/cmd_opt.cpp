@@ -2,13 +2,8 @@
 // the textual tests (tests/lit, tests/error), so its output must be deterministic and its
 // messages must carry file:line:col.
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -18,6 +13,7 @@
 #include "fusion/options.h"
 #include "fusion/pipeline.h"
 #include "fusion/pipeline_plan.h"
+#include "runtime/file_io.h"
 #include "runtime/session.h"
 #include "ir/parser.h"
 #include "load_program.h"
@@ -57,12 +53,12 @@ struct OptOptions {
   FusionOptions fusion;  // resolved for the target (environment overrides applied)
 };
 
-std::vector<std::string> split_list(const std::string& list) {
-  std::vector<std::string> out;
-  std::string item;
-  std::istringstream in(list);
-  while (std::getline(in, item, ','))
-    if (!item.empty()) out.push_back(item);
+// "canonicalize{no-recognition}" -> "canonicalize".
+std::string pass_base_name(const std::string& entry) { return entry.substr(0, entry.find('{')); }
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
 }
 
@@ -77,7 +73,9 @@ std::optional<int> parse_options(const Args& args, CommandLine& cl, OptOptions* 
   o->input = cl.positionals()[0];
   o->output = cl.value("-o").value_or("");
   o->split_input_file = cl.has("--split-input-file");
-  o->passes = split_list(cl.value("--passes").value_or(""));
+  Expected<std::vector<std::string>> passes = parse_pass_list(cl.value("--passes").value_or(""));
+  if (!passes) return cl.usage_error("--passes: " + passes.status().message());
+  o->passes = *passes;
   o->print_after = cl.value("--print-after").value_or("");
   std::string target = cl.value("--target").value_or("cpu");
   std::optional<FusionTarget> parsed = parse_target(target);
@@ -97,9 +95,22 @@ std::optional<int> parse_options(const Args& args, CommandLine& cl, OptOptions* 
   }
   o->fusion = resolve_options(o->target, base, &env);
   if (o->pipeline) o->passes = plan_pipeline(o->target, o->fusion);
-  if (cl.has("--print-after") &&
-      std::find(o->passes.begin(), o->passes.end(), o->print_after) == o->passes.end()) {
-    return cl.usage_error("--print-after=" + o->print_after + " names a pass that --passes does not run");
+  if (cl.has("--print-after")) {
+    // The pipeline writes options into names (canonicalize{no-recognition}); NAME is the pass's
+    // own name, so match on that.
+    auto named = std::find_if(o->passes.begin(), o->passes.end(), [&](const std::string& p) {
+      return p == o->print_after || pass_base_name(p) == o->print_after;
+    });
+    if (named == o->passes.end()) {
+      if (!o->pipeline) return cl.usage_error("--print-after=" + o->print_after + " names a pass that --passes does not run");
+      return cl.usage_error("--print-after=" + o->print_after + " names a pass that the pipeline for target " +
+                            std::string(target_name(o->target)) + " does not run (it runs: " + join_names(o->passes) +
+                            ")");
+    }
+    if (!find_pass(pass_base_name(*named))) {
+      return cl.usage_error("--print-after=" + o->print_after + ": the pipeline plans " + *named +
+                            " but this build does not have it, so there is nothing to print after");
+    }
   }
   return std::nullopt;
 }
@@ -125,7 +136,7 @@ Status run_passes(Module& module, const OptOptions& o, std::string* printed) {
     hooks.verify_each = true;
     hooks.skip_unavailable = o.pipeline;
     hooks.after_pass = [&](std::string_view pass, const Graph& after) {
-      if (printed && pass == o.print_after) {
+      if (printed && (pass == o.print_after || pass_base_name(std::string(pass)) == o.print_after)) {
         *printed += "// IR after " + std::string(pass) + "\n" + print_graph(after);
       }
     };
@@ -163,22 +174,10 @@ std::vector<Chunk> split_chunks(const std::string& text) {
   return chunks;
 }
 
-// On failure errno says why (0: no reason known).
-bool read_input(const std::string& path, std::string* text) {
-  errno = 0;
-  if (path == "-") {
-    text->assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-    return !std::cin.bad();
-  }
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    errno = EISDIR;
-    return false;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  text->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  return !in.bad();
+// The whole input, bounded (kMaxTextBytes), from a file or "-" for standard input.
+Expected<std::string> read_input(const std::string& path) {
+  if (path == "-") return read_stream(stdin, "<stdin>", kMaxTextBytes, /*text=*/true);
+  return read_file(path, kMaxTextBytes, /*text=*/true);
 }
 
 // Parses, verifies and transforms one file or chunk; returns its printed form or the error.
@@ -208,15 +207,13 @@ int cmd_opt(const Args& args) {
     if (o.output.empty()) {
       std::fwrite(out.data(), 1, out.size(), stdout);
     } else {
-      std::ofstream file(o.output, std::ios::binary);
-      if (!(file << out)) return cl.error("cannot write '" + o.output + "'");
+      if (Status s = write_file(o.output, out); !s.is_ok()) return cl.error(s);
     }
     return kExitOk;
   }
-  std::string text;
-  if (!read_input(o.input, &text)) {
-    return cl.error("cannot read '" + o.input + "': " + (errno ? std::strerror(errno) : "not a readable file"));
-  }
+  Expected<std::string> input = read_input(o.input);
+  if (!input) return cl.error(input.status());
+  const std::string& text = *input;
   std::string filename = o.input == "-" ? "<stdin>" : o.input;
   std::vector<Chunk> chunks = o.split_input_file ? split_chunks(text) : std::vector<Chunk>{{text, 1}};
 
@@ -236,8 +233,7 @@ int cmd_opt(const Args& args) {
   if (o.output.empty()) {
     std::fwrite(out.data(), 1, out.size(), stdout);
   } else {
-    std::ofstream file(o.output, std::ios::binary);
-    if (!(file << out)) return cl.error("cannot write '" + o.output + "'");
+    if (Status s = write_file(o.output, out); !s.is_ok()) return cl.error(s);
   }
   return failed ? kExitError : kExitOk;
 }

@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "backends/registry/registry.h"
 #include "load_program.h"
+#include "runtime/file_io.h"
 #include "runtime/npy.h"
 #include "runtime/session.h"
 
@@ -21,7 +22,6 @@ namespace fusebox::cli {
 namespace {
 
 constexpr int64_t kDefaultDim = 2;
-constexpr int64_t kMaxRandomBytes = int64_t(1) << 36;  // 64 GiB
 
 struct RunRequest {
   std::string path;
@@ -124,8 +124,9 @@ Expected<NamedArrays> complete_inputs(const Graph& g, const RunRequest& req, con
       if (!d.is_static()) return Status::invalid("input %" + name + " of @" + g.name() + " has an unknown dim");
       dims.push_back(d.value());
       // Huge --dim values must be a message, not an overflowing size or a failed allocation.
-      if (__builtin_mul_overflow(bytes, d.value(), &bytes) || bytes > kMaxRandomBytes) {
-        return Status::invalid("input %" + name + " " + t.to_string() + " is too large to draw at these sizes");
+      if (__builtin_mul_overflow(bytes, d.value(), &bytes) || uint64_t(bytes) > max_tensor_bytes()) {
+        return Status::invalid("input %" + name + " " + t.to_string() + " is too large to draw at these sizes: over the " +
+                               format_byte_size(max_tensor_bytes()) + " limit for a tensor (half the physical memory)");
       }
     }
     double lo = is_float(t.dtype) ? -1.0 : is_signed(t.dtype) ? -8.0 : 0.0;

@@ -26,7 +26,7 @@ Expected<Module> load_program(const std::string& path) {
                                  "then reconfigure)");
 #endif
   }
-  FUSEBOX_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  FUSEBOX_ASSIGN_OR_RETURN(std::string text, read_file(path, kMaxTextBytes, /*text=*/true));
   return parse_module(text, path);
 }
 
