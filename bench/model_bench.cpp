@@ -2,6 +2,7 @@
 // (docs/benchmarks.md has the figures; bench/run_model_bench.sh adds ONNX Runtime):
 //
 //   model_bench CACHE_DIR [--runs N] [--warmup W] [--min-ms T] [--profile-runs P] [--top K]
+//   model_bench CACHE_DIR --only CASE [--runs N]      (peak resident memory of the fused plan)
 //
 // CACHE_DIR is the model cache of onnx_models_test (tests/models/fetch_models.sh prepares it);
 // its ref/manifest.txt lists the cases: <model>_<size>, the .onnx file, the input name, the
@@ -31,6 +32,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/resource.h>
+
 #include "fusebox/session.h"
 #include "onnx/importer.h"
 #include "runtime/npy.h"
@@ -45,6 +48,7 @@ struct Case {
 struct Settings {
   std::string cache;
   int runs = 5, warmup = 1, profile_runs = 2, top = 8, min_ms = 2000;
+  std::string only;  // --only CASE: that case alone, fused plan only, then the peak resident memory
 };
 
 using Clock = std::chrono::steady_clock;
@@ -87,6 +91,10 @@ Settings parse_args(int argc, char** argv) {
     else if (a == "--profile-runs") s.profile_runs = number(0);
     else if (a == "--top") s.top = number(1);
     else if (a == "--min-ms") s.min_ms = number(0);
+    else if (a == "--only") {
+      if (i + 1 >= argc) usage("--only needs a case name");
+      s.only = argv[++i];
+    }
     else if (a.rfind("--", 0) == 0) usage("unknown option '" + a + "'");
     else if (s.cache.empty()) s.cache = a;
     else usage("more than one CACHE_DIR");
@@ -230,8 +238,33 @@ void print_profile(const Executable& fused, const Executable& unfused, const Nam
               f.outside_contractions * 1e3, u.outside_contractions * 1e3, f.total * 1e3, u.total * 1e3);
 }
 
+// --only: the fused plan of one case, run as the timed loop would, then the process's peak
+// resident memory (model weights, plan, pools and the runtime's libraries), to set beside ONNX
+// Runtime's (ort_bench.js --only).
+int run_peak_memory(const Settings& s, const Case& c) {
+  Expected<Graph> g = import_onnx_file(s.cache + "/" + c.model);
+  if (!g) fail(g.status().to_string());
+  Executable fused = compile(*g, true, c.model);
+  g = Graph();  // the caller keeps only the plan
+  NamedArrays inputs{{onnx_value_name(c.input_name), load(s.cache + "/" + c.input_npy)}};
+  for (int i = 0; i < std::max(1, s.runs); ++i) {
+    Expected<std::vector<Array>> out = fused.run(inputs);
+    if (!out) fail(c.name + ": " + out.status().to_string());
+  }
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto [key, size] = split_case(c.name);
+  std::printf("fusebox_peak %s %s peak_rss_mb %.1f\n", key.c_str(), size.c_str(), double(u.ru_maxrss) / 1024.0);
+  return 0;
+}
+
 int run(const Settings& s) {
   std::vector<Case> cases = read_manifest(s.cache);
+  if (!s.only.empty()) {
+    std::erase_if(cases, [&](const Case& c) { return c.name != s.only; });
+    if (cases.empty()) fail("no case " + s.only + " in the manifest");
+    return run_peak_memory(s, cases[0]);
+  }
   std::vector<std::string> models;  // in manifest order
   for (const Case& c : cases)
     if (std::find(models.begin(), models.end(), c.model) == models.end()) models.push_back(c.model);

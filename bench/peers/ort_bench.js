@@ -1,7 +1,7 @@
 // Times ONNX Runtime (onnxruntime-node, CPU) on the real models of onnx_models_test, as the peer
 // of bench/model_bench.cpp (bench/run_model_bench.sh runs both and prints one table).
 //
-//   node bench/peers/ort_bench.js [--cache DIR] [--runs N] [--warmup W] [--min-ms T]
+//   node bench/peers/ort_bench.js [--cache DIR] [--runs N] [--warmup W] [--min-ms T] [--only CASE]
 //
 // DIR is the model cache that tests/models/fetch_models.sh prepares (default: tests/models/cache,
 // or $FUSEBOX_MODEL_CACHE); the cases, models and inputs are those of its ref/manifest.txt, so
@@ -20,6 +20,7 @@ function parseArgs(argv) {
     runs: 20,
     warmup: 3,
     minMs: 2000,
+    only: null,
   };
   for (let i = 0; i < argv.length; ++i) {
     const a = argv[i];
@@ -31,6 +32,7 @@ function parseArgs(argv) {
     else if (a === '--runs') opts.runs = Number(value());
     else if (a === '--warmup') opts.warmup = Number(value());
     else if (a === '--min-ms') opts.minMs = Number(value());
+    else if (a === '--only') opts.only = value();
     else if (a === '--help' || a === '-h') usage(null);
     else usage(`unknown argument '${a}'`);
   }
@@ -95,7 +97,9 @@ async function main() {
     .map((l) => {
       const [name, model, inputName, inputNpy] = l.trim().split(/\s+/);
       return { name, model, inputName, inputNpy };
-    });
+    })
+    .filter((c) => !opts.only || c.name === opts.only);
+  if (opts.only && cases.length === 0) throw new Error(`no case ${opts.only} in ${manifestPath}`);
   const sessions = new Map();
   for (const c of cases) {
     if (!sessions.has(c.model)) {
@@ -117,6 +121,11 @@ async function main() {
     }
     const [model, size] = splitCase(c.name);
     console.log(`ort ${model} ${size} ${median(ms).toFixed(3)} samples ${ms.length}`);
+  }
+  // With --only: the process's peak resident memory (the runtime, the session, the model).
+  if (opts.only) {
+    const [model, size] = splitCase(opts.only);
+    console.log(`ort_peak ${model} ${size} peak_rss_mb ${(process.resourceUsage().maxRSS / 1024).toFixed(1)}`);
   }
 }
 
