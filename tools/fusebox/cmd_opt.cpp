@@ -197,37 +197,29 @@ int cmd_opt(const Args& args) {
   Module none;
   if (Status s = run_passes(none, o, nullptr); !s.is_ok()) return cl.error(s);
 
-  // An ONNX model is imported first (one function); --split-input-file is for text only.
-  if (o.input.size() > 5 && o.input.compare(o.input.size() - 5, 5, ".onnx") == 0) {
-    Expected<Module> module = load_program(o.input);
-    if (!module) return cl.error(module.status());
-    std::string printed;
-    if (Status s = run_passes(*module, o, &printed); !s.is_ok()) return cl.error(s);
-    std::string out = printed + print_module(*module);
-    if (o.output.empty()) {
-      std::fwrite(out.data(), 1, out.size(), stdout);
-    } else {
-      if (Status s = write_file(o.output, out); !s.is_ok()) return cl.error(s);
-    }
-    return kExitOk;
-  }
-  Expected<std::string> input = read_input(o.input);
-  if (!input) return cl.error(input.status());
-  const std::string& text = *input;
-  std::string filename = o.input == "-" ? "<stdin>" : o.input;
-  std::vector<Chunk> chunks = o.split_input_file ? split_chunks(text) : std::vector<Chunk>{{text, 1}};
-
   std::string out;
   bool failed = false;
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    if (i) out += std::string(kSplitMarker) + "\n";
-    Expected<std::string> result = process(chunks[i], filename, o);
-    if (!result) {
-      std::fprintf(stderr, "%s\n", result.status().message().c_str());
-      failed = true;
-      continue;
+  if (o.input.size() > 5 && o.input.compare(o.input.size() - 5, 5, ".onnx") == 0) {
+    // An ONNX model is imported first (one function); --split-input-file is for text only.
+    Expected<Module> module = load_program(o.input);
+    if (!module) return cl.error(module.status());
+    if (Status s = run_passes(*module, o, &out); !s.is_ok()) return cl.error(s);
+    out += print_module(*module);
+  } else {
+    Expected<std::string> input = read_input(o.input);
+    if (!input) return cl.error(input.status());
+    std::string filename = o.input == "-" ? "<stdin>" : o.input;
+    std::vector<Chunk> chunks = o.split_input_file ? split_chunks(*input) : std::vector<Chunk>{{*input, 1}};
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      if (i) out += std::string(kSplitMarker) + "\n";
+      Expected<std::string> result = process(chunks[i], filename, o);
+      if (!result) {
+        std::fprintf(stderr, "%s\n", result.status().message().c_str());
+        failed = true;
+        continue;
+      }
+      out += *result;
     }
-    out += *result;
   }
 
   if (o.output.empty()) {
