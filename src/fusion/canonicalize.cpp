@@ -3,7 +3,7 @@
 // the result is small), values whose declared type is less specific than inference gives (`?`
 // dims refined), dead nodes. Produces: constant nodes, refined types. Requires: a verified graph.
 // Preserves: inputs, output positions and every returned value's type except `?` refinement.
-// With recognition on (not under skip_fusion): hardswish written out in primitives becomes the op
+// With recognition on (not under skip_fusion): hardswish and SiLU written out in primitives become ops
 // (recognize_activations.h), and batch norm after a conv folds into the conv's weights and bias
 // (fold_batch_norm.h). Recognition of the other decomposed forms (layer norm, gelu, ...) is a
 // later addition.

@@ -25,16 +25,20 @@ onednn::Epilogue epilogue(const Node& n, bool bias, bool residual) {
   if (!is_fused_contraction(n.op)) return e;
   const Epilogue ep = epilogue_of_fused(n);
   e.act = act_runs_after(ep.act) ? EpilogueAct::None : ep.act;
+  if (ep.act == EpilogueAct::None) return e;
+  // Parameters as the activation op reads them, so an absent one takes ops.def's default.
+  Attrs attrs;
+  const Node act{activation_op(ep, &attrs), {}, {}, attrs, nullptr, {}};
   constexpr double inf = std::numeric_limits<double>::infinity();
   switch (ep.act) {
-    case EpilogueAct::LeakyRelu: e.alpha = ep.alpha.value_or(0.01); break;
+    case EpilogueAct::LeakyRelu: e.alpha = act.attr_f64("alpha"); break;
     case EpilogueAct::Clip:
       e.alpha = ep.alpha.value_or(-inf);
       e.beta = ep.beta.value_or(inf);
       break;
     case EpilogueAct::HardSigmoid:
-      e.alpha = ep.alpha.value_or(0.2);
-      e.beta = ep.beta.value_or(0.5);
+      e.alpha = act.attr_f64("alpha");
+      e.beta = act.attr_f64("beta");
       break;
     default: break;
   }
