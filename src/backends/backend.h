@@ -1,6 +1,7 @@
 // The boundary between the runtime and a backend (DESIGN.md §5). Depends on `ir` only.
 //
-//   runtime ──claims(graph, node)──> Backend        which nodes it takes, a reason for each no
+//   runtime ──lower(graph)─────────> Graph          its own rewrites (layouts), same results
+//           ──claims(graph, node)──> Backend        which nodes it takes, a reason for each no
 //           ──compile(graph, node)─> Kernel         once per node, immutable, shared by threads
 //           ──allocate / copy──────> Buffer         memory on the backend's device, pooled
 //           ──kernel.run(stream, views)──> Stream   enqueued; the CPU's runs inline; sync()
@@ -114,6 +115,10 @@ class Backend {
   virtual Device device() const = 0;
 
   virtual Claim claims(const Graph& g, const Node& n) const = 0;
+  // The backend's own lowering of the fused graph before its nodes are placed and compiled (the
+  // CPU's keeps CNN activations in a blocked layout); the result computes the same values with
+  // the same inputs and outputs. Default: the graph as it is.
+  virtual Expected<Graph> lower(const Graph& g) const { return g; }
   virtual Expected<std::shared_ptr<const Kernel>> compile(const Graph& g, const Node& n) const = 0;
 
   // Uninitialised memory of a type and concrete shape on device().

@@ -1,6 +1,7 @@
 #include "ir/shape_inference.h"
 
 #include "ir/epilogue.h"
+#include "ir/layout.h"
 
 #include <algorithm>
 #include <set>
@@ -682,6 +683,49 @@ Expected<Types> infer_fused_conv(const Ctx& c) {
   return y;
 }
 
+// ---- the blocked layout nChw<b>c (ir/layout.h) ----------------------------------------------
+
+Expected<Types> infer_to_nchwc(const Ctx& c) {
+  const TensorType& x = c.operand(0);
+  int64_t b = c.node.attr_i64("block");
+  if (b < 1 || b > kMaxNchwcBlock) return c.fail("block " + std::to_string(b) + " is not in [1, 64]");
+  std::optional<Shape> s = nchwc_shape(x.shape, b);
+  if (!s) return c.fail("input must be [N,C,H,W] with a static C divisible by " + std::to_string(b) + ", got " + type_str(x));
+  return Types{TensorType{x.dtype, *s}};
+}
+
+Expected<Types> infer_to_nchw(const Ctx& c) {
+  const TensorType& x = c.operand(0);
+  std::optional<Shape> s = nchw_shape(x.shape);
+  if (!s) return c.fail("input must be [N,C/b,H,W,b] with a static b, got " + type_str(x));
+  return Types{TensorType{x.dtype, *s}};
+}
+
+// A node with layout = "nchwc" infers as its plain form: its activations (x, and the residual of
+// fused_conv_bias_act) are read as NCHW, and the result, blocked like x, must have a channel count
+// the block divides.
+template <typename Plain>
+Expected<Types> infer_in_layout(const Ctx& c, Plain plain) {
+  if (!has_nchwc_layout(c.node)) return plain(c);
+  std::vector<TensorType> logical(c.in.begin(), c.in.end());
+  const bool residual = c.node.op == Op::FusedConvBiasAct && c.node.attr_bool("has_residual");
+  for (size_t i = 0; i < logical.size(); ++i) {
+    if (i != 0 && !(residual && i + 1 == logical.size())) continue;
+    std::optional<Shape> s = nchw_shape(logical[i].shape);
+    if (!s) return c.fail("layout nchwc: operand " + std::to_string(i) + " must be [N,C/b,H,W,b], got " + type_str(logical[i]));
+    logical[i].shape = *s;
+  }
+  const Dim& block = c.operand(0).shape[4];
+  Ctx plain_ctx{c.node, logical, c.bindings};
+  FUSEBOX_ASSIGN_OR_RETURN(Types out, plain(plain_ctx));
+  for (TensorType& t : out) {
+    std::optional<Shape> s = nchwc_shape(t.shape, block.value());
+    if (!s) return c.fail("layout nchwc: result " + type_str(t) + " has no channel count divisible by " + block.to_string());
+    t.shape = *s;
+  }
+  return out;
+}
+
 Expected<Types> infer_fft(const Ctx& c) {
   const TensorType& x = c.operand(0);
   if (x.rank() < 1 || !is_float(x.dtype)) return c.fail("operand must be a float tensor of rank >= 1, got " + type_str(x));
@@ -769,6 +813,8 @@ Expected<std::vector<TensorType>> infer_result_types(const Node& node,
     case Op::Pad: return infer_pad(c);
     case Op::Gather: return infer_gather(c);
     case Op::Flip: return infer_flip(c);
+    case Op::ToNchwc: return infer_to_nchwc(c);
+    case Op::ToNchw: return infer_to_nchw(c);
     case Op::Resize: return infer_resize(c);
     case Op::ReduceSum: case Op::ReduceMean: case Op::ReduceMax: case Op::ReduceMin:
     case Op::ReduceProd:
@@ -776,13 +822,13 @@ Expected<std::vector<TensorType>> infer_result_types(const Node& node,
     case Op::ArgMax: case Op::ArgMin: return infer_arg_reduce(c);
     case Op::Softmax: case Op::LogSoftmax: return infer_softmax(c);
     case Op::LayerNorm: case Op::RmsNorm: return infer_norm(c);
-    case Op::GlobalAvgPool: return infer_global_avg_pool(c);
-    case Op::MaxPool2d: case Op::AvgPool2d: return infer_pool(c);
+    case Op::GlobalAvgPool: return infer_in_layout(c, infer_global_avg_pool);
+    case Op::MaxPool2d: case Op::AvgPool2d: return infer_in_layout(c, infer_pool);
     case Op::MatMul: return infer_matmul(c);
-    case Op::Conv2d: return infer_conv(c, false);
+    case Op::Conv2d: return infer_in_layout(c, [](const Ctx& plain) { return infer_conv(plain, false); });
     case Op::ConvTranspose2d: return infer_conv(c, true);
     case Op::FusedMatmulBiasAct: case Op::FusedMatmulResidual: return infer_fused_matmul(c);
-    case Op::FusedConvBiasAct: return infer_fused_conv(c);
+    case Op::FusedConvBiasAct: return infer_in_layout(c, infer_fused_conv);
     case Op::ElementwiseRegion: return infer_elementwise_region(c);
     case Op::Constant: {
       const Array& a = node.attr_array("value");

@@ -23,7 +23,7 @@ std::string options_key(const CompileOptions& o, const Fuse& fuser) {
     for (const std::string& p : fuser.passes()) key += p + ",";
   }
   key += ";backend=" + o.backend + ";codegen=" + std::string(codegen_name(o.cpu.codegen)) +
-         ";onednn=" + std::to_string(o.cpu.onednn) + ";verify=" + std::to_string(o.verify) +
+         ";onednn=" + std::to_string(o.cpu.onednn) + ";layout=" + cpu_layout_name(o.cpu.nchwc_block) + ";verify=" + std::to_string(o.verify) +
          ";verify_each_pass=" + std::to_string(o.verify_each_pass) + ";sizes=";
   for (const auto& [sym, n] : o.report_sizes) key += sym + "=" + std::to_string(n) + ",";
   return key;
@@ -46,6 +46,11 @@ Expected<std::vector<Array>> evaluate_with_reference(const Node& node, std::span
   }
   FUSEBOX_RETURN_IF_ERROR(cpu::run_reference(node, inputs, out));
   return out;
+}
+
+Expected<Graph> lower_on_backend(const Graph& g, const std::string& backend, const CpuBackendOptions& cpu) {
+  FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<Backend> target, make_backend(backend, BackendOptions{cpu}));
+  return target->lower(g);
 }
 
 Expected<Placement> place_on_backend(const Graph& g, const std::string& backend, const CpuBackendOptions& cpu) {
@@ -92,6 +97,12 @@ Expected<Executable> Session::compile(const Graph& graph, const CompileOptions& 
   const Graph& g = plan->graph;
 
   FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<Backend> target, make_backend(options.backend, BackendOptions{options.cpu}));
+  FUSEBOX_ASSIGN_OR_RETURN(plan->graph, target->lower(plan->graph));
+  if (options.verify_each_pass) {
+    if (Status s = verify(plan->graph); !s.is_ok()) {
+      return Status::internal("the " + options.backend + " backend's lowering broke the graph: " + s.message());
+    }
+  }
   FUSEBOX_ASSIGN_OR_RETURN(plan->placement, place(g, std::move(target), cpu_fallback(options.cpu)));
   plan->memory = plan_memory(g, plan->placement);
   plan->constants.resize(g.num_values());

@@ -61,7 +61,7 @@ struct ShapePlan;
 
 class Executable {
  public:
-  // The graph that runs (after fusion).
+  // The graph that runs (after fusion and the backend's lowering).
   const Graph& graph() const;
   const FusionReport& report() const;
   const Placement& placement() const;
@@ -122,7 +122,10 @@ class Session {
 // Runs one node with the reference kernels (the constant evaluator canonicalize uses).
 Expected<std::vector<Array>> evaluate_with_reference(const Node& node, std::span<const Array> inputs);
 
-// Places a fused graph on a backend as Session::compile would (for `fusebox explain`).
+// The backend's lowering of a fused graph, as Session::compile runs it before placement (for
+// `fusebox explain` and `fusebox opt --lower`).
+Expected<Graph> lower_on_backend(const Graph& g, const std::string& backend, const CpuBackendOptions& cpu = {});
+// Places a (lowered) graph on a backend as Session::compile would (for `fusebox explain`).
 Expected<Placement> place_on_backend(const Graph& g, const std::string& backend, const CpuBackendOptions& cpu = {});
 
 }  // namespace fusebox

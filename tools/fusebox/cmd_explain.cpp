@@ -10,6 +10,7 @@
 
 #include "cli_util.h"
 #include "dot_writer.h"
+#include "backends/cpu/assign_blocked_layout.h"
 #include "backends/cpu/region_jit.h"
 #include "backends/registry/registry.h"
 #include "fusion/fuse.h"
@@ -94,6 +95,7 @@ int cmd_explain(const Args& args) {
                   {"--dim", "SYM=N", "size of a symbol for the byte estimate", true},
                   {"--passes", "", "also print the pass list"},
                   {"--backend", "B", "the backend whose placement is shown (cpu target; default cpu)"},
+                  {"--cpu-layout", "L", "the cpu backend's activation layout: auto (default), nchw, nchw8c, nchw16c"},
                   {"--dot", "OUT.dot", "write the fused graph of the first (or --func) function as Graphviz"},
                   {"--svg", "OUT.svg", "with --dot: also render it with Graphviz's `dot -Tsvg`"}});
   if (std::optional<int> done = cl.parse(args)) return *done;
@@ -122,6 +124,12 @@ int cmd_explain(const Args& args) {
       return cl.usage_error("unknown backend '" + backend + "' (backends: " + backend_choices() + ")");
     }
   }
+  CpuBackendOptions cpu_options;
+  if (std::optional<std::string> layout = cl.value("--cpu-layout")) {
+    std::optional<int64_t> b = parse_cpu_layout(*layout);
+    if (!b) return cl.usage_error("unknown --cpu-layout '" + *layout + "' (choices: auto, nchw, nchw4c, nchw8c, nchw16c)");
+    cpu_options.nchwc_block = *b;
+  }
   SymbolBindings sizes;
   for (const std::string& d : cl.values("--dim")) {
     auto kv = split_assignment(d);
@@ -143,9 +151,12 @@ int cmd_explain(const Args& args) {
     std::fputs(r->report.to_string().c_str(), stdout);
     if (target == FusionTarget::Cpu) {
       std::fputs(codegen_line(r->graph).c_str(), stdout);
-      Expected<Placement> placed = place_on_backend(r->graph, backend);
+      Expected<Graph> lowered = lower_on_backend(r->graph, backend, cpu_options);
+      if (!lowered) return cl.error(lowered.status().with_context("@" + g.name()));
+      Expected<Placement> placed = place_on_backend(*lowered, backend, cpu_options);
       if (!placed) return cl.error(placed.status().with_context("@" + g.name()));
       std::printf("  placement %s\n", placed->summary().c_str());
+      std::printf("  layout   %s\n", cpu::summarize_layout(*lowered).to_string().c_str());
     }
     if (cl.has("--passes")) std::printf("  passes   %s\n", join_pipeline(fuser.passes()).c_str());
     if (!dot_path || drawn) continue;

@@ -18,6 +18,7 @@
 #include "ir/parser.h"
 #include "load_program.h"
 #include "ir/printer.h"
+#include "ir/verifier.h"
 
 namespace fusebox::cli {
 
@@ -38,7 +39,8 @@ CommandLine make_command_line() {
        {"--target", "T", "the fusion target: cpu, cuda, metal, mlx, wgpu, rocm or tpu"},
        {"--pipeline", "", "run the target's whole fusion pipeline (spec §3) instead of --passes"},
        {"--fusion-options", "LIST", "options for --pipeline and the passes, e.g. fusion_limits=8x4"},
-       {"--stats", "", "print per-pass statistics to stderr"}});
+       {"--stats", "", "print per-pass statistics to stderr"},
+       {"--cpu-layout", "L", "after the passes, the cpu backend's layout lowering: nchw8c, nchw16c, auto, ..."}});
 }
 
 struct OptOptions {
@@ -51,6 +53,7 @@ struct OptOptions {
   bool pipeline = false;
   bool stats = false;
   FusionOptions fusion;  // resolved for the target (environment overrides applied)
+  std::optional<int64_t> cpu_layout;  // --cpu-layout: CpuBackendOptions::nchwc_block
 };
 
 // "canonicalize{no-recognition}" -> "canonicalize".
@@ -83,6 +86,10 @@ std::optional<int> parse_options(const Args& args, CommandLine& cl, OptOptions* 
     return cl.usage_error("unknown target '" + target + "' (expected cpu, cuda, metal, mlx, wgpu, rocm or tpu)");
   }
   o->target = *parsed;
+  if (std::optional<std::string> layout = cl.value("--cpu-layout")) {
+    o->cpu_layout = parse_cpu_layout(*layout);
+    if (!o->cpu_layout) return cl.usage_error("unknown --cpu-layout '" + *layout + "' (choices: auto, nchw, nchw4c, nchw8c, nchw16c)");
+  }
   o->pipeline = cl.has("--pipeline");
   o->stats = cl.has("--stats");
   if (o->pipeline && cl.has("--passes")) return cl.usage_error("give --passes or --pipeline, not both");
@@ -148,6 +155,21 @@ Status run_passes(Module& module, const OptOptions& o, std::string* printed) {
   return Status::ok();
 }
 
+// --cpu-layout: the cpu backend's lowering of every function, verified.
+Status lower_for_cpu(Module& module, const OptOptions& o) {
+  if (!o.cpu_layout) return Status::ok();
+  CpuBackendOptions cpu;
+  cpu.nchwc_block = *o.cpu_layout;
+  for (Graph& g : module.functions) {
+    FUSEBOX_ASSIGN_OR_RETURN(Graph lowered, lower_on_backend(g, "cpu", cpu));
+    if (Status s = verify(lowered); !s.is_ok()) {
+      return Status::internal("the cpu backend's lowering of @" + g.name() + " does not verify: " + s.message());
+    }
+    g = std::move(lowered);
+  }
+  return Status::ok();
+}
+
 struct Chunk {
   std::string text;
   int first_line;
@@ -185,6 +207,7 @@ Expected<std::string> process(const Chunk& chunk, const std::string& filename, c
   FUSEBOX_ASSIGN_OR_RETURN(Module module, parse_module(chunk.text, filename, chunk.first_line));
   std::string printed;
   FUSEBOX_RETURN_IF_ERROR(run_passes(module, o, &printed));
+  FUSEBOX_RETURN_IF_ERROR(lower_for_cpu(module, o));
   return printed + print_module(module);
 }
 
@@ -204,6 +227,7 @@ int cmd_opt(const Args& args) {
     Expected<Module> module = load_program(o.input);
     if (!module) return cl.error(module.status());
     if (Status s = run_passes(*module, o, &out); !s.is_ok()) return cl.error(s);
+    if (Status s = lower_for_cpu(*module, o); !s.is_ok()) return cl.error(s);
     out += print_module(*module);
   } else {
     Expected<std::string> input = read_input(o.input);

@@ -229,6 +229,11 @@ std::optional<int> read_backend(const CommandLine& cl, CompileOptions* options) 
     if (!c) return cl.usage_error("unknown --cpu-codegen '" + *codegen + "' (choices: auto, interpreter, jit)");
     options->cpu.codegen = *c;
   }
+  if (std::optional<std::string> layout = cl.value("--cpu-layout")) {
+    std::optional<int64_t> b = parse_cpu_layout(*layout);
+    if (!b) return cl.usage_error("unknown --cpu-layout '" + *layout + "' (choices: auto, nchw, nchw4c, nchw8c, nchw16c)");
+    options->cpu.nchwc_block = *b;
+  }
   return std::nullopt;
 }
 
@@ -248,6 +253,7 @@ int cmd_run(const Args& args) {
                      {"--fusion-options", "LIST", "e.g. skip_fusion=1 or unfuse_elementwise_regions=1"},
                      {"--backend", "B", "cpu (default) or reference (every op on its reference kernel)"},
                      {"--cpu-codegen", "C", "fused regions on cpu: auto (default), interpreter or jit"},
+                     {"--cpu-layout", "L", "CNN activations on cpu: auto (default: blocked as the host prefers), nchw or nchw8c/16c"},
                      {"--executor", "E", "shorthand: cpu, cpu-interpreter, cpu-jit or reference"},
                      {"--profile", "RUNS", "run RUNS more times and print the time per op kind to stderr"},
                  });

@@ -8,6 +8,7 @@
 #include "backends/host_backend.h"
 #include "ir/epilogue.h"
 #include "ir/fused_ops.h"
+#include "ir/layout.h"
 
 namespace fusebox::cpu {
 
@@ -100,6 +101,25 @@ class PoolingKernel final : public Kernel {
   Node node_;
 };
 
+// to_nchwc / to_nchw through oneDNN's reorder.
+class ReorderKernel final : public Kernel {
+ public:
+  explicit ReorderKernel(Node node) : node_(std::move(node)) {}
+  Status run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const override {
+    std::vector<Array> ins = arrays_over(in), outs = arrays_over(out);
+    return or_reference(onednn::reorder_layout(ins[0], outs[0]), node_, ins, outs);
+  }
+  std::string_view kind() const override { return "onednn"; }
+
+ private:
+  Node node_;
+};
+
+// The block of a node's blocked activations (dim 4 of x), 0 for a plain node.
+int64_t block_of(const Graph& g, const Node& n) {
+  return has_nchwc_layout(n) ? g.type(n.inputs[0]).shape[4].value() : 0;
+}
+
 template <typename Impl>
 Expected<std::shared_ptr<const Kernel>> wrap(Expected<std::unique_ptr<Impl>> made, OperandRoles roles, const Node& n,
                                              std::shared_ptr<const RegionProgram> tail) {
@@ -159,6 +179,7 @@ Expected<std::shared_ptr<const Kernel>> make_onednn_kernel(const Graph& g, const
         spec.output_padding[1] = op[1];
       }
       spec.ep = epilogue(n, roles.bias >= 0, roles.residual >= 0);
+      spec.block = block_of(g, n);
       return wrap(onednn::ConvKernel::create(spec, constant_of(g, n.inputs[1])), roles, n, tail);
     }
     case Op::MaxPool2d:
@@ -171,6 +192,7 @@ Expected<std::shared_ptr<const Kernel>> make_onednn_kernel(const Graph& g, const
       spec.kernel[1] = k[1];
       read_window(n, spec.stride, spec.pad, spec.max ? spec.dilation : nullptr);
       if (!spec.max) spec.count_include_pad = n.attr_bool("count_include_pad");
+      spec.block = block_of(g, n);
       Expected<std::unique_ptr<onednn::PoolKernel>> made = onednn::PoolKernel::create(spec);
       if (!made) {
         if (made.status().code() == StatusCode::kUnimplemented) return std::shared_ptr<const Kernel>();
@@ -178,6 +200,10 @@ Expected<std::shared_ptr<const Kernel>> make_onednn_kernel(const Graph& g, const
       }
       return std::shared_ptr<const Kernel>(std::make_shared<PoolingKernel>(std::move(*made), n));
     }
+    case Op::ToNchwc:
+    case Op::ToNchw:
+      if (dt != DType::F32) return std::shared_ptr<const Kernel>();
+      return std::shared_ptr<const Kernel>(std::make_shared<ReorderKernel>(n));
     default: return std::shared_ptr<const Kernel>();
   }
 }

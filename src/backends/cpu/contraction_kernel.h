@@ -1,6 +1,7 @@
 // The CPU backend's kernels for contractions: matmul, conv2d, conv_transpose2d, max/avg pool
 // and the fused contractions (fused_matmul_bias_act, fused_matmul_residual, fused_conv_bias_act) on
-// oneDNN (src/backends/cpu/onednn/), their epilogues as post-ops.
+// oneDNN (src/backends/cpu/onednn/), their epilogues as post-ops; to_nchwc / to_nchw as oneDNN
+// reorders.
 #pragma once
 
 #include <memory>

@@ -1,8 +1,11 @@
 #include "backends/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <vector>
 
+#include "backends/cpu/assign_blocked_layout.h"
 #include "backends/cpu/contraction_kernel.h"
+#include "backends/cpu/onednn/onednn_kernels.h"
 #include "backends/cpu/reference_backend.h"
 #include "backends/host_backend.h"
 
@@ -20,6 +23,19 @@ std::string_view codegen_name(cpu::Codegen c) {
 std::optional<cpu::Codegen> parse_codegen(std::string_view name) {
   for (cpu::Codegen c : {cpu::Codegen::Auto, cpu::Codegen::Interpreter, cpu::Codegen::Jit}) {
     if (codegen_name(c) == name) return c;
+  }
+  return std::nullopt;
+}
+
+std::string cpu_layout_name(int64_t nchwc_block) {
+  if (nchwc_block == CpuBackendOptions::kAutoBlock) return "auto";
+  if (nchwc_block == 0) return "nchw";
+  return "nchw" + std::to_string(nchwc_block) + "c";
+}
+
+std::optional<int64_t> parse_cpu_layout(std::string_view name) {
+  for (int64_t b : {CpuBackendOptions::kAutoBlock, int64_t(0), int64_t(4), int64_t(8), int64_t(16)}) {
+    if (cpu_layout_name(b) == name) return b;
   }
   return std::nullopt;
 }
@@ -47,6 +63,15 @@ class CpuBackend final : public HostBackend {
   explicit CpuBackend(const CpuBackendOptions& options) : options_(options) {}
   std::string_view name() const override { return "cpu"; }
   Claim claims(const Graph&, const Node&) const override { return Claim::accept(); }
+  Expected<Graph> lower(const Graph& g) const override {
+    if (!options_.onednn || !onednn::available() || options_.nchwc_block == 0) return g;
+    bool has_conv = std::any_of(g.nodes().begin(), g.nodes().end(),
+                                [](const Node& n) { return n.op == Op::Conv2d || n.op == Op::FusedConvBiasAct; });
+    if (!has_conv) return g;
+    int64_t block = options_.nchwc_block == CpuBackendOptions::kAutoBlock ? onednn::preferred_nchwc_block()
+                                                                          : options_.nchwc_block;
+    return assign_blocked_layout(g, block);
+  }
   Expected<std::shared_ptr<const Kernel>> compile(const Graph& g, const Node& n) const override {
     std::vector<TensorType> in;
     for (ValueId v : n.inputs) in.push_back(g.type(v));

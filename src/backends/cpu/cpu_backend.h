@@ -1,11 +1,14 @@
 // The fast CPU backend: elementwise_region nodes and lone element-wise ops through the region
-// executor (generated code or the tile interpreter, as `codegen` says); every other op through
-// its reference kernel. It claims every node: it is where the runtime places what a target
+// executor (generated code or the tile interpreter, as `codegen` says); matmul, conv and pooling
+// through oneDNN, CNN activations blocked between convolutions; every other op through its
+// reference kernel. It claims every node: it is where the runtime places what a target
 // backend refuses.
 #pragma once
 
 #include <memory>
+#include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "backends/backend.h"
@@ -15,13 +18,21 @@ namespace fusebox {
 
 struct CpuBackendOptions {
   cpu::Codegen codegen = cpu::Codegen::Auto;
-  // Matmul and convolution through oneDNN. No effect yet: the oneDNN kernels are not wired in.
+  // Matmul, convolution and pooling through oneDNN.
   bool onednn = true;
+  // CNN activations kept in the blocked layout nChw<b>c between oneDNN convolutions
+  // (cpu/assign_blocked_layout.h; only with oneDNN): kAutoBlock picks the host's block (16 with
+  // AVX-512, else 8), 0 keeps every activation NCHW, 4, 8 or 16 force that block.
+  static constexpr int64_t kAutoBlock = -1;
+  int64_t nchwc_block = kAutoBlock;
   bool operator==(const CpuBackendOptions&) const = default;
 };
 
 std::string_view codegen_name(cpu::Codegen c);  // "auto", "interpreter", "jit"
 std::optional<cpu::Codegen> parse_codegen(std::string_view name);
+// "auto", "nchw", "nchw8c", ... for CpuBackendOptions::nchwc_block; parse_cpu_layout reads them back.
+std::string cpu_layout_name(int64_t nchwc_block);
+std::optional<int64_t> parse_cpu_layout(std::string_view name);
 
 namespace cpu {
 std::shared_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options = {});

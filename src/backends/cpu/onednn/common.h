@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -32,6 +33,11 @@ Status check_dtype(DType t, const char* kernel);
 Status from_dnnl(const dnnl::error& e, const std::string& what);
 
 dnnl::memory::dims to_dims(std::span<const int64_t> v);
+
+// The format tag of nChw<b>c (4, 8, 16), nullopt for another block.
+std::optional<dnnl::memory::format_tag> nchwc_tag(int64_t block);
+// [N,C/b,H,W,b] -> the logical dims [N,C,H,W] oneDNN describes it by.
+std::vector<int64_t> logical_nchw(std::span<const int64_t> blocked);
 
 // A plain buffer; oneDNN does not take const pointers, though it never writes inputs.
 inline void* data_ptr(const Array& a) { return const_cast<void*>(a.raw()); }

@@ -1,7 +1,10 @@
 // ConvKernel: conv2d and conv_transpose2d through oneDNN's (de)convolution primitives, the
 // epilogue as the bias input and post-ops.
 //
-// Layouts. Activations arrive and leave as NCHW. Two ways to run a primitive on them:
+// Layouts. With ConvSpec::block set, activations arrive and leave as nChw<b>c and the primitive
+// reads and writes them in place (src/dst descriptors fixed to that format: no reorders; the CPU
+// backend's lowering keeps CNN activations blocked, backends/cpu/assign_blocked_layout.h).
+// Activations that arrive and leave as NCHW run one of two ways:
 //   plain    src/dst descriptors fixed to nchw: no reorders, whatever kernel oneDNN has for nchw
 //            (on AVX2 often gemm-based); residual copied into dst, which a `sum` post-op adds
 //   blocked  src/dst `any`: oneDNN picks its preferred (blocked, nChw8c/16c) format; src is
@@ -153,10 +156,17 @@ struct ConvKernel::Impl {
   Expected<std::shared_ptr<const ConvEntry>> build(const ConvGeom& g) const {
     const dnnl::engine& eng = cpu_engine();
     auto e = std::make_shared<ConvEntry>();
-    e->user_src = memory::desc(g.src, kF32, Tag::nchw);
-    e->user_dst = memory::desc(g.dst, kF32, Tag::nchw);
+    Tag act_tag = Tag::nchw;
+    if (spec.block) {
+      std::optional<Tag> t = nchwc_tag(spec.block);
+      if (!t) return Status::unimplemented("onednn conv2d: no format for block " + std::to_string(spec.block));
+      act_tag = *t;
+    }
+    e->user_src = memory::desc(g.src, kF32, act_tag);
+    e->user_dst = memory::desc(g.dst, kF32, act_tag);
     e->user_wei = memory::desc(g.wei, kF32, g.wei_tag);
-    Layout layout = choose_layout(g, spec.ep);
+    // Blocked activations are taken as they are: the descriptors fixed, as for Plain.
+    Layout layout = spec.block ? Layout::Plain : choose_layout(g, spec.ep);
     memory::desc src_any = layout == Layout::Plain ? e->user_src : memory::desc(g.src, kF32, Tag::any);
     memory::desc dst_any = layout == Layout::Plain ? e->user_dst : memory::desc(g.dst, kF32, Tag::any);
     memory::desc wei_any(g.wei, kF32, Tag::any);
@@ -248,7 +258,15 @@ Status ConvKernel::run(const Array& x, const Array& w, const Array* bias, const 
     return Status::invalid(std::string(op) + ": weights " + w.type_string() + " differ from the constant weights " +
                            impl_->constant_weights->type_string());
   }
-  FUSEBOX_ASSIGN_OR_RETURN(ConvGeom geo, plan(spec, x, w, bias, out));
+  if (spec.block && (spec.transposed || x.rank() != 5 || out.rank() != 5 || x.shape()[4] != spec.block ||
+                     out.shape()[4] != spec.block)) {
+    return Status::invalid(std::string(op) + ": nChw" + std::to_string(spec.block) + "c operands expected, got " +
+                           x.type_string() + " -> " + out.type_string());
+  }
+  // The geometry speaks of logical NCHW dims; blocked data is described by its format tag.
+  const Array x_dims = spec.block ? Array::view(x.dtype(), logical_nchw(x.shape()), data_ptr(x)) : x;
+  const Array out_dims = spec.block ? Array::view(out.dtype(), logical_nchw(out.shape()), out.raw()) : out;
+  FUSEBOX_ASSIGN_OR_RETURN(ConvGeom geo, plan(spec, x_dims, w, bias, out_dims));
   if (out.numel() == 0) return Status::ok();
   if (x.numel() == 0) return Status::unimplemented(std::string(op) + ": empty input is left to the reference kernel");
   std::vector<int64_t> key = x.shape();

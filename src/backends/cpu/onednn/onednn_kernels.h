@@ -1,10 +1,11 @@
 // oneDNN kernels for the CPU contractions: matmul (numpy semantics) and conv2d /
 // conv_transpose2d (NCHW), each with a fused epilogue  y = act(contraction + bias + residual)
-// carried by oneDNN post-ops, so the result is written once.
+// carried by oneDNN post-ops, so the result is written once. Activations are NCHW or, when the
+// spec says so, the blocked nChw<b>c layout of ir/layout.h.
 //
 // A kernel is created once per node (its attributes) and is const afterwards: primitives are
 // built on the first run of each concrete shape set and cached inside it, and several threads
-// may run one kernel at once. Activations come and go in plain row-major (NCHW) layout.
+// may run one kernel at once.
 //
 // The library is optional: a build without oneDNN (libdnnl-dev) compiles this interface, and
 // create() answers Status::unimplemented; callers then use the reference kernels. So does any
@@ -22,6 +23,15 @@ namespace fusebox::cpu::onednn {
 
 // True when this build links oneDNN.
 bool available();
+
+// The block b of the nChw<b>c layout (ir/layout.h) this host's convolutions run fastest on: 16
+// with AVX-512, 8 otherwise; 0 without oneDNN.
+int64_t preferred_nchwc_block();
+
+// to_nchwc / to_nchw through oneDNN's reorder (`out` preallocated with the converted shape):
+// threaded and vectorised, unlike the reference loop. Unimplemented without oneDNN, for a dtype
+// but f32, or a block oneDNN has no format for (4, 8 and 16 have one).
+Status reorder_layout(const Array& in, Array& out);
 
 // The epilogue activations of the IR (ir/epilogue.h).
 using Act = EpilogueAct;
@@ -63,6 +73,9 @@ struct ConvSpec {
   bool transposed = false;  // conv_transpose2d
   int64_t stride[2] = {1, 1}, pad[4] = {0, 0, 0, 0} /* top, left, bottom, right */, dilation[2] = {1, 1};
   int64_t groups = 1, output_padding[2] = {0, 0};
+  // 0: x, the residual and out are NCHW. b: they are nChw<b>c ([N,C/b,H,W,b], ir/layout.h), read
+  // and written as they are (conv2d only, not transposed).
+  int64_t block = 0;
   Epilogue ep;
 };
 
@@ -98,6 +111,7 @@ struct PoolSpec {
   int64_t kernel[2] = {1, 1}, stride[2] = {1, 1}, pad[4] = {0, 0, 0, 0} /* top, left, bottom, right */;
   int64_t dilation[2] = {1, 1};  // max pool only
   bool count_include_pad = false;  // avg pool only
+  int64_t block = 0;               // as ConvSpec::block: x and out are nChw<b>c when set
 };
 
 class PoolKernel {

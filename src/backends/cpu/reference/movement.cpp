@@ -11,6 +11,7 @@
 
 #include "backends/cpu/reference/dtype_dispatch.h"
 #include "backends/cpu/reference/reference.h"
+#include "ir/layout.h"
 #include "ir/shape_inference.h"
 
 namespace fusebox::cpu {
@@ -270,6 +271,16 @@ Status ref_Flip(const KernelArgs& args) {
     strides[axis] = -strides[axis];
   }
   copy_strided(x, y, base, std::move(strides));
+  return Status::ok();
+}
+
+Status ref_ToNchwc(const KernelArgs& args) {
+  copy_to_nchwc(args.in[0], args.out[0]);
+  return Status::ok();
+}
+
+Status ref_ToNchw(const KernelArgs& args) {
+  copy_to_nchw(args.in[0], args.out[0]);
   return Status::ok();
 }
 

@@ -14,6 +14,7 @@
 
 #include "backends/cpu/reference/dtype_dispatch.h"
 #include "backends/cpu/reference/reference.h"
+#include "ir/layout.h"
 
 namespace fusebox::cpu {
 
@@ -142,6 +143,30 @@ void global_avg_pool(const Array& x, Array& y, int64_t planes, int64_t plane_siz
   }
 }
 
+// The same means over x in nChw<b>c: one slab [H*W, b] per (n, c/b), each channel's sum taken in
+// the plain kernel's order, so both layouts give the same bits.
+template <DType D>
+void global_avg_pool_nchwc(const Array& x, Array& y, int64_t slabs, int64_t plane_size, int64_t b) {
+  using T = DTypeTraits<D>;
+  using S = typename T::Storage;
+  using C = typename T::Compute;
+  const S* src = x.data<S>();
+  S* dst = y.data<S>();
+#pragma omp parallel for schedule(static) if (slabs * plane_size * b >= (int64_t(1) << 15))
+  for (int64_t s = 0; s < slabs; ++s) {
+    std::vector<double> sum(size_t(b), 0.0);
+    const S* slab = src + s * plane_size * b;
+    for (int64_t i = 0; i < plane_size; ++i) {
+      for (int64_t lane = 0; lane < b; ++lane) sum[size_t(lane)] += static_cast<double>(T::load(slab[i * b + lane]));
+    }
+    for (int64_t lane = 0; lane < b; ++lane) {
+      double mean = plane_size > 0 ? sum[size_t(lane)] / static_cast<double>(plane_size)
+                                   : std::numeric_limits<double>::quiet_NaN();
+      dst[s * b + lane] = T::store(static_cast<C>(mean));
+    }
+  }
+}
+
 }  // namespace
 
 Status ref_MaxPool2d(const KernelArgs& args) {
@@ -173,6 +198,15 @@ Status ref_GlobalAvgPool(const KernelArgs& args) {
   FUSEBOX_CHECK(x.rank() >= 3 && y.rank() == x.rank() && x.dtype() == y.dtype()) << "global_avg_pool: types";
   if (!is_float(x.dtype())) {
     return Status::invalid("global_avg_pool: input must be a float type, got " + x.type_string());
+  }
+  if (has_nchwc_layout(args.node)) {
+    FUSEBOX_CHECK(x.rank() == 5 && y.numel() == x.shape()[0] * x.shape()[1] * x.shape()[4]) << "global_avg_pool: nchwc";
+    visit_dtype(x.dtype(), [&]<DType D>() {
+      if constexpr (kIsFloat<D>) {
+        global_avg_pool_nchwc<D>(x, y, x.shape()[0] * x.shape()[1], x.shape()[2] * x.shape()[3], x.shape()[4]);
+      }
+    });
+    return Status::ok();
   }
   int64_t planes = x.shape()[0] * x.shape()[1];
   FUSEBOX_CHECK(y.numel() == planes) << "global_avg_pool: result size";

@@ -1,0 +1,256 @@
+#include "backends/cpu/assign_blocked_layout.h"
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include "ir/layout.h"
+#include "ir/shape_inference.h"
+
+namespace fusebox::cpu {
+
+namespace {
+
+// A shape of rank <= 4 right-aligned to rank 4 (numpy broadcasting's view of it).
+Shape as_rank4(const Shape& s) {
+  Shape out(4 - std::min<size_t>(s.size(), 4), Dim(1));
+  out.insert(out.end(), s.begin(), s.end());
+  return out;
+}
+
+bool elementwise_like(const Node& n) {
+  if (n.op == Op::ElementwiseRegion) return true;
+  if (n.op == Op::BatchNorm || n.op == Op::Expand) return false;  // axis-1 and shape semantics
+  OpKind k = n.info().kind;
+  return k == OpKind::Elementwise || k == OpKind::Broadcast;
+}
+
+class Lowering {
+ public:
+  Lowering(const Graph& g, int64_t block)
+      : g_(g), b_(block), out_(g.name()), plain_(g.num_values(), -1), blocked_(g.num_values(), -1),
+        constant_(g.num_values(), nullptr) {}
+
+  Expected<Graph> run() {
+    for (ValueId v : g_.inputs()) plain_[size_t(v)] = out_.add_input(g_.value(v).name, g_.type(v));
+    for (const Node& n : g_.nodes()) FUSEBOX_RETURN_IF_ERROR(lower(n));
+    for (ValueId v : g_.outputs()) {
+      FUSEBOX_ASSIGN_OR_RETURN(ValueId p, plain(v));
+      out_.add_output(p);
+    }
+    return std::move(out_);
+  }
+
+ private:
+  const TensorType& type(ValueId v) const { return g_.type(v); }
+
+  Status lower(const Node& n) {
+    if (n.op == Op::Constant) constant_[size_t(n.outputs[0])] = &n.attr_array("value");
+    if (conv_takes_blocked(n)) return emit_blocked(n, {0, residual_index(n)});
+    if (pool_takes_blocked(n) || concat_takes_blocked(n)) return emit_blocked(n, all_inputs(n));
+    if (elementwise_takes_blocked(n)) return emit_blocked(n, all_inputs(n));
+    return emit_plain(n);
+  }
+
+  // ---- decisions ----------------------------------------------------------------------------
+
+  bool divisible(const Dim& c) const { return c.is_static() && c.value() % b_ == 0; }
+  bool has_blocked(ValueId v) const { return blocked_[size_t(v)] >= 0; }
+
+  static int residual_index(const Node& n) {
+    bool r = n.op == Op::FusedConvBiasAct && n.attr_bool("has_residual");
+    return r ? int(n.inputs.size()) - 1 : 0;
+  }
+
+  bool conv_takes_blocked(const Node& n) const {
+    if ((n.op != Op::Conv2d && n.op != Op::FusedConvBiasAct) || has_nchwc_layout(n)) return false;
+    const TensorType& x = type(n.inputs[0]);
+    const TensorType& w = type(n.inputs[1]);
+    const TensorType& y = type(n.outputs[0]);
+    if (x.dtype != DType::F32 || x.rank() != 4 || w.rank() != 4 || y.rank() != 4) return false;
+    if (!divisible(x.shape[1]) || !divisible(y.shape[1]) || !is_static(w.shape)) return false;
+    int64_t groups = n.attr_i64("groups");
+    bool depthwise = groups == x.shape[1].value() && groups == y.shape[1].value();
+    if (groups != 1 && !depthwise) return false;
+    // A dense 1x1 conv with nothing fused runs as a GEMM on NCHW: block it only when its input
+    // is blocked already (so that no reorder is added for it).
+    bool dense_1x1 = groups == 1 && w.shape[2].value() == 1 && w.shape[3].value() == 1;
+    bool bare = n.op == Op::Conv2d || (n.attr_str("act") == "none" && !n.attr_bool("has_residual"));
+    return !(dense_1x1 && bare && !has_blocked(n.inputs[0]));
+  }
+
+  bool pool_takes_blocked(const Node& n) const {
+    if (n.op != Op::MaxPool2d && n.op != Op::AvgPool2d && n.op != Op::GlobalAvgPool) return false;
+    const TensorType& x = type(n.inputs[0]);
+    return !has_nchwc_layout(n) && x.dtype == DType::F32 && x.rank() == 4 && divisible(x.shape[1]) &&
+           has_blocked(n.inputs[0]);
+  }
+
+  bool concat_takes_blocked(const Node& n) const {
+    if (n.op != Op::Concat || type(n.outputs[0]).rank() != 4) return false;
+    bool any_blocked = false;
+    for (ValueId v : n.inputs) {
+      if (type(v).rank() != 4 || !divisible(type(v).shape[1])) return false;
+      any_blocked = any_blocked || has_blocked(v);
+    }
+    return any_blocked;
+  }
+
+  // Some operand of the result's full shape is blocked, and every operand has a blocked form.
+  bool elementwise_takes_blocked(const Node& n) const {
+    if (!elementwise_like(n)) return false;
+    const Shape& s = type(n.outputs[0]).shape;
+    for (ValueId o : n.outputs) {
+      if (type(o).shape != s) return false;
+    }
+    if (s.size() != 4 || !divisible(s[1])) return false;
+    bool full_blocked = false;
+    for (ValueId v : n.inputs) {
+      if (type(v).rank() > 4) return false;
+      full_blocked = full_blocked || (has_blocked(v) && type(v).shape == s);
+      if (type(v).rank() == 0 || has_blocked(v)) continue;
+      Shape t = as_rank4(type(v).shape);
+      bool channels = t[1] == s[1];           // to_nchwc
+      bool no_channels = t[1] == Dim(1);      // a reshape to [a,1,c,d,1]
+      if (!channels && !no_channels) return false;
+      if ((no_channels || type(v).rank() < 4) && !is_static(t)) return false;  // reshape needs sizes
+    }
+    return full_blocked;
+  }
+
+  static std::vector<int> all_inputs(const Node& n) {
+    std::vector<int> all(n.inputs.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = int(i);
+    return all;
+  }
+
+  // ---- materialisation ----------------------------------------------------------------------
+
+  Status emit_plain(const Node& n) {
+    Node copy = n;
+    for (ValueId& v : copy.inputs) {
+      FUSEBOX_ASSIGN_OR_RETURN(v, plain(v));
+    }
+    copy.outputs.clear();
+    for (ValueId o : n.outputs) {
+      ValueId p = out_.add_value(type(o), g_.value(o).name);
+      plain_[size_t(o)] = p;
+      copy.outputs.push_back(p);
+    }
+    out_.add_node(std::move(copy));
+    return Status::ok();
+  }
+
+  // `n` on blocked activations: the operands listed in `activations` in blocked form, the rest as
+  // they are; results blocked.
+  Status emit_blocked(const Node& n, const std::vector<int>& activations) {
+    Node copy = n;
+    if (n.op != Op::Concat && !elementwise_like(n)) copy.attrs.set("layout", std::string("nchwc"));
+    std::vector<TensorType> in;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      ValueId v = n.inputs[i];
+      bool act = std::find(activations.begin(), activations.end(), int(i)) != activations.end();
+      if (act && type(v).rank() != 0) {
+        FUSEBOX_ASSIGN_OR_RETURN(copy.inputs[i], blocked(v));
+      } else {
+        FUSEBOX_ASSIGN_OR_RETURN(copy.inputs[i], plain(v));
+      }
+      in.push_back(out_.type(copy.inputs[i]));
+    }
+    FUSEBOX_ASSIGN_OR_RETURN(std::vector<TensorType> results, infer_result_types(copy, in));
+    copy.outputs.clear();
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      ValueId bv = out_.add_value(results[k]);
+      blocked_[size_t(n.outputs[k])] = bv;
+      copy.outputs.push_back(bv);
+    }
+    out_.add_node(std::move(copy));
+    return Status::ok();
+  }
+
+  // The NCHW form of an old value: its own, or a to_nchw of its blocked form (named as it was).
+  Expected<ValueId> plain(ValueId v) {
+    if (plain_[size_t(v)] >= 0) return plain_[size_t(v)];
+    ValueId bv = blocked_[size_t(v)];
+    if (bv < 0) return Status::internal("assign_blocked_layout: value " + std::to_string(v) + " used before defined");
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId p, add(Op::ToNchw, bv, {}));
+    out_.value(p).name = g_.value(v).name;
+    plain_[size_t(v)] = p;
+    return p;
+  }
+
+  // The blocked (broadcast-compatible 5-D) form of an old value: a to_nchwc when it has the
+  // channels, a reshape to [a,1,c,d,1] when it has none; constants converted here.
+  Expected<ValueId> blocked(ValueId v) {
+    if (blocked_[size_t(v)] >= 0) return blocked_[size_t(v)];
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId p, plain(v));
+    const Shape t = as_rank4(type(v).shape);
+    const bool channels = t[1] != Dim(1) || b_ == 1;
+    ValueId bv;
+    if (const Array* c = constant_[size_t(v)]) {
+      Array four = c->reshaped(static_dims(t));
+      Array converted = channels ? to_nchwc(four, b_) : four.reshaped({four.shape()[0], 1, four.shape()[2], four.shape()[3], 1});
+      bv = out_.add_node(Op::Constant, {}, {TensorType{c->dtype(), make_shape(converted.shape())}},
+                         Attrs{{"value", std::make_shared<const Array>(converted)}})[0];
+    } else if (channels) {
+      if (type(v).rank() < 4) {
+        FUSEBOX_ASSIGN_OR_RETURN(p, add(Op::Reshape, p, Attrs{{"shape", t}}));
+      }
+      FUSEBOX_ASSIGN_OR_RETURN(bv, add(Op::ToNchwc, p, Attrs{{"block", b_}}));
+    } else {
+      Shape five{t[0], Dim(1), t[2], t[3], Dim(1)};
+      FUSEBOX_ASSIGN_OR_RETURN(bv, add(Op::Reshape, p, Attrs{{"shape", five}}));
+    }
+    blocked_[size_t(v)] = bv;
+    return bv;
+  }
+
+  Expected<ValueId> add(Op op, ValueId input, Attrs attrs) {
+    Node node{op, {input}, {}, std::move(attrs), nullptr, {}};
+    const TensorType in = out_.type(input);
+    FUSEBOX_ASSIGN_OR_RETURN(std::vector<TensorType> results, infer_result_types(node, std::span(&in, 1)));
+    return out_.add_node(op, {input}, results, node.attrs)[0];
+  }
+
+  const Graph& g_;
+  const int64_t b_;
+  Graph out_;
+  std::vector<ValueId> plain_, blocked_;  // old value -> new value in that form, or -1
+  std::vector<const Array*> constant_;    // old value -> its constant's data
+};
+
+}  // namespace
+
+Expected<Graph> assign_blocked_layout(const Graph& g, int64_t block) {
+  if (block != 4 && block != 8 && block != 16) {
+    return Status::invalid("assign_blocked_layout: block " + std::to_string(block) + " is not 4, 8 or 16");
+  }
+  return Lowering(g, block).run();
+}
+
+LayoutSummary summarize_layout(const Graph& g) {
+  LayoutSummary s;
+  for (const Node& n : g.nodes()) {
+    if (n.op == Op::ToNchwc) {
+      ++s.to_nchwc;
+      s.block = n.attr_i64("block");
+    } else if (n.op == Op::ToNchw) {
+      ++s.to_nchw;
+    } else if (std::any_of(n.outputs.begin(), n.outputs.end(), [&](ValueId o) { return g.type(o).rank() == 5; }) &&
+               n.op != Op::Constant && n.op != Op::Reshape) {
+      ++s.blocked_nodes;
+      if (has_nchwc_layout(n) && !s.block) s.block = g.type(n.outputs[0]).shape[4].value();
+    }
+  }
+  return s;
+}
+
+std::string LayoutSummary::to_string() const {
+  if (blocked_nodes == 0 && to_nchwc == 0 && to_nchw == 0) return "nchw";
+  int reorders = to_nchwc + to_nchw;
+  return "nchw" + std::to_string(block) + "c: " + std::to_string(blocked_nodes) + " nodes blocked, " +
+         std::to_string(reorders) + " reorder" + (reorders == 1 ? "" : "s") + " (" + std::to_string(to_nchwc) +
+         " to_nchwc, " + std::to_string(to_nchw) + " to_nchw)";
+}
+
+}  // namespace fusebox::cpu

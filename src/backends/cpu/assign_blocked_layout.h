@@ -1,0 +1,43 @@
+// assign_blocked_layout: the CPU backend's lowering that keeps CNN activations in oneDNN's
+// blocked layout nChw<b>c (ir/layout.h) from one contraction to the next.
+//
+// Matches: f32 conv2d / fused_conv_bias_act, dense or depthwise, whose input and output channel
+// counts the block divides (a dense 1x1 conv with no epilogue only when its input is already
+// blocked: on NCHW it is a plain GEMM). Around them, what runs on the blocked form as well:
+// max/avg/global-avg pooling of a blocked value; element-wise ops and elementwise_regions with
+// an operand of the result's shape in blocked form (the other operands follow: a [C] channel
+// vector [1,C,1,1] becomes [1,C/b,1,1,b], a channel-free [N,1,H,W] becomes [N,1,H,W,1], constants
+// converted here once); concat of blocked parts whose channel counts the block divides.
+//
+// Produces: those nodes on 5-D values (conv and pooling with layout = "nchwc"); to_nchwc where a
+// plain value enters the blocked part, to_nchw where a blocked value leaves it (an op that needs
+// NCHW, a graph output), each once per value.
+//
+// Requires: a verified graph. Preserves: inputs, outputs (names and NCHW types) and every result
+// bit for bit: each op computes the same values, only where they lie in memory changes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "fusebox/status.h"
+#include "ir/graph.h"
+
+namespace fusebox::cpu {
+
+struct LayoutSummary {
+  int64_t block = 0;
+  int blocked_nodes = 0;  // nodes that run on blocked activations
+  int to_nchwc = 0;       // conversions into the blocked layout (constants excluded)
+  int to_nchw = 0;        // conversions out of it
+  // "nchw8c: 14 nodes blocked, 2 reorders (1 to_nchwc, 1 to_nchw)", or "nchw" when nothing is.
+  std::string to_string() const;
+};
+
+// block: 4, 8 or 16 (what oneDNN has formats for).
+Expected<Graph> assign_blocked_layout(const Graph& g, int64_t block);
+
+// Counts what a lowered graph holds.
+LayoutSummary summarize_layout(const Graph& g);
+
+}  // namespace fusebox::cpu

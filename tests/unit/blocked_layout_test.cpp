@@ -1,0 +1,261 @@
+// The blocked activation layout nChw<b>c: the to_nchwc / to_nchw ops, convolution and pooling
+// with layout = "nchwc", and the CPU backend's lowering that keeps CNN activations blocked
+// between convolutions (backends/cpu/assign_blocked_layout.h).
+//
+// Checked by behaviour: small CNN blocks (dense, depthwise and 1x1 convs, per-channel and
+// channel-free broadcasts, constants, a squeeze-excite gate, residuals, pooling, concat,
+// values read by both blocked and plain consumers, graph outputs in the middle) are
+//  - lowered and run on the reference backend: bit-identical to the original, since every op
+//    computes the same values, only their place in memory changes;
+//  - compiled on the cpu backend with every block (0 = NCHW, 4, 8, 16; the blocks this host's
+//    oneDNN does not prefer take its slower kernels, so both paths run on any host) and compared
+//    with the reference within 1e-5 of max(1, max|expected|) (oneDNN accumulates in f32 in its
+//    own order).
+// Inputs are random, never zeros; the runtime poisons intermediate buffers in tests.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "backends/cpu/assign_blocked_layout.h"
+#include "backends/cpu/onednn/onednn_kernels.h"
+#include "ir/layout.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "support/test_util.h"
+
+namespace fusebox {
+namespace {
+
+using testing::random_array;
+
+// conv (bias, relu) -> depthwise conv -> per-channel scale [1,16,1,1] -> sigmoid -> conv ->
+// residual add -> relu -> max pool (an output) -> global average pool (an output).
+constexpr const char* kResidualBlock = R"(
+func @block(%x: f32[N,16,9,7], %w1: f32[16,16,3,3], %b1: f32[16], %dw: f32[16,1,3,3], %s: f32[1,16,1,1],
+            %w2: f32[16,16,3,3]) -> (f32[N,16,9,7], f32[N,16,1,1]) {
+  %0 = conv2d %x, %w1, %b1 {pad = [1, 1, 1, 1]} : f32[N,16,9,7]
+  %1 = relu %0 : f32[N,16,9,7]
+  %2 = conv2d %1, %dw {pad = [1, 1, 1, 1], groups = 16} : f32[N,16,9,7]
+  %3 = mul %2, %s : f32[N,16,9,7]
+  %4 = sigmoid %3 : f32[N,16,9,7]
+  %5 = conv2d %4, %w2 {pad = [1, 1, 1, 1]} : f32[N,16,9,7]
+  %6 = add %5, %1 : f32[N,16,9,7]
+  %7 = relu %6 : f32[N,16,9,7]
+  %p = max_pool2d %7 {kernel = [3, 3], pad = [1, 1, 1, 1]} : f32[N,16,9,7]
+  %g = global_avg_pool %p : f32[N,16,1,1]
+  return %p, %g
+}
+)";
+
+// A squeeze-excite gate whose inner convs have channel counts the block does not divide (so they
+// stay NCHW), a rank-3 constant scale, a scalar, a channel-free [1,1,6,6] operand, concat along
+// channels, an average pool and a softmax that needs NCHW.
+constexpr const char* kSqueezeExcite = R"(
+func @se(%x: f32[1,8,6,6], %w: f32[16,8,3,3], %wa: f32[4,16,1,1], %wb: f32[16,4,1,1], %m: f32[1,1,6,6])
+    -> (f32[1,32,3,3], f32[1,16,6,6]) {
+  %c = constant {value = dense<f32[16,1,1]: [0.5, -1.0, 1.5, 2.0, -0.25, 0.75, 1.25, -2.0, 0.125, 3.0, -0.5, 1.0, 0.25, -1.5, 2.5, -0.75]>} : f32[16,1,1]
+  %h = constant {value = dense<f32[]: [0.5]>} : f32[]
+  %0 = conv2d %x, %w {pad = [1, 1, 1, 1]} : f32[1,16,6,6]
+  %1 = mul %0, %c : f32[1,16,6,6]
+  %2 = add %1, %h : f32[1,16,6,6]
+  %a = add %2, %m : f32[1,16,6,6]
+  %g = global_avg_pool %a : f32[1,16,1,1]
+  %3 = conv2d %g, %wa : f32[1,4,1,1]
+  %4 = relu %3 : f32[1,4,1,1]
+  %5 = conv2d %4, %wb : f32[1,16,1,1]
+  %6 = sigmoid %5 : f32[1,16,1,1]
+  %7 = mul %a, %6 : f32[1,16,6,6]
+  %8 = concat %7, %a {axis = 1} : f32[1,32,6,6]
+  %y = avg_pool2d %8 {kernel = [2, 2], stride = [2, 2]} : f32[1,32,3,3]
+  %z = softmax %a {axis = 1} : f32[1,16,6,6]
+  return %y, %z
+}
+)";
+
+Graph parse_one(const char* text) {
+  Expected<Module> m = parse_module(text);
+  EXPECT_TRUE(m) << m.status().to_string();
+  return m ? m->functions.at(0) : Graph();
+}
+
+NamedArrays random_inputs(const Graph& g, int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  NamedArrays in;
+  for (ValueId v : g.inputs()) {
+    std::vector<int64_t> dims;
+    for (const Dim& d : g.type(v).shape) dims.push_back(d.is_static() ? d.value() : n);
+    bool weight = g.value(v).name.size() > 1 && g.value(v).name[0] == 'w';
+    in[g.value(v).name] = random_array(DType::F32, dims, rng(), weight ? -0.5 : -2.0, weight ? 0.5 : 2.0);
+  }
+  return in;
+}
+
+std::vector<Array> run(const Graph& g, const NamedArrays& in, const char* backend, bool fuse, int64_t block) {
+  CompileOptions o;
+  o.backend = backend;
+  o.fuse = fuse;
+  o.verify_each_pass = true;
+  o.cpu.nchwc_block = block;
+  Expected<Executable> exe = Session(0).compile(g, o);
+  EXPECT_TRUE(exe) << exe.status().to_string();
+  if (!exe) return {};
+  Expected<std::vector<Array>> out = exe->run(in);
+  EXPECT_TRUE(out) << out.status().to_string() << "\n" << print_graph(exe->graph());
+  return out ? *out : std::vector<Array>{};
+}
+
+::testing::AssertionResult close(const Array& got, const Array& want) {
+  if (got.shape() != want.shape()) return ::testing::AssertionFailure() << got.type_string() << " vs " << want.type_string();
+  std::vector<double> a = testing::to_doubles(got), b = testing::to_doubles(want);
+  double scale = 1;
+  for (double v : b) scale = std::max(scale, std::fabs(v));
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!(std::fabs(a[i] - b[i]) <= 1e-5 * scale)) {
+      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << b[i];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+size_t count_op(const Graph& g, Op op) {
+  size_t n = 0;
+  for (const Node& node : g.nodes()) n += node.op == op;
+  return n;
+}
+
+TEST(BlockedLayout, ConversionsRoundTripAndPlaceEachChannel) {
+  Array x = random_array(DType::F32, {2, 24, 3, 5}, 11);
+  for (int64_t b : {4, 8, 24}) {
+    Array blocked = to_nchwc(x, b);
+    ASSERT_EQ(blocked.shape(), (std::vector<int64_t>{2, 24 / b, 3, 5, b}));
+    // Element (n, c, h, w) lies at [n, c/b, h, w, c%b].
+    for (int64_t n : {0, 1}) {
+      for (int64_t c : {0, 5, 23}) {
+        int64_t plain_at = ((n * 24 + c) * 3 + 2) * 5 + 4;
+        int64_t blocked_at = ((((n * (24 / b) + c / b) * 3 + 2) * 5 + 4) * b) + c % b;
+        EXPECT_EQ(x.get_f64(plain_at), blocked.get_f64(blocked_at)) << "b " << b << " c " << c;
+      }
+    }
+    EXPECT_TRUE(to_nchw(blocked).same_data(x));
+  }
+}
+
+TEST(BlockedLayout, OneDnnReorderEqualsTheReferenceConversion) {
+  if (!cpu::onednn::available()) GTEST_SKIP() << "built without oneDNN";
+  Array x = random_array(DType::F32, {3, 32, 7, 9}, 5);
+  for (int64_t b : {8, 16}) {
+    Array want = to_nchwc(x, b);
+    Array got(DType::F32, want.shape());
+    got.fill_bytes(0xFF);
+    ASSERT_TRUE(cpu::onednn::reorder_layout(x, got).is_ok());
+    EXPECT_TRUE(got.same_data(want));
+    Array back(DType::F32, x.shape());
+    back.fill_bytes(0xFF);
+    ASSERT_TRUE(cpu::onednn::reorder_layout(got, back).is_ok());
+    EXPECT_TRUE(back.same_data(x));
+  }
+}
+
+TEST(BlockedLayout, ShapeErrorsNameTheOperand) {
+  Expected<Module> m = parse_module(R"(
+func @f(%x: f32[1,12,4,4]) -> f32[1,2,4,4,8] {
+  %0 = to_nchwc %x {block = 8} : f32[1,2,4,4,8]
+  return %0
+}
+)");
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.status().message().find("static C divisible by 8"), std::string::npos) << m.status().message();
+  m = parse_module(R"(
+func @f(%x: f32[1,16,4,4], %w: f32[16,16,1,1]) -> f32[1,16,4,4] {
+  %0 = conv2d %x, %w {layout = "nchwc"} : f32[1,16,4,4]
+  return %0
+}
+)");
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.status().message().find("must be [N,C/b,H,W,b]"), std::string::npos) << m.status().message();
+}
+
+TEST(BlockedLayout, LoweringKeepsActivationsBlockedBetweenConvs) {
+  Graph g = parse_one(kResidualBlock);
+  Expected<Graph> lowered = cpu::assign_blocked_layout(g, 8);
+  ASSERT_TRUE(lowered) << lowered.status().to_string();
+  ASSERT_TRUE(verify(*lowered).is_ok()) << print_graph(*lowered);
+  // One conversion in (x), one out per graph output; the scale [1,16,1,1] is an input, so it is
+  // converted too (a small one). Nothing between the convs.
+  cpu::LayoutSummary s = cpu::summarize_layout(*lowered);
+  EXPECT_EQ(s.to_nchwc, 2) << print_graph(*lowered);
+  EXPECT_EQ(s.to_nchw, 2) << print_graph(*lowered);
+  EXPECT_EQ(s.blocked_nodes, 10) << print_graph(*lowered);
+  EXPECT_EQ(s.block, 8);
+  for (const Node& n : lowered->nodes()) {
+    if (n.op == Op::Conv2d || n.op == Op::MaxPool2d || n.op == Op::GlobalAvgPool) EXPECT_TRUE(has_nchwc_layout(n));
+  }
+  // The outputs keep their names and NCHW types.
+  EXPECT_EQ(lowered->value(lowered->outputs()[0]).name, "p");
+  EXPECT_EQ(lowered->type(lowered->outputs()[1]).to_string(), "f32[N,16,1,1]");
+}
+
+TEST(BlockedLayout, ChannelCountsTheBlockDoesNotDivideStayPlain) {
+  Graph g = parse_one(kSqueezeExcite);
+  Expected<Graph> lowered = cpu::assign_blocked_layout(g, 8);
+  ASSERT_TRUE(lowered) << lowered.status().to_string();
+  ASSERT_TRUE(verify(*lowered).is_ok()) << print_graph(*lowered);
+  int plain_convs = 0;
+  for (const Node& n : lowered->nodes()) {
+    if (n.op == Op::Conv2d && !has_nchwc_layout(n)) ++plain_convs;
+  }
+  EXPECT_EQ(plain_convs, 2) << print_graph(*lowered);  // 16->4 and 4->16
+  EXPECT_EQ(count_op(*lowered, Op::Softmax), 1u);
+}
+
+TEST(BlockedLayout, LoweredGraphsAreBitIdenticalOnTheReference) {
+  for (const char* text : {kResidualBlock, kSqueezeExcite}) {
+    Graph g = parse_one(text);
+    NamedArrays in = random_inputs(g, 2, 3);
+    std::vector<Array> want = run(g, in, "reference", false, 0);
+    for (int64_t b : {4, 8, 16}) {
+      Expected<Graph> lowered = cpu::assign_blocked_layout(g, b);
+      ASSERT_TRUE(lowered) << lowered.status().to_string();
+      std::vector<Array> got = run(*lowered, in, "reference", false, 0);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_TRUE(got[i].same_data(want[i])) << g.name() << " block " << b << " output " << i;
+      }
+    }
+  }
+}
+
+TEST(BlockedLayout, CpuBackendEqualsTheReferenceWithEveryBlock) {
+  if (!cpu::onednn::available()) GTEST_SKIP() << "built without oneDNN";
+  for (const char* text : {kResidualBlock, kSqueezeExcite}) {
+    Graph g = parse_one(text);
+    for (int64_t n : {1, 3}) {
+      NamedArrays in = random_inputs(g, n, 17 + uint64_t(n));
+      std::vector<Array> want = run(g, in, "reference", false, 0);
+      for (int64_t b : {int64_t(0), int64_t(4), int64_t(8), int64_t(16), CpuBackendOptions::kAutoBlock}) {
+        std::vector<Array> got = run(g, in, "cpu", true, b);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          EXPECT_TRUE(close(got[i], want[i])) << g.name() << " N " << n << " block " << b << " output " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(BlockedLayout, TheCpuBackendLowersOnlyWithOneDnnAndABlock) {
+  Graph g = parse_one(kResidualBlock);
+  for (int64_t b : {int64_t(0), int64_t(8)}) {
+    CompileOptions o;
+    o.cpu.nchwc_block = b;
+    Expected<Executable> exe = Session(0).compile(g, o);
+    ASSERT_TRUE(exe) << exe.status().to_string();
+    size_t reorders = count_op(exe->graph(), Op::ToNchwc) + count_op(exe->graph(), Op::ToNchw);
+    EXPECT_EQ(reorders > 0, b != 0 && cpu::onednn::available()) << print_graph(exe->graph());
+  }
+}
+
+}  // namespace
+}  // namespace fusebox
