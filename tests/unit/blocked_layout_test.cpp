@@ -74,6 +74,25 @@ func @se(%x: f32[1,8,6,6], %w: f32[16,8,3,3], %wa: f32[4,16,1,1], %wb: f32[16,4,
 }
 )";
 
+// An FPN-like merge: nearest upsampling by scales and by sizes (blocked), concat with a conv at
+// the larger size, a linear upsampling (left NCHW) and a transposed conv (NCHW only).
+constexpr const char* kUpsample = R"(
+func @fpn(%x: f32[N,8,4,6], %big: f32[N,8,8,12], %w: f32[16,8,3,3], %w2: f32[16,32,1,1], %wt: f32[16,8,2,2])
+    -> (f32[N,16,8,12], f32[N,16,16,24], f32[N,8,16,24]) {
+  %0 = conv2d %x, %w {pad = [1, 1, 1, 1]} : f32[N,16,4,6]
+  %1 = resize %0 {scales = [1.0, 1.0, 2.0, 2.0], coordinate = "asymmetric", nearest_mode = "floor"} : f32[N,16,8,12]
+  %2 = conv2d %big, %w {pad = [1, 1, 1, 1]} : f32[N,16,8,12]
+  %3 = concat %1, %2 {axis = 1} : f32[N,32,8,12]
+  %4 = conv2d %3, %w2 : f32[N,16,8,12]
+  %5 = relu %4 : f32[N,16,8,12]
+  %6 = resize %5 {sizes = [N, 16, 16, 24]} : f32[N,16,16,24]
+  %7 = resize %5 {scales = [1.0, 1.0, 2.0, 2.0], mode = "linear"} : f32[N,16,16,24]
+  %8 = add %6, %7 : f32[N,16,16,24]
+  %9 = conv_transpose2d %5, %wt {stride = [2, 2]} : f32[N,8,16,24]
+  return %5, %8, %9
+}
+)";
+
 Graph parse_one(const char* text) {
   Expected<Module> m = parse_module(text);
   EXPECT_TRUE(m) << m.status().to_string();
@@ -210,8 +229,23 @@ TEST(BlockedLayout, ChannelCountsTheBlockDoesNotDivideStayPlain) {
   EXPECT_EQ(count_op(*lowered, Op::Softmax), 1u);
 }
 
+TEST(BlockedLayout, NearestResizeAndConcatStayBlocked) {
+  Graph g = parse_one(kUpsample);
+  Expected<Graph> lowered = cpu::assign_blocked_layout(g, 8);
+  ASSERT_TRUE(lowered) << lowered.status().to_string();
+  ASSERT_TRUE(verify(*lowered).is_ok()) << print_graph(*lowered);
+  int blocked_resizes = 0, plain_resizes = 0;
+  for (const Node& n : lowered->nodes()) {
+    if (n.op == Op::Resize) (lowered->type(n.outputs[0]).rank() == 5 ? blocked_resizes : plain_resizes)++;
+    if (n.op == Op::Concat) EXPECT_EQ(lowered->type(n.outputs[0]).rank(), 5);
+    if (n.op == Op::ConvTranspose2d) EXPECT_EQ(lowered->type(n.inputs[0]).rank(), 4);
+  }
+  EXPECT_EQ(blocked_resizes, 2) << print_graph(*lowered);
+  EXPECT_EQ(plain_resizes, 1) << print_graph(*lowered);
+}
+
 TEST(BlockedLayout, LoweredGraphsAreBitIdenticalOnTheReference) {
-  for (const char* text : {kResidualBlock, kSqueezeExcite}) {
+  for (const char* text : {kResidualBlock, kSqueezeExcite, kUpsample}) {
     Graph g = parse_one(text);
     NamedArrays in = random_inputs(g, 2, 3);
     std::vector<Array> want = run(g, in, "reference", false, 0);
@@ -229,7 +263,7 @@ TEST(BlockedLayout, LoweredGraphsAreBitIdenticalOnTheReference) {
 
 TEST(BlockedLayout, CpuBackendEqualsTheReferenceWithEveryBlock) {
   if (!cpu::onednn::available()) GTEST_SKIP() << "built without oneDNN";
-  for (const char* text : {kResidualBlock, kSqueezeExcite}) {
+  for (const char* text : {kResidualBlock, kSqueezeExcite, kUpsample}) {
     Graph g = parse_one(text);
     for (int64_t n : {1, 3}) {
       NamedArrays in = random_inputs(g, n, 17 + uint64_t(n));

@@ -48,6 +48,7 @@ class Lowering {
     if (n.op == Op::Constant) constant_[size_t(n.outputs[0])] = &n.attr_array("value");
     if (conv_takes_blocked(n)) return emit_blocked(n, {0, residual_index(n)});
     if (pool_takes_blocked(n) || concat_takes_blocked(n)) return emit_blocked(n, all_inputs(n));
+    if (resize_takes_blocked(n)) return emit_blocked_resize(n);
     if (elementwise_takes_blocked(n)) return emit_blocked(n, all_inputs(n));
     return emit_plain(n);
   }
@@ -94,6 +95,38 @@ class Lowering {
       any_blocked = any_blocked || has_blocked(v);
     }
     return any_blocked;
+  }
+
+  // A nearest resize of a blocked value that keeps N and C: the same resize of the 5-D form with
+  // the block axis kept (scale 1). Linear is left NCHW: its zero-weight taps of the kept axes
+  // would turn an infinity into NaN where the 4-D resize reads none.
+  bool resize_takes_blocked(const Node& n) const {
+    if (n.op != Op::Resize || n.attr_str("mode") != "nearest" || !has_blocked(n.inputs[0])) return false;
+    const TensorType& x = type(n.inputs[0]);
+    const TensorType& y = type(n.outputs[0]);
+    return x.rank() == 4 && divisible(x.shape[1]) && y.shape[0] == x.shape[0] && y.shape[1] == x.shape[1];
+  }
+
+  Status emit_blocked_resize(const Node& n) {
+    Node copy = n;
+    if (n.attrs.has("scales")) {
+      std::vector<double> scales = n.attr_f64s("scales");
+      scales.push_back(1.0);
+      copy.attrs.set("scales", scales);
+    } else {
+      Shape sizes = n.attr_dims("sizes");
+      if (sizes.size() != 4 || !divisible(sizes[1])) return emit_plain(n);
+      copy.attrs.set("sizes", Shape{sizes[0], Dim(sizes[1].value() / b_), sizes[2], sizes[3], Dim(b_)});
+    }
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId x, blocked(n.inputs[0]));
+    copy.inputs = {x};
+    const TensorType in = out_.type(x);
+    FUSEBOX_ASSIGN_OR_RETURN(std::vector<TensorType> results, infer_result_types(copy, std::span(&in, 1)));
+    ValueId bv = out_.add_value(results[0]);
+    blocked_[size_t(n.outputs[0])] = bv;
+    copy.outputs = {bv};
+    out_.add_node(std::move(copy));
+    return Status::ok();
   }
 
   // Some operand of the result's full shape is blocked, and every operand has a blocked form.

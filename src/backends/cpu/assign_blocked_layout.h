@@ -7,7 +7,8 @@
 // max/avg/global-avg pooling of a blocked value; element-wise ops and elementwise_regions with
 // an operand of the result's shape in blocked form (the other operands follow: a [C] channel
 // vector [1,C,1,1] becomes [1,C/b,1,1,b], a channel-free [N,1,H,W] becomes [N,1,H,W,1], constants
-// converted here once); concat of blocked parts whose channel counts the block divides.
+// converted here once); concat of blocked parts whose channel counts the block divides; nearest
+// resize (spatial axes only) of a blocked value.
 //
 // Produces: those nodes on 5-D values (conv and pooling with layout = "nchwc"); to_nchwc where a
 // plain value enters the blocked part, to_nchw where a blocked value leaves it (an op that needs
