@@ -2,11 +2,12 @@
 //
 //   BM_MatmulEpilogue  2048x2048x2048 f32 matmul + bias + GELU(tanh)
 //   BM_ConvEpilogue    3x3 conv 64->64, pad 1, on 1x64x112x112 + bias + hardswish (a BN folded
-//                      into weights and bias costs the same)
+//                      into weights and bias costs the same); /nchw: activations NCHW, /nchw8c
+//                      (or 16c, the host's block): already blocked, as the cpu backend keeps them
 // each timed per iteration in turn (order rotating; medians reported) as
 //   bare      the oneDNN primitive created here, no post-ops, no bias, operands already in its
 //             preferred formats (no reorders): the floor
-//   noep      the fusebox kernel without epilogue (plain NCHW in and out, so conv layout reorders
+//   noep      the fusebox kernel without epilogue (for NCHW activations the conv layout reorders
 //             are in it)
 //   fused     the fusebox kernel with the fused epilogue
 //   separate  noep followed by a plain OpenMP loop for bias + activation (what no fusion costs)
@@ -184,22 +185,30 @@ void BM_MatmulEpilogue(benchmark::State& state) {
 
 float hardswish(float x) { return x * std::min(std::max(x + 3.f, 0.f), 6.f) / 6.f; }
 
-void BM_ConvEpilogue(benchmark::State& state) {
+// block 0: NCHW in and out (the kernels reorder to oneDNN's blocked format and back); block b:
+// x and out already in nChw<b>c, as the cpu backend's blocked layout hands them over.
+void BM_ConvEpilogue(benchmark::State& state, int64_t block) {
   const int64_t c = 64, h = 112, w = 112;
-  Array x = filled({1, c, h, w}, 1), wt = filled({c, c, 3, 3}, 2), bias = filled({c}, 3), out(DType::F32, {1, c, h, w});
+  std::vector<int64_t> act = block ? std::vector<int64_t>{1, c / block, h, w, block} : std::vector<int64_t>{1, c, h, w};
+  Array x = filled(act, 1), wt = filled({c, c, 3, 3}, 2), bias = filled({c}, 3), out(DType::F32, act);
   Bare bare = bare_conv(1, c, h, w, c, 3, 1);
   dn::ConvSpec spec;
   spec.pad[0] = spec.pad[1] = spec.pad[2] = spec.pad[3] = 1;
+  spec.block = block;
   auto noep = dn::ConvKernel::create(spec, &wt);
   spec.ep = {true, false, dn::Act::HardSwish};
   auto fused = dn::ConvKernel::create(spec, &wt);
   if (!noep || !fused) return state.SkipWithError("ConvKernel::create failed");
+  const int64_t lanes = block ? block : 1;
   auto epilogue = [&] {
     float* y = out.data<float>();
     const float* b = bias.data<float>();
 #pragma omp parallel for schedule(static)
-    for (int64_t ch = 0; ch < c; ++ch) {
-      for (int64_t i = 0; i < h * w; ++i) y[ch * h * w + i] = hardswish(y[ch * h * w + i] + b[ch]);
+    for (int64_t slab = 0; slab < c / lanes; ++slab) {
+      for (int64_t i = 0; i < h * w * lanes; ++i) {
+        int64_t ch = slab * lanes + (block ? i % lanes : 0);
+        y[slab * h * w * lanes + i] = hardswish(y[slab * h * w * lanes + i] + b[ch]);
+      }
     }
   };
   interleave(state, {
@@ -251,7 +260,13 @@ int main(int argc, char** argv) {
       ->UseManualTime()
       ->Unit(benchmark::kMillisecond)
       ->MinTime(3.0);
-  benchmark::RegisterBenchmark("BM_ConvEpilogue/3x3_64_112", BM_ConvEpilogue)
+  benchmark::RegisterBenchmark("BM_ConvEpilogue/3x3_64_112/nchw", [](benchmark::State& s) { BM_ConvEpilogue(s, 0); })
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond)
+      ->MinTime(2.0);
+  const int64_t block = dn::preferred_nchwc_block();
+  const std::string blocked = "BM_ConvEpilogue/3x3_64_112/nchw" + std::to_string(block) + "c";
+  benchmark::RegisterBenchmark(blocked.c_str(), [block](benchmark::State& s) { BM_ConvEpilogue(s, block); })
       ->UseManualTime()
       ->Unit(benchmark::kMillisecond)
       ->MinTime(2.0);
