@@ -1,5 +1,6 @@
 // Public fusion configuration: FusionTarget, FusionLimits, FusionOptions, the environment
-// lookup, the claim tables and the pipeline plan (spec §1-§3).
+// lookup, the claim table type and the pipeline plan (spec §1-§3); the tables themselves come
+// from the backend folders (find_claim_table, claim_table_of in fusebox/session.h).
 //
 //   fusebox::FusionOptions o = fusebox::FusionOptions::for_target(fusebox::FusionTarget::Cuda);
 //   o.fusion_limits = fusebox::FusionLimits{8, 4};   // kept: explicit limits win
@@ -9,7 +10,7 @@
 #pragma once
 
 #include "fusebox/status.h"
-#include "fusion/claims.h"
+#include "ir/claim_table.h"
 #include "fusion/env.h"
 #include "fusion/options.h"
 #include "fusion/pipeline_plan.h"

@@ -2,21 +2,28 @@
 
 #include "fusion/pipeline.h"
 #include "fusion/pipeline_plan.h"
+#include "ir/check.h"
 
 namespace fusebox {
+
+Fuse::Fuse(FusionTarget target, const ClaimTable& claims) : target_(target), claims_(&claims) {
+  FUSEBOX_CHECK(claims.target == target_name(target))
+      << "Fuse: the claim table of " << claims.target << " handed in for target " << target_name(target);
+}
 
 FusionOptions Fuse::resolved_options() const {
   FusionOptions base = options_ ? *options_ : FusionOptions::for_target(target_, env_ ? *env_ : EnvLookup{});
   if (limits_) base.fusion_limits = limits_;
   if (skip_) base.skip_fusion = true;
-  return resolve_options(target_, base, env_ ? &*env_ : nullptr);
+  return resolve_options(target_, *claims_, base, env_ ? &*env_ : nullptr);
 }
 
-std::vector<std::string> Fuse::passes() const { return plan_pipeline(target_, resolved_options()); }
+std::vector<std::string> Fuse::passes() const { return plan_pipeline(*claims_, resolved_options()); }
 
 Expected<FuseResult> Fuse::run_with_report(const Graph& g) const {
   PassContext ctx;
   ctx.target = target_;
+  ctx.claims = claims_;
   ctx.options = resolved_options();
   ctx.evaluate = evaluate_;
   ctx.recognize_patterns = !ctx.options.skip_fusion;
@@ -24,7 +31,7 @@ Expected<FuseResult> Fuse::run_with_report(const Graph& g) const {
   hooks.verify_each = verify_each_;
   hooks.skip_unavailable = true;
   Graph out = g;
-  FUSEBOX_RETURN_IF_ERROR(run_pipeline(out, plan_pipeline(target_, ctx.options), ctx, hooks));
+  FUSEBOX_RETURN_IF_ERROR(run_pipeline(out, plan_pipeline(*claims_, ctx.options), ctx, hooks));
   FusionReport report = make_fusion_report(g, out, target_, ctx.remarks, ctx.stats, sizes_);
   return FuseResult{std::move(out), std::move(report)};
 }
@@ -34,6 +41,8 @@ Expected<Graph> Fuse::run(const Graph& g) const {
   return std::move(r.graph);
 }
 
-Expected<Graph> fuse(const Graph& g, FusionTarget target) { return Fuse(target).run(g); }
+Expected<Graph> fuse(const Graph& g, FusionTarget target, const ClaimTable& claims) {
+  return Fuse(target, claims).run(g);
+}
 
 }  // namespace fusebox

@@ -1,7 +1,10 @@
 // The one-call entry points of the fusion compiler (spec §1.3):
 //
-//   Graph fused = *fuse(graph, FusionTarget::Cpu);
-//   auto [g, report] = *Fuse(FusionTarget::Cuda).options(o).limits(l).merge_env().run_with_report(graph);
+//   Graph fused = *fuse(graph, FusionTarget::Cpu, claims);
+//   auto [g, report] = *Fuse(FusionTarget::Cuda, claims).options(o).limits(l).merge_env().run_with_report(graph);
+//
+// `claims` is the target's claim table (ir/claim_table.h): fusion holds none of its own; the
+// runtime takes it from the target's backend folder (find_claim_table in backends/registry).
 //
 // Contract: graph inputs keep their names and outputs keep their positions. Options resolve as
 // spec §1.3 says: merge_env (when asked) -> per-target forced unfuse (unless keep) -> limits
@@ -29,7 +32,8 @@ struct FuseResult {
 
 class Fuse {
  public:
-  explicit Fuse(FusionTarget target) : target_(target) {}
+  // FUSEBOX_CHECKs that the table is the target's.
+  Fuse(FusionTarget target, const ClaimTable& claims);
 
   Fuse& options(FusionOptions o) { options_ = std::move(o); return *this; }
   Fuse& limits(FusionLimits l) { limits_ = l; return *this; }
@@ -51,6 +55,7 @@ class Fuse {
 
  private:
   FusionTarget target_;
+  const ClaimTable* claims_;
   std::optional<FusionOptions> options_;
   std::optional<FusionLimits> limits_;
   bool skip_ = false;
@@ -60,6 +65,6 @@ class Fuse {
   SymbolBindings sizes_;
 };
 
-Expected<Graph> fuse(const Graph& g, FusionTarget target);
+Expected<Graph> fuse(const Graph& g, FusionTarget target, const ClaimTable& claims);
 
 }  // namespace fusebox

@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <set>
 
-#include "fusion/claims.h"
 #include "fusion/pass.h"
 #include "ir/outline.h"
 #include "ir/union_find.h"
@@ -238,7 +237,7 @@ Status run_mark_elementwise_regions(Graph& g, PassContext& ctx) {
     values.insert(values.end(), nodes[i].outputs.begin(), nodes[i].outputs.end());
     for (ValueId v : values) {
       DType dt = g.type(v).dtype;
-      if (target_claims_dtype(ctx.target, dt)) continue;
+      if (ctx.table().claims_dtype(dt)) continue;
       d.step[i] = false;
       ctx.remarks.miss("elementwise_region", describe_node(g, nodes[i], d.names), MissReason::DTypeMismatch,
                        "not fusing " + describe_node(g, nodes[i], d.names) + ": " + std::string(dtype_name(dt)) +

@@ -4,7 +4,6 @@
 #include <ostream>
 #include <utility>
 
-#include "fusion/claims.h"
 
 namespace fusebox {
 namespace {
@@ -208,7 +207,11 @@ FusionOptions FusionOptions::apply_native_fk_defaults(FusionTarget target,
     o.native_fk_regions = true;
     return o;
   }
-  if (target_runs_fk_regions_natively(target)) o.native_fk_regions = true;
+  // Spec §1.3: the backends of Cuda, Rocm, Metal, Mlx, Wgpu, Tpu and fusebox's Cpu run transform
+  // and batch regions natively, i.e. every target; the pipeline still runs them natively only
+  // where the target's claim table claims both kinds (plan_pipeline, step 5).
+  (void)target;
+  o.native_fk_regions = true;
   return o;
 }
 

@@ -1,5 +1,5 @@
-// What a pass sees: the graph to rewrite in place and a PassContext carrying the target, the
-// resolved options (passes never read the environment), remarks for the report, statistics, and
+// What a pass sees: the graph to rewrite in place and a PassContext carrying the target and its
+// claim table (handed in by the caller: fusion does not depend on backends), the resolved options (passes never read the environment), remarks for the report, statistics, and
 // an optional constant evaluator (injected by the runtime: fusion does not depend on backends).
 #pragma once
 
@@ -13,6 +13,8 @@
 #include "fusebox/status.h"
 #include "fusion/options.h"
 #include "fusion/verdict.h"
+#include "ir/check.h"
+#include "ir/claim_table.h"
 #include "ir/array.h"
 #include "ir/graph.h"
 
@@ -23,12 +25,19 @@ using ConstantEvaluator =
 
 struct PassContext {
   FusionTarget target = FusionTarget::Cpu;
+  const ClaimTable* claims = nullptr;  // the target's; set by whoever runs the passes
   FusionOptions options;  // resolved (resolve_options) before the pipeline starts
   FusionRemarks remarks;
   std::map<std::string, int64_t> stats;  // "<pass>.<counter>" -> value
   ConstantEvaluator evaluate;            // empty: canonicalize folds nothing
   // Options-derived switch of spec §3: under skip_fusion, canonicalize does no recognition.
   bool recognize_patterns = true;
+
+  // The target's claim table; FUSEBOX_CHECKs that whoever runs the passes set it.
+  const ClaimTable& table() const {
+    FUSEBOX_CHECK(claims) << "PassContext::claims is not set (the caller hands in the target's claim table)";
+    return *claims;
+  }
 
   void count(std::string_view pass, std::string_view counter, int64_t n = 1) {
     stats[std::string(pass) + "." + std::string(counter)] += n;

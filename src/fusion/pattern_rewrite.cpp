@@ -71,7 +71,7 @@ const Node* EpilogueMatcher::next(size_t head, ValueId v, const std::function<bo
 bool EpilogueMatcher::dtype_claimed(size_t head) const {
   const Node& n = g.nodes()[head];
   DType d = g.type(n.outputs[0]).dtype;
-  if (target_claims_dtype(ctx.target, d)) return true;
+  if (ctx.table().claims_dtype(d)) return true;
   ctx.remarks.miss(pattern, describe_node(g, n, names), MissReason::DTypeMismatch,
                    "not fusing " + describe_node(g, n, names) + ": " + std::string(dtype_name(d)) +
                        " is not claimed by target " + std::string(target_name(ctx.target)));
@@ -82,7 +82,7 @@ void EpilogueMatcher::absorb_activation(size_t head, ValueId* v, Rewrite* rw, Ep
   const Node* act = next(head, *v, is_activation);
   if (!act) return;
   Epilogue e = *epilogue_of_activation(*act);
-  if (!target_claims_activation(ctx.target, kind, e.act)) {
+  if (!ctx.table().claims_activation(kind, e.act)) {
     miss(head, *act, MissReason::UnsupportedActivation,
          std::string(epilogue_act_name(e.act)) + " is not claimed by target " + std::string(target_name(ctx.target)));
     return;

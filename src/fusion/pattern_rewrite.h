@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "fusion/claims.h"
+#include "ir/claim_table.h"
 #include "fusion/pass.h"
 #include "ir/epilogue.h"
 #include "ir/use_info.h"

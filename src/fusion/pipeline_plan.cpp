@@ -2,27 +2,26 @@
 
 #include <utility>
 
-#include "fusion/claims.h"
 
 namespace fusebox {
 
-FusionOptions resolve_options(FusionTarget target, FusionOptions caller,
+FusionOptions resolve_options(FusionTarget target, const ClaimTable& claims, FusionOptions caller,
                               const EnvLookup* env_or_null) {
   FusionOptions o = env_or_null ? caller.merge_env(*env_or_null) : std::move(caller);
   // Keep only prevents the target from forcing; an explicit unfuse request still stands.
-  if (target_forces_unfuse_regions(target) && !o.keep_elementwise_regions) {
+  if (claims.forces_unfuse_regions && !o.keep_elementwise_regions) {
     o.unfuse_elementwise_regions = true;
   }
   if (!o.fusion_limits) o.fusion_limits = default_limits(target);
   return o.apply_native_fk_defaults(target, env_or_null);
 }
 
-bool target_keeps_regions(FusionTarget target, const FusionOptions& resolved) {
-  return target_claims(target, FusedKind::ElementwiseRegion) &&
+bool target_keeps_regions(const ClaimTable& claims, const FusionOptions& resolved) {
+  return claims.claims(FusedKind::ElementwiseRegion) &&
          !resolved.unfuse_elementwise_regions;
 }
 
-std::vector<std::string> plan_pipeline(FusionTarget target, const FusionOptions& o) {
+std::vector<std::string> plan_pipeline(const ClaimTable& table, const FusionOptions& o) {
   std::vector<std::string> passes;
   auto add = [&passes](std::string_view name) { passes.emplace_back(name); };
 
@@ -36,7 +35,7 @@ std::vector<std::string> plan_pipeline(FusionTarget target, const FusionOptions&
   add(pass_name::kCanonicalize);
 
   // 2. Pattern fusions, each only where the target claims what it emits.
-  auto claims = [target](FusedKind k) { return target_claims(target, k); };
+  auto claims = [&table](FusedKind k) { return table.claims(k); };
   if (claims(FusedKind::MatmulBiasAct)) add(pass_name::kFuseMatmulBiasAct);
   if (claims(FusedKind::MatmulResidual)) add(pass_name::kFuseMatmulResidual);
   if (claims(FusedKind::ConvBiasAct) && !o.disable_conv_bias_act_fusion) {
@@ -48,7 +47,7 @@ std::vector<std::string> plan_pipeline(FusionTarget target, const FusionOptions&
   if (claims(FusedKind::SwiGLU)) add(pass_name::kFuseSwiglu);
 
   // 3. Element-wise regions, where they survive.
-  bool keeps_regions = target_keeps_regions(target, o);
+  bool keeps_regions = target_keeps_regions(table, o);
   if (keeps_regions) add(pass_name::kMarkElementwiseRegions);
 
   // 4. FK passes.

@@ -2,8 +2,11 @@
 // options are resolved for a compile (spec §1.3). Pure functions of their arguments: no global
 // or thread-local state (spec §5 defect 9), so compiles are re-entrant.
 //
-//   FusionOptions o = resolve_options(target, caller_options, want_env ? &env : nullptr);
-//   std::vector<std::string> passes = plan_pipeline(target, o);
+//   FusionOptions o = resolve_options(target, claims, caller_options, want_env ? &env : nullptr);
+//   std::vector<std::string> passes = plan_pipeline(claims, o);
+//
+// `claims` is the target's claim table (ir/claim_table.h), which the caller gets from the
+// target's backend folder (find_claim_table in backends/registry).
 #pragma once
 
 #include <string>
@@ -12,6 +15,7 @@
 
 #include "fusion/env.h"
 #include "fusion/options.h"
+#include "ir/claim_table.h"
 
 namespace fusebox {
 
@@ -43,16 +47,16 @@ inline constexpr std::string_view kDce = "dce";
 // caller asked for environment overrides) -> the target's forced unfuse of element-wise
 // regions unless keep_elementwise_regions -> fusion_limits defaulted by target when unset ->
 // apply_native_fk_defaults (with the same env). The result always has fusion_limits set.
-FusionOptions resolve_options(FusionTarget target, FusionOptions caller,
+FusionOptions resolve_options(FusionTarget target, const ClaimTable& claims, FusionOptions caller,
                               const EnvLookup* env_or_null);
 
 // True when element-wise regions survive the pipeline on this target: it claims
 // elementwise_region and the options do not unfuse them.
-bool target_keeps_regions(FusionTarget target, const FusionOptions& resolved);
+bool target_keeps_regions(const ClaimTable& claims, const FusionOptions& resolved);
 
 // The ordered pass names of spec §3 for already resolved options. skip_fusion gives
 // {canonicalize{no-recognition}, dce}.
-std::vector<std::string> plan_pipeline(FusionTarget target, const FusionOptions& resolved);
+std::vector<std::string> plan_pipeline(const ClaimTable& claims, const FusionOptions& resolved);
 
 // "a,b,c": the form --passes= takes.
 std::string join_pipeline(const std::vector<std::string>& passes);

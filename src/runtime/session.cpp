@@ -5,6 +5,7 @@
 #include "backends/cpu/reference/reference.h"
 #include "backends/registry/registry.h"
 #include "fusion/fuse.h"
+#include "ir/check.h"
 #include "ir/structural_hash.h"
 #include "ir/verifier.h"
 #include "runtime/executable_plan.h"
@@ -34,6 +35,12 @@ BackendMaker cpu_fallback(const CpuBackendOptions& cpu) {
 }
 
 }  // namespace
+
+const ClaimTable& claim_table_of(FusionTarget target) {
+  const ClaimTable* t = find_claim_table(target_name(target));
+  FUSEBOX_CHECK(t) << "no claim table for target " << target_name(target);
+  return *t;
+}
 
 Expected<std::vector<Array>> evaluate_with_reference(const Node& node, std::span<const Array> inputs) {
   std::vector<TensorType> types;
@@ -70,7 +77,7 @@ Expected<Executable> Session::compile(const Graph& graph, const CompileOptions& 
                                  "` or `fusebox explain` shows what it would fuse");
   }
   EnvLookup env = options.env ? options.env : process_env();
-  Fuse fuser(options.target);
+  Fuse fuser(options.target, claim_table_of(options.target));
   if (options.fusion) fuser.options(*options.fusion);
   if (options.merge_env) fuser.merge_env(env);
   fuser.evaluator(&evaluate_with_reference).verify_each_pass(options.verify_each_pass);

@@ -24,6 +24,7 @@
 #include "fusion/options.h"
 #include "fusion/report.h"
 #include "ir/array.h"
+#include "ir/claim_table.h"
 #include "ir/graph.h"
 #include "ir/shape_inference.h"
 #include "runtime/placement.h"
@@ -118,6 +119,9 @@ class Session {
  private:
   std::shared_ptr<PlanCache> cache_;  // shared by copies of the Session; thread-safe
 };
+
+// The claim table of a fusion target, from the target's backend folder (every target has one).
+const ClaimTable& claim_table_of(FusionTarget target);
 
 // Runs one node with the reference kernels (the constant evaluator canonicalize uses).
 Expected<std::vector<Array>> evaluate_with_reference(const Node& node, std::span<const Array> inputs);

@@ -274,11 +274,11 @@ TEST(FusedContraction, UnfuseOfFuseComputesTheOriginalAndThePipelineIsIdempotent
   b.output(b.op(Op::HardSwish, {b.add(b.matmul(flat, fw), fb)}));
   Expected<Graph> g = b.build();
   ASSERT_TRUE(g) << g.status().to_string();
-  Expected<Graph> fused = fuse(*g, FusionTarget::Cpu);
+  Expected<Graph> fused = fuse(*g, FusionTarget::Cpu, claim_table_of(FusionTarget::Cpu));
   ASSERT_TRUE(fused) << fused.status().to_string();
   EXPECT_EQ(count_op(*fused, Op::FusedConvBiasAct), 1u);
   EXPECT_EQ(count_op(*fused, Op::FusedMatmulBiasAct), 1u);
-  Expected<Graph> again = fuse(*fused, FusionTarget::Cpu);
+  Expected<Graph> again = fuse(*fused, FusionTarget::Cpu, claim_table_of(FusionTarget::Cpu));
   ASSERT_TRUE(again) << again.status().to_string();
   EXPECT_EQ(print_graph(*again), print_graph(*fused));
 

@@ -25,6 +25,7 @@ size_t count_op(const Graph& g, Op op) {
 Graph run_passes(const Graph& g, std::vector<std::string> passes, FusionOptions o = FusionOptions::for_cpu(),
                  PassContext* out_ctx = nullptr) {
   PassContext ctx;
+  ctx.claims = &claim_table_of(FusionTarget::Cpu);
   ctx.options = o;
   Graph out = g;
   PipelineHooks hooks;
@@ -171,6 +172,7 @@ TEST(MarkElementwiseRegions, OverLimitChainsSplitAndVerify) {
   FusionOptions o = FusionOptions::for_cpu();
   o.fusion_limits = FusionLimits{4, 16};
   PassContext ctx;
+  ctx.claims = &claim_table_of(FusionTarget::Cpu);
   Graph f = run_passes(g, {"mark-elementwise-regions"}, o, &ctx);
   EXPECT_EQ(count_op(f, Op::ElementwiseRegion), 3u);  // 4 + 4 + 2 steps
   for (const Node& n : f.nodes()) EXPECT_LE(n.body->nodes().size(), 4u);
@@ -178,7 +180,7 @@ TEST(MarkElementwiseRegions, OverLimitChainsSplitAndVerify) {
   EXPECT_EQ(ctx.remarks.missed[0].reason, MissReason::LimitReached);
   EXPECT_TRUE(verify(f).is_ok());
   // The same split through the whole compiler, with numbers.
-  Expected<FuseResult> r = Fuse(FusionTarget::Cpu).limits(FusionLimits{4, 16}).verify_each_pass().run_with_report(g);
+  Expected<FuseResult> r = Fuse(FusionTarget::Cpu, claim_table_of(FusionTarget::Cpu)).limits(FusionLimits{4, 16}).verify_each_pass().run_with_report(g);
   ASSERT_TRUE(r) << r.status().to_string();
   EXPECT_EQ(count_op(r->graph, Op::ElementwiseRegion), 3u);
   expect_fused_matches_reference(g, {{"x", random_array(DType::F32, {3, 9}, 10)}});
@@ -210,6 +212,7 @@ TEST(MarkElementwiseRegions, RefusesAMergeThatWouldCreateACycle) {
   b.output(y);
   Graph g = *b.build();
   PassContext ctx;
+  ctx.claims = &claim_table_of(FusionTarget::Cpu);
   Graph f = run_passes(g, {"mark-elementwise-regions"}, FusionOptions::for_cpu(), &ctx);
   EXPECT_TRUE(verify(f).is_ok());
   bool cycle_noted = false;
@@ -240,6 +243,7 @@ TEST(MarkElementwiseRegions, HundredThousandOpChainSplitsIntoEqualChunks) {
   FusionOptions o = FusionOptions::for_cpu();
   o.fusion_limits = FusionLimits{32, 16};
   PassContext ctx;
+  ctx.claims = &claim_table_of(FusionTarget::Cpu);
   Graph f = run_passes(long_chain(100000), {"mark-elementwise-regions"}, o, &ctx);
   ASSERT_EQ(f.nodes().size(), 3125u);  // 100000 / 32
   for (const Node& n : f.nodes()) {
@@ -304,7 +308,7 @@ TEST(MarkElementwiseRegions, MixedDtypesThroughCasts) {
 
 TEST(FusionReport, CountsKernelsBytesAndRegions) {
   Graph g = chain5({1024, 1024});
-  Expected<FuseResult> r = Fuse(FusionTarget::Cpu).run_with_report(g);
+  Expected<FuseResult> r = Fuse(FusionTarget::Cpu, claim_table_of(FusionTarget::Cpu)).run_with_report(g);
   ASSERT_TRUE(r) << r.status().to_string();
   const FusionReport& rep = r->report;
   EXPECT_EQ(rep.kernels_before, 6u);
@@ -328,7 +332,7 @@ TEST(FusionReport, AssertFusionCleanFailsOnMissedPatterns) {
   ValueId v = x;
   for (int i = 0; i < 6; ++i) v = b.tanh(v);
   b.output(v);
-  Expected<FuseResult> r = Fuse(FusionTarget::Cpu).limits(FusionLimits{2, 16}).run_with_report(*b.build());
+  Expected<FuseResult> r = Fuse(FusionTarget::Cpu, claim_table_of(FusionTarget::Cpu)).limits(FusionLimits{2, 16}).run_with_report(*b.build());
   ASSERT_TRUE(r);
   Status s = assert_fusion_clean(r->report);
   ASSERT_FALSE(s.is_ok());
@@ -338,6 +342,7 @@ TEST(FusionReport, AssertFusionCleanFailsOnMissedPatterns) {
 TEST(Pipeline, UnknownPassIsAnError) {
   Graph g = chain5({4});
   PassContext ctx;
+  ctx.claims = &claim_table_of(FusionTarget::Cpu);
   Status s = run_pipeline(g, {"mark-elementwise-regions", "fuse-everything"}, ctx);
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("unknown pass 'fuse-everything'"), std::string::npos) << s.message();
@@ -441,8 +446,8 @@ TEST(SpecDefects, CompilesFromSeveralThreadsGiveIdenticalResults) {
   FusionOptions a = FusionOptions::for_cpu();
   FusionOptions b = FusionOptions::for_cpu();
   b.fusion_limits = FusionLimits{2, 16};
-  std::string want_a = print_graph(*Fuse(FusionTarget::Cpu).options(a).run(g));
-  std::string want_b = print_graph(*Fuse(FusionTarget::Cpu).options(b).run(g));
+  std::string want_a = print_graph(*Fuse(FusionTarget::Cpu, claim_table_of(FusionTarget::Cpu)).options(a).run(g));
+  std::string want_b = print_graph(*Fuse(FusionTarget::Cpu, claim_table_of(FusionTarget::Cpu)).options(b).run(g));
   ASSERT_NE(want_a, want_b);
   std::vector<std::string> got(8);
   std::vector<std::thread> threads;
@@ -450,7 +455,7 @@ TEST(SpecDefects, CompilesFromSeveralThreadsGiveIdenticalResults) {
     threads.emplace_back([&, t] {
       std::string last;
       for (int k = 0; k < 25; ++k) {
-        Expected<Graph> f = Fuse(FusionTarget::Cpu).options(t % 2 ? b : a).run(g);
+        Expected<Graph> f = Fuse(FusionTarget::Cpu, claim_table_of(FusionTarget::Cpu)).options(t % 2 ? b : a).run(g);
         last = f ? print_graph(*f) : f.status().to_string();
       }
       got[static_cast<size_t>(t)] = last;

@@ -300,7 +300,7 @@ TEST(Printer, FusedRegionsRoundTrip) {
       "}\n";
   Expected<Graph> g = parse_graph(text);
   ASSERT_TRUE(g) << g.status().message();
-  Expected<Graph> fused = Fuse(FusionTarget::Cpu).run(*g);
+  Expected<Graph> fused = Fuse(FusionTarget::Cpu, claim_table_of(FusionTarget::Cpu)).run(*g);
   ASSERT_TRUE(fused) << fused.status().message();
   std::string printed = print_graph(*fused);
   EXPECT_NE(printed.find("elementwise_region"), std::string::npos) << printed;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "fusebox/fusion_options.h"
+#include "fusebox/session.h"
 
 namespace fusebox {
 namespace {
@@ -21,8 +22,16 @@ constexpr FusionTarget kAllTargets[] = {FusionTarget::Cpu,  FusionTarget::Cuda,
                                         FusionTarget::Wgpu, FusionTarget::Rocm,
                                         FusionTarget::Tpu};
 
+// The tables live in the backend folders; the runtime finds them by target.
+const ClaimTable& C(FusionTarget t) { return claim_table_of(t); }
+std::vector<FusedKind> claimed_kinds(FusionTarget t) { return C(t).kinds(); }
+std::vector<DType> claimed_dtypes(FusionTarget t) { return C(t).claimed_dtypes(); }
+bool target_claims(FusionTarget t, FusedKind k) { return C(t).claims(k); }
+bool target_claims_activation(FusionTarget t, FusedKind k, EpilogueAct a) { return C(t).claims_activation(k, a); }
+bool target_claims_dtype(FusionTarget t, DType d) { return C(t).claims_dtype(d); }
+
 Passes plan(FusionTarget t, const FusionOptions& caller = {}, const EnvLookup* env = nullptr) {
-  return plan_pipeline(t, resolve_options(t, caller, env));
+  return plan_pipeline(C(t), resolve_options(t, C(t), caller, env));
 }
 
 Passes without(Passes p, const std::set<std::string>& drop) {
@@ -177,20 +186,20 @@ TEST(Claims, DTypesPerTarget) {
 TEST(Claims, ExecutorsMemoryAndForcedUnfuse) {
   for (FusionTarget t : kAllTargets) {
     bool cpu = t == FusionTarget::Cpu;
-    EXPECT_EQ(target_has_executor(t), cpu || t == FusionTarget::Cuda) << t;
-    EXPECT_EQ(target_has_unified_memory(t), cpu) << t;
-    EXPECT_EQ(target_forces_unfuse_regions(t), t == FusionTarget::Metal ||
+    EXPECT_EQ(C(t).has_executor, cpu) << t;  // cuda has no executor in this build yet
+    EXPECT_EQ(C(t).unified_memory, cpu) << t;
+    EXPECT_EQ(C(t).forces_unfuse_regions, t == FusionTarget::Metal ||
                                                    t == FusionTarget::Mlx ||
                                                    t == FusionTarget::Wgpu)
         << t;
-    EXPECT_TRUE(target_runs_fk_regions_natively(t)) << t;  // the spec's list is every target
-    EXPECT_EQ(target_info(t).target, t);
+    EXPECT_TRUE(C(t).claims(FusedKind::TransformRegion) && C(t).claims(FusedKind::BatchElementwiseRegion)) << t;
+    EXPECT_EQ(C(t).target, target_name(t));
   }
 }
 
 TEST(Claims, IoParamsArePlausible) {
   for (FusionTarget t : kAllTargets) {
-    const TargetIoParams& io = target_info(t).io;
+    const TargetIoParams& io = C(t).io;
     EXPECT_GE(io.launch_cost_us, 0) << t;
     EXPECT_GT(io.device_bandwidth_gbps, 0) << t;
     EXPECT_GT(io.host_readback_gbps, 0) << t;
@@ -199,7 +208,7 @@ TEST(Claims, IoParamsArePlausible) {
     EXPECT_TRUE(std::isfinite(io.launch_cost_us + io.device_bandwidth_gbps +
                               io.host_readback_gbps + io.sync_cost_us + io.min_gain_us));
     // A discrete device reads back more slowly than it moves data internally.
-    if (!target_has_unified_memory(t)) {
+    if (!C(t).unified_memory) {
       EXPECT_LT(io.host_readback_gbps, io.device_bandwidth_gbps) << t;
     }
   }
@@ -209,54 +218,54 @@ TEST(Claims, IoParamsArePlausible) {
 
 TEST(ResolveOptions, DefaultsPerTarget) {
   for (FusionTarget t : kAllTargets) {
-    FusionOptions r = resolve_options(t, {}, nullptr);
+    FusionOptions r = resolve_options(t, C(t), {}, nullptr);
     FusionOptions expected;
-    expected.unfuse_elementwise_regions = target_forces_unfuse_regions(t);
+    expected.unfuse_elementwise_regions = C(t).forces_unfuse_regions;
     expected.fusion_limits = default_limits(t);
     expected.native_fk_regions = true;
     EXPECT_EQ(r, expected) << t;
   }
-  EXPECT_EQ(resolve_options(FusionTarget::Cpu, {}, nullptr).fusion_limits,
+  EXPECT_EQ(resolve_options(FusionTarget::Cpu, C(FusionTarget::Cpu), {}, nullptr).fusion_limits,
             FusionLimits::UNBOUNDED);
-  EXPECT_TRUE(resolve_options(FusionTarget::Wgpu, {}, nullptr).unfuse_elementwise_regions);
-  EXPECT_FALSE(resolve_options(FusionTarget::Cuda, {}, nullptr).unfuse_elementwise_regions);
+  EXPECT_TRUE(resolve_options(FusionTarget::Wgpu, C(FusionTarget::Wgpu), {}, nullptr).unfuse_elementwise_regions);
+  EXPECT_FALSE(resolve_options(FusionTarget::Cuda, C(FusionTarget::Cuda), {}, nullptr).unfuse_elementwise_regions);
 }
 
 TEST(ResolveOptions, KeepBlocksForcedUnfuseOnly) {
   FusionOptions keep;
   keep.keep_elementwise_regions = true;
   for (FusionTarget t : {FusionTarget::Metal, FusionTarget::Mlx, FusionTarget::Wgpu}) {
-    EXPECT_FALSE(resolve_options(t, keep, nullptr).unfuse_elementwise_regions) << t;
+    EXPECT_FALSE(resolve_options(t, C(t), keep, nullptr).unfuse_elementwise_regions) << t;
     FusionOptions both = keep;
     both.unfuse_elementwise_regions = true;
-    EXPECT_TRUE(resolve_options(t, both, nullptr).unfuse_elementwise_regions) << t;
+    EXPECT_TRUE(resolve_options(t, C(t), both, nullptr).unfuse_elementwise_regions) << t;
   }
   // Explicit unfuse on CPU gives per-op execution.
   FusionOptions unfuse;
   unfuse.unfuse_elementwise_regions = true;
-  EXPECT_TRUE(resolve_options(FusionTarget::Cpu, unfuse, nullptr).unfuse_elementwise_regions);
+  EXPECT_TRUE(resolve_options(FusionTarget::Cpu, C(FusionTarget::Cpu), unfuse, nullptr).unfuse_elementwise_regions);
 }
 
 TEST(ResolveOptions, ExplicitLimitsAreKept) {
   FusionOptions o;
   o.fusion_limits = FusionLimits::GPU_NATIVE;
-  EXPECT_EQ(resolve_options(FusionTarget::Cpu, o, nullptr).fusion_limits,
+  EXPECT_EQ(resolve_options(FusionTarget::Cpu, C(FusionTarget::Cpu), o, nullptr).fusion_limits,
             FusionLimits::GPU_NATIVE);
   o.fusion_limits = FusionLimits::UNBOUNDED;
-  EXPECT_EQ(resolve_options(FusionTarget::Tpu, o, nullptr).fusion_limits,
+  EXPECT_EQ(resolve_options(FusionTarget::Tpu, C(FusionTarget::Tpu), o, nullptr).fusion_limits,
             FusionLimits::UNBOUNDED);
   o.fusion_limits.reset();
-  EXPECT_EQ(resolve_options(FusionTarget::Tpu, o, nullptr).fusion_limits, (FusionLimits{32, 16}));
+  EXPECT_EQ(resolve_options(FusionTarget::Tpu, C(FusionTarget::Tpu), o, nullptr).fusion_limits, (FusionLimits{32, 16}));
 }
 
 TEST(ResolveOptions, EnvOnlyWhenAsked) {
   EnvLookup env = map_env({{"FUSEBOX_NO_FUSION", "1"}, {"RLX_NO_NATIVE_FK_REGIONS", "1"},
                            {"FUSEBOX_KEEP_ELEMENTWISE_REGIONS", "1"}});
-  FusionOptions without_env = resolve_options(FusionTarget::Metal, {}, nullptr);
+  FusionOptions without_env = resolve_options(FusionTarget::Metal, C(FusionTarget::Metal), {}, nullptr);
   EXPECT_FALSE(without_env.skip_fusion);
   EXPECT_TRUE(without_env.native_fk_regions);
   EXPECT_TRUE(without_env.unfuse_elementwise_regions);
-  FusionOptions with_env = resolve_options(FusionTarget::Metal, {}, &env);
+  FusionOptions with_env = resolve_options(FusionTarget::Metal, C(FusionTarget::Metal), {}, &env);
   EXPECT_TRUE(with_env.skip_fusion);
   EXPECT_FALSE(with_env.native_fk_regions);          // the veto reaches apply_native_fk_defaults
   EXPECT_TRUE(with_env.keep_elementwise_regions);    // merged before the forced unfuse...
@@ -267,8 +276,8 @@ TEST(ResolveOptions, Idempotent) {
   EnvLookup veto = map_env({{"FUSEBOX_NO_NATIVE_FK_REGIONS", "1"}});
   for (FusionTarget t : kAllTargets) {
     for (const EnvLookup* env : std::vector<const EnvLookup*>{nullptr, &veto}) {
-      FusionOptions once = resolve_options(t, FusionOptions::for_target(t, map_env({})), env);
-      EXPECT_EQ(resolve_options(t, once, env), once) << t;
+      FusionOptions once = resolve_options(t, C(t), FusionOptions::for_target(t, map_env({})), env);
+      EXPECT_EQ(resolve_options(t, C(t), once, env), once) << t;
     }
   }
 }
@@ -373,13 +382,13 @@ TEST(PipelinePlan, DecomposeWhenNotNativeOrAsked) {
   decomposed.insert(decomposed.end() - 2, "decompose-fusion-regions");
 
   // Resolved options straight into plan_pipeline: native off means decompose.
-  FusionOptions r = resolve_options(FusionTarget::Cpu, {}, nullptr);
+  FusionOptions r = resolve_options(FusionTarget::Cpu, C(FusionTarget::Cpu), {}, nullptr);
   r.native_fk_regions = false;
-  EXPECT_EQ(plan_pipeline(FusionTarget::Cpu, r), decomposed);
+  EXPECT_EQ(plan_pipeline(C(FusionTarget::Cpu), r), decomposed);
   r.native_fk_regions = true;
-  EXPECT_EQ(plan_pipeline(FusionTarget::Cpu, r), kFull);
+  EXPECT_EQ(plan_pipeline(C(FusionTarget::Cpu), r), kFull);
   r.decompose_fusion_regions = true;
-  EXPECT_EQ(plan_pipeline(FusionTarget::Cpu, r), decomposed);
+  EXPECT_EQ(plan_pipeline(C(FusionTarget::Cpu), r), decomposed);
 
   // Through resolution: decompose requested, or the NO_NATIVE veto.
   FusionOptions decompose;

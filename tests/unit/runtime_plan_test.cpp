@@ -243,7 +243,7 @@ TEST(StructuralHash, RegionBodiesCount) {
 )";
   auto fused = [&](const std::string& op) {
     std::string t = chain;
-    Expected<Graph> g = fuse(parse_one(t.replace(t.find("OP"), 2, op)), FusionTarget::Cpu);
+    Expected<Graph> g = fuse(parse_one(t.replace(t.find("OP"), 2, op)), FusionTarget::Cpu, claim_table_of(FusionTarget::Cpu));
     EXPECT_TRUE(g) << g.status().to_string();
     EXPECT_EQ(g->nodes().size(), 1u) << "one elementwise_region";
     return structural_hash(*g);

@@ -144,7 +144,7 @@ int cmd_explain(const Args& args) {
   bool drawn = false;
   for (const Graph& g : m->functions) {
     if (!func.empty() && g.name() != func) continue;
-    Fuse fuser(target);
+    Fuse fuser(target, claim_table_of(target));
     fuser.options(options).merge_env(env).report_sizes(sizes).evaluator(&evaluate_with_reference);
     Expected<FuseResult> r = fuser.run_with_report(g);
     if (!r) return cl.error(r.status().with_context("@" + g.name()));

@@ -100,8 +100,8 @@ std::optional<int> parse_options(const Args& args, CommandLine& cl, OptOptions* 
     if (!fo) return cl.usage_error(fo.status().message());
     base = *fo;
   }
-  o->fusion = resolve_options(o->target, base, &env);
-  if (o->pipeline) o->passes = plan_pipeline(o->target, o->fusion);
+  o->fusion = resolve_options(o->target, claim_table_of(o->target), base, &env);
+  if (o->pipeline) o->passes = plan_pipeline(claim_table_of(o->target), o->fusion);
   if (cl.has("--print-after")) {
     // The pipeline writes options into names (canonicalize{no-recognition}); NAME is the pass's
     // own name, so match on that.
@@ -136,6 +136,7 @@ Status run_passes(Module& module, const OptOptions& o, std::string* printed) {
   for (Graph& g : module.functions) {
     PassContext ctx;
     ctx.target = o.target;
+    ctx.claims = &claim_table_of(o.target);
     ctx.options = o.fusion;
     ctx.evaluate = &evaluate_with_reference;
     ctx.recognize_patterns = !o.fusion.skip_fusion;

@@ -2,7 +2,14 @@
 
 #include <mutex>
 
+#include "backends/cpu/claims.h"
 #include "backends/cpu/reference_backend.h"
+#include "backends/cuda/claims.h"
+#include "backends/metal/claims.h"
+#include "backends/mlx/claims.h"
+#include "backends/rocm/claims.h"
+#include "backends/tpu/claims.h"
+#include "backends/wgpu/claims.h"
 
 namespace fusebox {
 
@@ -32,6 +39,15 @@ Registry& registry() {
 }
 
 }  // namespace
+
+const ClaimTable* find_claim_table(std::string_view target) {
+  // One row per fusion target; the table names its target.
+  for (const ClaimTable* t : {&cpu_claims(), &cuda_claims(), &metal_claims(), &mlx_claims(), &wgpu_claims(),
+                              &rocm_claims(), &tpu_claims()}) {
+    if (t->target == target) return t;
+  }
+  return nullptr;
+}
 
 Expected<std::shared_ptr<Backend>> make_backend(std::string_view name, const BackendOptions& options) {
   BackendFactory make;

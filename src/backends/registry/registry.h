@@ -11,6 +11,7 @@
 #include "backends/backend.h"
 #include "backends/cpu/cpu_backend.h"
 #include "fusebox/status.h"
+#include "ir/claim_table.h"
 
 namespace fusebox {
 
@@ -25,6 +26,10 @@ using BackendFactory = std::function<Expected<std::shared_ptr<Backend>>(const Ba
 Expected<std::shared_ptr<Backend>> make_backend(std::string_view name, const BackendOptions& options = {});
 std::vector<std::string> backend_names();  // built-in rows first, then registered ones
 std::string backend_choices();             // "cpu, reference"
+
+// The claim table of a fusion target by its name ("cpu", "cuda", "metal", ...), from the target's
+// backend folder; null for a name with none. The runtime hands it to the fusion pipeline.
+const ClaimTable* find_claim_table(std::string_view target);
 
 // Adds a row at run time (tests, embedders with a backend of their own). A taken name is an error.
 Status register_backend(std::string name, BackendFactory factory);

@@ -154,13 +154,13 @@ void global_avg_pool_nchwc(const Array& x, Array& y, int64_t slabs, int64_t plan
   S* dst = y.data<S>();
 #pragma omp parallel for schedule(static) if (slabs * plane_size * b >= (int64_t(1) << 15))
   for (int64_t s = 0; s < slabs; ++s) {
-    std::vector<double> sum(size_t(b), 0.0);
+    double sum[kMaxNchwcBlock] = {};
     const S* slab = src + s * plane_size * b;
     for (int64_t i = 0; i < plane_size; ++i) {
-      for (int64_t lane = 0; lane < b; ++lane) sum[size_t(lane)] += static_cast<double>(T::load(slab[i * b + lane]));
+      for (int64_t lane = 0; lane < b; ++lane) sum[lane] += static_cast<double>(T::load(slab[i * b + lane]));
     }
     for (int64_t lane = 0; lane < b; ++lane) {
-      double mean = plane_size > 0 ? sum[size_t(lane)] / static_cast<double>(plane_size)
+      double mean = plane_size > 0 ? sum[lane] / static_cast<double>(plane_size)
                                    : std::numeric_limits<double>::quiet_NaN();
       dst[s * b + lane] = T::store(static_cast<C>(mean));
     }

@@ -1,0 +1,10 @@
+// The rocm target's claim table (ir/claim_table.h): this folder holds only the table, since the target has no executor in this build.
+#pragma once
+
+#include "ir/claim_table.h"
+
+namespace fusebox {
+
+const ClaimTable& rocm_claims();
+
+}  // namespace fusebox
