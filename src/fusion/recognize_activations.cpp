@@ -3,7 +3,6 @@
 #include <cmath>
 #include <numbers>
 
-#include "fusion/pattern_rewrite.h"
 #include "fusion/recognize_match.h"
 
 namespace fusebox {
@@ -13,7 +12,7 @@ namespace {
 using Matcher = RecognizeMatcher;
 
 // div(mul(x, clip(add(x, 3), 0, 6)), 6) -> hardswish(x).
-std::optional<Rewrite> match_hardswish(const Matcher& m, size_t i) {
+std::optional<Rewrite> match_hardswish(const Matcher& m, PassContext&, size_t i) {
   const Node& div = m.g.nodes()[i];
   if (div.op != Op::Div || !m.is_constant(div.inputs[1], 6.0)) return std::nullopt;
   const Node* mul = m.single_use(div.inputs[0], Op::Mul);
@@ -38,7 +37,7 @@ std::optional<Rewrite> match_hardswish(const Matcher& m, size_t i) {
 }
 
 // mul(x, sigmoid(x)) -> silu(x), either operand order.
-std::optional<Rewrite> match_silu(const Matcher& m, size_t i) {
+std::optional<Rewrite> match_silu(const Matcher& m, PassContext&, size_t i) {
   const Node& mul = m.g.nodes()[i];
   if (mul.op != Op::Mul) return std::nullopt;
   for (int side = 0; side < 2; ++side) {
@@ -189,16 +188,7 @@ std::optional<Rewrite> match_hardsigmoid(const Matcher& m, PassContext& ctx, siz
 }  // namespace
 
 int64_t recognize_activations(Graph& g, PassContext& ctx) {
-  const UseInfo uses = compute_uses(g);
-  const Matcher m(g, uses);
-  std::vector<Rewrite> rewrites;
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    if (std::optional<Rewrite> rw = match_hardswish(m, i)) rewrites.push_back(std::move(*rw));
-    if (std::optional<Rewrite> rw = match_silu(m, i)) rewrites.push_back(std::move(*rw));
-    if (std::optional<Rewrite> rw = match_gelu(m, ctx, i)) rewrites.push_back(std::move(*rw));
-    if (std::optional<Rewrite> rw = match_hardsigmoid(m, ctx, i)) rewrites.push_back(std::move(*rw));
-  }
-  return static_cast<int64_t>(apply_rewrites(g, std::move(rewrites)));
+  return recognize_all(g, ctx, {match_hardswish, match_silu, match_gelu, match_hardsigmoid});
 }
 
 }  // namespace fusebox

@@ -75,4 +75,16 @@ void report_near_miss(PassContext& ctx, const RecognizeMatcher& m, const char* p
                    "not recognising " + node + " as " + pattern + ": " + why);
 }
 
+int64_t recognize_all(Graph& g, PassContext& ctx, std::initializer_list<RecognizeFn> recognisers) {
+  const UseInfo uses = compute_uses(g);
+  const RecognizeMatcher m(g, uses);
+  std::vector<Rewrite> rewrites;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    for (RecognizeFn match : recognisers) {
+      if (std::optional<Rewrite> rw = match(m, ctx, i)) rewrites.push_back(std::move(*rw));
+    }
+  }
+  return static_cast<int64_t>(apply_rewrites(g, std::move(rewrites)));
+}
+
 }  // namespace fusebox

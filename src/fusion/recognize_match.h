@@ -8,11 +8,13 @@
 //   missed   layer_norm at %7 = div: not-recognised: layer norm over axis 1 is not a trailing range
 #pragma once
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "fusion/pass.h"
+#include "fusion/pattern_rewrite.h"
 #include "fusion/verdict.h"
 #include "ir/use_info.h"
 
@@ -51,5 +53,12 @@ struct RecognizeMatcher {
 // Records a near-miss of `pattern` at `root`: "not recognising %7 = div as layer_norm: <why>".
 void report_near_miss(PassContext& ctx, const RecognizeMatcher& m, const char* pattern, const Node& root,
                       const std::string& why);
+
+// A recogniser: the rewrite rooted at node `i`, or nullopt (having reported a near-miss if any).
+using RecognizeFn = std::optional<Rewrite> (*)(const RecognizeMatcher& m, PassContext& ctx, size_t i);
+
+// Runs every recogniser at every node of `g` (one UseInfo for all) and applies the rewrites.
+// Returns how many were applied.
+int64_t recognize_all(Graph& g, PassContext& ctx, std::initializer_list<RecognizeFn> recognisers);
 
 }  // namespace fusebox

@@ -1,6 +1,5 @@
 #include "fusion/recognize_norms.h"
 
-#include "fusion/pattern_rewrite.h"
 #include "fusion/recognize_match.h"
 
 namespace fusebox {
@@ -162,13 +161,7 @@ std::optional<Rewrite> match_norm(const Matcher& m, PassContext& ctx, size_t i) 
 }  // namespace
 
 int64_t recognize_norms(Graph& g, PassContext& ctx) {
-  const UseInfo uses = compute_uses(g);
-  const Matcher m(g, uses);
-  std::vector<Rewrite> rewrites;
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    if (std::optional<Rewrite> rw = match_norm(m, ctx, i)) rewrites.push_back(std::move(*rw));
-  }
-  return static_cast<int64_t>(apply_rewrites(g, std::move(rewrites)));
+  return recognize_all(g, ctx, {match_norm});
 }
 
 }  // namespace fusebox

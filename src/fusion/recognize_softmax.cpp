@@ -1,6 +1,5 @@
 #include "fusion/recognize_softmax.h"
 
-#include "fusion/pattern_rewrite.h"
 #include "fusion/recognize_match.h"
 
 namespace fusebox {
@@ -58,13 +57,7 @@ std::optional<Rewrite> match_softmax(const Matcher& m, PassContext& ctx, size_t 
 }  // namespace
 
 int64_t recognize_softmax(Graph& g, PassContext& ctx) {
-  const UseInfo uses = compute_uses(g);
-  const Matcher m(g, uses);
-  std::vector<Rewrite> rewrites;
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    if (std::optional<Rewrite> rw = match_softmax(m, ctx, i)) rewrites.push_back(std::move(*rw));
-  }
-  return static_cast<int64_t>(apply_rewrites(g, std::move(rewrites)));
+  return recognize_all(g, ctx, {match_softmax});
 }
 
 }  // namespace fusebox
