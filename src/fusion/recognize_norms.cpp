@@ -54,17 +54,18 @@ const Node* square_of(const Matcher& m, ValueId v, ValueId num) {
   return mul && mul->inputs[0] == num && mul->inputs[1] == num ? mul : nullptr;
 }
 
-// The trailing range [axis, rank) that `axes` is, or the reason it is not.
-std::optional<int64_t> trailing_axis(const std::vector<int64_t>& axes, int rank, const char* what,
-                                     std::string* why) {
+// The first axis when `axes` (sorted, unique) is the trailing range [axis, rank).
+std::optional<int64_t> trailing_start(const std::vector<int64_t>& axes, int rank) {
   bool trailing = !axes.empty() && axes.back() == rank - 1 &&
                   axes.back() - axes.front() == static_cast<int64_t>(axes.size()) - 1;
-  if (trailing) return axes.front();
+  return trailing ? std::optional<int64_t>(axes.front()) : std::nullopt;
+}
+
+std::string not_trailing(const char* what, const std::vector<int64_t>& axes) {
   std::string list;
   for (int64_t a : axes) list += (list.empty() ? "" : ", ") + std::to_string(a);
-  *why = axes.size() == 1 ? std::string(what) + " over axis " + list + " is not the last axis"
-                          : std::string(what) + " over axes [" + list + "] is not a trailing range of axes";
-  return std::nullopt;
+  if (axes.size() == 1) return std::string(what) + " over axis " + list + " is not the last axis";
+  return std::string(what) + " over axes [" + list + "] is not a trailing range of axes";
 }
 
 // `p` broadcasts to x.shape[axis:] (numpy rules) without growing x, and has x's dtype.
@@ -103,7 +104,10 @@ std::optional<Rewrite> match_norm(const Matcher& m, PassContext& ctx, size_t i) 
   for (int side = 0; side < 2 && !var; ++side) {
     const Node* mean = m.producer(add->inputs[static_cast<size_t>(side)], Op::ReduceMean);
     square = mean ? square_of(m, mean->inputs[0], num) : nullptr;
-    if (square) var = mean, eps = add->inputs[static_cast<size_t>(1 - side)];
+    if (square) {
+      var = mean;
+      eps = add->inputs[static_cast<size_t>(1 - side)];
+    }
   }
   if (!var) return std::nullopt;
   nodes.insert(nodes.end(), {square, var, add});
@@ -117,19 +121,19 @@ std::optional<Rewrite> match_norm(const Matcher& m, PassContext& ctx, size_t i) 
     nodes.insert(nodes.begin(), {mu, center});
   }
   const char* pattern = layer ? "layer_norm" : "rms_norm";
-  const char* what = layer ? "layer norm" : "rms norm";
   nodes.push_back(&root);
   const TensorType& xt = m.g.type(x);
   if (!(m.g.type(root.outputs[0]) == xt)) return std::nullopt;  // constants broadcast x
+  const std::optional<std::vector<int64_t>> axes = m.kept_axes(*var);
+  const std::optional<int64_t> axis = axes ? trailing_start(*axes, xt.rank()) : std::nullopt;
+  const std::optional<double> eps_value = m.constant_value(eps);
   std::string why;
-  std::optional<std::vector<int64_t>> axes = m.kept_axes(*var);
-  std::optional<int64_t> axis;
-  std::optional<double> eps_value = m.constant_value(eps);
-  if (layer && (!m.kept_axes(*mu) || m.kept_axes(*mu) != axes)) {
+  if (layer && m.kept_axes(*mu) != axes) {
     why = "the mean and the variance do not reduce the same axes with keepdims";
   } else if (!axes) {
     why = "reduce_mean does not keep dims";
-  } else if (!(axis = trailing_axis(*axes, xt.rank(), what, &why))) {
+  } else if (!axis) {
+    why = not_trailing(layer ? "layer norm" : "rms norm", *axes);
   } else if (!eps_value) {
     why = "eps is not a constant";
   } else if (Verdict v = m.read_only_inside(nodes); !v) {
