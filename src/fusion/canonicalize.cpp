@@ -3,15 +3,18 @@
 // the result is small), values whose declared type is less specific than inference gives (`?`
 // dims refined), dead nodes. Produces: constant nodes, refined types. Requires: a verified graph.
 // Preserves: inputs, output positions and every returned value's type except `?` refinement.
-// With recognition on (not under skip_fusion): hardswish and SiLU written out in primitives become ops
-// (recognize_activations.h), and batch norm after a conv folds into the conv's weights and bias
-// (fold_batch_norm.h). Recognition of the other decomposed forms (layer norm, gelu, ...) is a
-// later addition.
+// With recognition on (not under skip_fusion): hardswish, hardsigmoid, SiLU and gelu (erf and tanh)
+// written out in primitives become ops (recognize_activations.h), so do layer norm and rms norm
+// (recognize_norms.h), softmax and log-softmax (recognize_softmax.h); a form matched by structure
+// but refused is a near-miss remark (`fusebox explain`). Batch norm after a conv folds into the
+// conv's weights and bias (fold_batch_norm.h).
 #include <algorithm>
 
 #include "fusion/fold_batch_norm.h"
 #include "fusion/pass.h"
 #include "fusion/recognize_activations.h"
+#include "fusion/recognize_norms.h"
+#include "fusion/recognize_softmax.h"
 #include "ir/dead_code.h"
 #include "ir/shape_inference.h"
 #include "ir/use_info.h"
@@ -83,7 +86,9 @@ Status refine_types(Graph& g, PassContext& ctx) {
 Status run_canonicalize(Graph& g, PassContext& ctx) {
   FUSEBOX_RETURN_IF_ERROR(fold_constants(g, ctx));
   if (ctx.recognize_patterns) {
-    ctx.count("canonicalize", "activations-recognised", recognize_activations(g));
+    ctx.count("canonicalize", "activations-recognised", recognize_activations(g, ctx));
+    ctx.count("canonicalize", "norms-recognised", recognize_norms(g, ctx));
+    ctx.count("canonicalize", "softmax-recognised", recognize_softmax(g, ctx));
     FUSEBOX_ASSIGN_OR_RETURN(int64_t folded, fold_batch_norms(g, ctx));
     ctx.count("canonicalize", "batch-norms-folded", folded);
   }

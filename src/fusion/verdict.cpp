@@ -13,6 +13,7 @@ const char* miss_reason_name(MissReason r) {
     case MissReason::DTypeMismatch: return "dtype-mismatch";
     case MissReason::ShapeMismatch: return "shape-mismatch";
     case MissReason::WouldCreateCycle: return "would-create-cycle";
+    case MissReason::NotRecognised: return "not-recognised";
   }
   return "?";
 }

@@ -32,6 +32,7 @@ enum class MissReason {
   DTypeMismatch,
   ShapeMismatch,
   WouldCreateCycle,
+  NotRecognised,  // canonicalize: a decomposed form matched by structure but refused
 };
 const char* miss_reason_name(MissReason r);
 

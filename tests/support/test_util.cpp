@@ -2,6 +2,7 @@
 
 #include "runtime/file_io.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -115,6 +116,27 @@ std::string read_test_file(const std::string& relative) {
   std::filesystem::path tests = FUSEBOX_TESTS_DIR;
   Expected<std::string> text = read_file((tests / relative).string());
   return text ? *text : std::string();
+}
+
+::testing::AssertionResult close_to_scale(const Array& actual, const Array& expected, double rel) {
+  if (actual.shape() != expected.shape()) {
+    return ::testing::AssertionFailure() << actual.type_string() << " vs " << expected.type_string();
+  }
+  std::vector<double> a = to_doubles(actual), b = to_doubles(expected);
+  double scale = 1;
+  for (double v : b) scale = std::max(scale, std::fabs(v));
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!(std::fabs(a[i] - b[i]) <= rel * scale)) {
+      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << b[i] << " (scale " << scale << ")";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+size_t count_op(const Graph& g, Op op) {
+  size_t n = 0;
+  for (const Node& node : g.nodes()) n += node.op == op;
+  return n;
 }
 
 std::vector<double> to_doubles(const Array& a) {

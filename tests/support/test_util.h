@@ -57,6 +57,11 @@ std::vector<Array> run_reference_poisoned(Op op, const std::vector<Array>& input
 // Element-wise |a-b| <= atol + rtol*|b| (NaN equals NaN); shapes and dtypes must match.
 ::testing::AssertionResult arrays_close(const Array& actual, const Array& expected,
                                         double rtol = 1e-6, double atol = 1e-6);
+// |a-b| <= rel * max(1, max|expected|) for every element (the fused-equals-reference check of
+// STYLE.md §6); shapes must match.
+::testing::AssertionResult close_to_scale(const Array& actual, const Array& expected, double rel = 1e-5);
+// How many nodes of `g` have op `op`.
+size_t count_op(const Graph& g, Op op);
 // The text of a file under tests/ (e.g. "lit/ir/ops-roundtrip.fbir"); empty when unreadable.
 std::string read_test_file(const std::string& relative);
 

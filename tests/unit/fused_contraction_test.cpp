@@ -24,29 +24,8 @@ namespace {
 
 using testing::random_array;
 
-size_t count_op(const Graph& g, Op op) {
-  size_t n = 0;
-  for (const Node& node : g.nodes()) n += node.op == op;
-  return n;
-}
-
-double max_abs(const Array& a) {
-  double m = 0;
-  for (double v : testing::to_doubles(a)) m = std::max(m, std::fabs(v));
-  return m;
-}
-
-::testing::AssertionResult close(const Array& got, const Array& want) {
-  if (got.shape() != want.shape()) return ::testing::AssertionFailure() << "shapes differ";
-  const double scale = std::max(1.0, max_abs(want));
-  std::vector<double> a = testing::to_doubles(got), b = testing::to_doubles(want);
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!(std::fabs(a[i] - b[i]) <= 1e-5 * scale)) {
-      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << b[i] << " (scale " << scale << ")";
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
+using testing::close_to_scale;
+using testing::count_op;
 
 Expected<std::vector<Array>> run(const Graph& g, const NamedArrays& in, bool fused) {
   CompileOptions o;
@@ -70,7 +49,7 @@ void expect_fused_equals_reference(const Graph& g, const NamedArrays& in, Op kin
   ASSERT_TRUE(got) << got.status().to_string();
   ASSERT_TRUE(want_out) << want_out.status().to_string();
   ASSERT_EQ(got->size(), want_out->size());
-  for (size_t i = 0; i < got->size(); ++i) EXPECT_TRUE(close((*got)[i], (*want_out)[i])) << "output " << i << "\n" << print_graph(exe->graph());
+  for (size_t i = 0; i < got->size(); ++i) EXPECT_TRUE(close_to_scale((*got)[i], (*want_out)[i])) << "output " << i << "\n" << print_graph(exe->graph());
 }
 
 // The activation node of each epilogue activation, applied with the builder.
@@ -258,7 +237,7 @@ TEST(FusedContraction, ATransposedConstantWeightFoldsAtAnySize) {
   Expected<std::vector<Array>> got = exe->run(in);
   Expected<std::vector<Array>> want = run(*g, in, false);
   ASSERT_TRUE(got && want);
-  EXPECT_TRUE(close((*got)[0], (*want)[0]));
+  EXPECT_TRUE(close_to_scale((*got)[0], (*want)[0]));
 }
 
 TEST(FusedContraction, UnfuseOfFuseComputesTheOriginalAndThePipelineIsIdempotent) {
