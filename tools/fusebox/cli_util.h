@@ -66,6 +66,9 @@ class CommandLine {
 std::optional<std::pair<std::string, std::string>> split_assignment(std::string_view text);
 // A whole decimal integer (optional sign), or nullopt.
 std::optional<int64_t> parse_int(std::string_view text);
+// "SYMBOL=SIZE" of --dim; nullopt when it is not that form or SIZE is outside 0..2^48 (the size
+// limit, ir/size.h).
+std::optional<std::pair<std::string, int64_t>> parse_dim_assignment(std::string_view text);
 
 // Seeded values: floats uniform in [lo, hi), integers uniform in [ceil(lo), floor(hi)] clamped
 // to the type's range, bools true with probability 1/2.

@@ -124,10 +124,9 @@ int cmd_explain(const Args& args) {
   }
   SymbolBindings sizes;
   for (const std::string& d : cl.values("--dim")) {
-    auto kv = split_assignment(d);
-    std::optional<int64_t> n = kv ? parse_int(kv->second) : std::nullopt;
-    if (!n || *n < 0) return cl.usage_error("--dim takes SYM=N with N >= 0, got '" + d + "'");
-    sizes[kv->first] = *n;
+    auto kv = parse_dim_assignment(d);
+    if (!kv) return cl.usage_error("--dim takes SYM=N with N from 0 to 2^48, got '" + d + "'");
+    sizes[kv->first] = kv->second;
   }
   Expected<Module> m = load_program(cl.positionals()[0]);
   if (!m) return cl.error(m.status());
