@@ -130,6 +130,12 @@ std::optional<std::pair<std::string, int64_t>> parse_dim_assignment(std::string_
   return std::pair{kv->first, *n};
 }
 
+Expected<FusionOptions> fusion_options_flag(const CommandLine& cl) {
+  std::optional<std::string> text = cl.value("--fusion-options");
+  if (!text) return FusionOptions{};
+  return parse_fusion_options(*text, FusionOptions{});
+}
+
 uint64_t derive_seed(uint64_t seed, std::string_view name) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (char c : name) h = (h ^ uint8_t(c)) * 0x100000001b3ull;

@@ -109,12 +109,8 @@ int cmd_explain(const Args& args) {
     target = *parsed;
   }
   EnvLookup env = process_env();
-  FusionOptions options = FusionOptions::for_target(target, env);
-  if (std::optional<std::string> text = cl.value("--fusion-options")) {
-    Expected<FusionOptions> parsed = parse_fusion_options(*text, options);
-    if (!parsed) return cl.usage_error(parsed.status().message());
-    options = *parsed;
-  }
+  Expected<FusionOptions> options = fusion_options_flag(cl);
+  if (!options) return cl.usage_error(options.status().message());
   const std::string backend = cl.value("--backend").value_or("cpu");
   {
     std::vector<std::string> names = backend_names();
@@ -136,7 +132,7 @@ int cmd_explain(const Args& args) {
   for (const Graph& g : m->functions) {
     if (!func.empty() && g.name() != func) continue;
     Fuse fuser(target);
-    fuser.options(options).merge_env(env).report_sizes(sizes).evaluator(&evaluate_with_reference);
+    fuser.options(*options).merge_env(env).report_sizes(sizes).evaluator(&evaluate_with_reference);
     Expected<FuseResult> r = fuser.run_with_report(g);
     if (!r) return cl.error(r.status().with_context("@" + g.name()));
     std::fputs(r->report.to_string().c_str(), stdout);

@@ -275,8 +275,8 @@ int cmd_run(const Args& args) {
     if (!target) return cl.usage_error("unknown target '" + *t + "' (targets: " + target_choices() + ")");
     options.target = *target;
   }
-  if (std::optional<std::string> text = cl.value("--fusion-options")) {
-    Expected<FusionOptions> fo = parse_fusion_options(*text, FusionOptions::for_target(options.target, process_env()));
+  if (cl.has("--fusion-options")) {
+    Expected<FusionOptions> fo = fusion_options_flag(cl);
     if (!fo) return cl.usage_error(fo.status().message());
     options.fusion = *fo;
   }
