@@ -9,9 +9,9 @@
 //
 // Each graph is drawn at random odd sizes with batch 1 and must produce its fused kind, so a
 // pattern that stops fusing fails here rather than passing vacuously. Inputs are random and
-// never zero (|v| >= 0.25). Tolerance: 1e-5 relative to max(1, max|expected|), as in
-// fused_contraction_test: the reference backend runs both graphs op by op, so only the
-// intermediate types that unfusing gives (the fused result's) could differ.
+// never zero (|v| >= 0.25). Tolerance: 1e-5 relative plus 1e-5 absolute per element: the
+// reference backend runs both graphs op by op, so only the intermediate types that unfusing
+// gives (the fused result's) could differ.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -160,19 +160,6 @@ Expected<std::vector<Array>> run_reference(const Graph& g, const NamedArrays& in
   return exe.run(in);
 }
 
-::testing::AssertionResult close(const Array& got, const Array& want) {
-  if (got.shape() != want.shape()) return ::testing::AssertionFailure() << "shapes differ";
-  std::vector<double> a = testing::to_doubles(got), b = testing::to_doubles(want);
-  double scale = 1.0;
-  for (double v : b) scale = std::max(scale, std::fabs(v));
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!(std::fabs(a[i] - b[i]) <= 1e-5 * scale)) {
-      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << b[i];
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
-
 class FusionProperties : public ::testing::TestWithParam<Case> {};
 
 TEST_P(FusionProperties, HoldAtRandomSizes) {
@@ -206,7 +193,7 @@ TEST_P(FusionProperties, HoldAtRandomSizes) {
     ASSERT_TRUE(want) << want.status().to_string();
     ASSERT_TRUE(got) << got.status().to_string();
     ASSERT_EQ(got->size(), want->size());
-    for (size_t i = 0; i < got->size(); ++i) EXPECT_TRUE(close((*got)[i], (*want)[i])) << "output " << i;
+    for (size_t i = 0; i < got->size(); ++i) EXPECT_TRUE(testing::arrays_close((*got)[i], (*want)[i], 1e-5, 1e-5)) << "output " << i;
   }
 }
 
