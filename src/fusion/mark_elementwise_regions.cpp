@@ -272,18 +272,24 @@ Status run_mark_elementwise_regions(Graph& g, PassContext& ctx) {
     size_t steps = measure(g, uses, group).first;
     if (steps < 2) continue;  // a group of one node is left alone
     std::vector<std::vector<size_t>> chunks = split_at_limits(g, uses, group, limits, chunk_of, next_chunk);
-    if (chunks.size() > 1) {
-      ctx.remarks.miss("elementwise_region", describe_node(g, nodes[group.front()], d.names),
-                       MissReason::LimitReached,
-                       "split " + std::to_string(steps) + " steps into " + std::to_string(chunks.size()) +
-                           " regions at the limits " + limits_to_string(limits),
-                       "raise fusion_limits (--fusion-options fusion_limits=SxI)");
-      ctx.count(kPass, "splits", static_cast<int64_t>(chunks.size() - 1));
-    }
+    size_t regions = 0;
     for (auto& chunk : chunks) {
       auto non_constant = [&](size_t i) { return nodes[i].op != Op::Constant; };
-      if (std::count_if(chunk.begin(), chunk.end(), non_constant) < 2) continue;
+      if (std::count_if(chunk.begin(), chunk.end(), non_constant) < 2) continue;  // stays a plain node
       groups.push_back(RegionGroup{chunk, region_name(g, chunk)});
+      ++regions;
+    }
+    if (chunks.size() > 1) {
+      // Only chunks of two or more steps become regions; the rest stay plain nodes.
+      size_t plain = chunks.size() - regions;
+      ctx.remarks.miss("elementwise_region", describe_node(g, nodes[group.front()], d.names),
+                       MissReason::LimitReached,
+                       "split " + std::to_string(steps) + " steps into " + std::to_string(regions) +
+                           (regions == 1 ? " region" : " regions") +
+                           (plain ? " and " + std::to_string(plain) + (plain == 1 ? " single step" : " single steps") : "") +
+                           " at the limits " + limits_to_string(limits),
+                       "raise fusion_limits (--fusion-options fusion_limits=SxI)");
+      ctx.count(kPass, "splits", static_cast<int64_t>(chunks.size() - 1));
     }
   }
   // A constant whose chunk did not become a region stays a plain node: drop it from groups

@@ -4,13 +4,15 @@
 #include <new>
 
 #include "ir/check.h"
+#include "ir/size.h"
 
 namespace fusebox {
 
 int64_t product(std::span<const int64_t> dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
+  // Shapes from user input are checked (ir/size.h) before any array takes them.
+  std::optional<int64_t> n = checked_num_elements(dims);
+  FUSEBOX_CHECK(n) << "array shape " << check_size(dims).message();
+  return *n;
 }
 
 std::vector<int64_t> contiguous_strides(std::span<const int64_t> shape) {

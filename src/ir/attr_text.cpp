@@ -1,5 +1,7 @@
 #include "ir/attr_text.h"
 
+#include "ir/size.h"
+
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -217,11 +219,9 @@ ErrorOr parse_dense(Scanner& s, std::shared_ptr<const Array>* out) {
         return std::nullopt;
       }))
     return e;
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (d != 0 && n > (int64_t(1) << 40) / d) return ParseError{s.pos(), "dense array is too large"};
-    n *= d;
-  }
+  std::optional<int64_t> elements = checked_num_elements(shape);
+  if (!elements) return ParseError{s.pos(), "dense array shape " + check_size(shape).message()};
+  int64_t n = *elements;
   if (!s.consume(':')) return err(s, "':' after the dense type");
   // Every value takes at least one character: checking before allocating keeps a huge declared
   // shape from allocating (or failing to allocate) memory the text cannot fill.

@@ -11,6 +11,7 @@
 
 #include "ir/attr_text.h"
 #include "ir/lexer.h"
+#include "ir/size.h"
 #include "ir/verifier.h"
 
 namespace fusebox {
@@ -20,9 +21,6 @@ namespace {
 // Regions may hold regions only this deep: the parser recurses per level, and no real program
 // nests (the verifier rejects any nesting today).
 constexpr int kMaxRegionDepth = 4;
-// Dims above this cannot describe memory anyone has, and keeping them small leaves headroom for
-// shape arithmetic on them.
-constexpr int64_t kMaxDim = int64_t(1) << 48;
 
 // What a name stands for in one function or region body: one value, or all results of a node.
 struct Definition {
@@ -182,7 +180,7 @@ Status Parser::parse_type(TensorType* type, bool allow_dynamic, const std::strin
     } else if (std::string_view sym = lex_.identifier(); !sym.empty()) {
       type->shape.push_back(Dim::symbol(std::string(sym)));
     } else if (lex_.integer(&value, &overflow)) {
-      if (overflow || value > kMaxDim) {
+      if (overflow || value > kMaxSize) {
         return error_at(dim_at, "dim " + std::string(clean_.substr(dim_at, lex_.pos() - dim_at)) +
                                     " is too large (the limit is 2^48)");
       }

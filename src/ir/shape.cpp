@@ -1,6 +1,7 @@
 #include "ir/shape.h"
 
 #include "ir/check.h"
+#include "ir/size.h"
 
 namespace fusebox {
 
@@ -25,13 +26,14 @@ bool is_static(const Shape& s) {
   return true;
 }
 
+// nullopt also over the size limit (ir/size.h), so no caller sees a wrapped count.
 std::optional<int64_t> num_elements(const Shape& s) {
-  int64_t n = 1;
+  std::vector<int64_t> dims;
   for (const Dim& d : s) {
     if (!d.is_static()) return std::nullopt;
-    n *= d.value();
+    dims.push_back(d.value());
   }
-  return n;
+  return checked_num_elements(dims);
 }
 
 Shape make_shape(const std::vector<int64_t>& dims) { return Shape(dims.begin(), dims.end()); }

@@ -2,6 +2,7 @@
 
 #include "ir/epilogue.h"
 #include "ir/layout.h"
+#include "ir/size.h"
 
 #include <algorithm>
 #include <set>
@@ -30,9 +31,6 @@ struct Ctx {
 
 std::string type_str(const TensorType& t) { return t.to_string(); }
 
-Dim dim_add(const Dim& a, int64_t b) {
-  return a.is_static() ? Dim(a.value() + b) : Dim::dynamic();
-}
 
 Expected<Types> infer_unary(const Ctx& c) {
   const TensorType& x = c.operand(0);
@@ -151,7 +149,7 @@ Expected<Types> infer_reshape(const Ctx& c) {
   int64_t in_static = 1;
   bool in_dynamic = false;
   for (const Dim& d : x.shape) {
-    if (d.is_static()) in_static *= d.value();
+    if (d.is_static()) in_static *= d.value();  // the operand's size is checked: no overflow
     else if (d.is_symbol()) syms.insert(d.symbol_name());
     else in_dynamic = true;
   }
@@ -161,7 +159,9 @@ Expected<Types> infer_reshape(const Ctx& c) {
     const Dim& d = target[i];
     if (static_cast<int>(i) == unknown) continue;
     if (d.is_static()) {
-      out_static *= d.value();
+      std::optional<int64_t> n = size_mul(out_static, d.value());
+      if (!n) return c.fail("shape [" + shape_to_string(target) + "] has more than 2^48 elements");
+      out_static = *n;
     } else if (auto it = syms.find(d.symbol_name()); it != syms.end()) {
       syms.erase(it);
     } else {
@@ -279,7 +279,13 @@ Expected<Types> infer_concat(const Ctx& c) {
       if (!a.is_static() && b.is_static()) out[static_cast<size_t>(d)] = b;
     }
     const Dim& add = t.shape[static_cast<size_t>(*axis)];
-    total = (total.is_static() && add.is_static()) ? Dim(total.value() + add.value()) : Dim::dynamic();
+    if (total.is_static() && add.is_static()) {
+      std::optional<int64_t> sum = size_add(total.value(), add.value());
+      if (!sum) return c.fail("the concatenated dim " + std::to_string(*axis) + " is above 2^48");
+      total = Dim(*sum);
+    } else {
+      total = Dim::dynamic();
+    }
   }
   out[static_cast<size_t>(*axis)] = total;
   return Types{TensorType{first.dtype, out}};
@@ -298,6 +304,12 @@ Expected<Types> infer_pad(const Ctx& c) {
     int64_t b = pads[static_cast<size_t>(d)], e = pads[static_cast<size_t>(d + x.rank())];
     if (b < 0 || e < 0) return c.fail("pads must be >= 0");
     const Dim& dim = x.shape[static_cast<size_t>(d)];
+    std::optional<int64_t> grown = size_add(b, e);
+    if (grown && dim.is_static()) grown = size_add(dim.value(), *grown);
+    if (!grown) {
+      return c.fail("pads " + std::to_string(b) + " and " + std::to_string(e) + " make dim " + std::to_string(d) +
+                    " larger than 2^48");
+    }
     if (dim.is_static() && (b > 0 || e > 0)) {
       if (reflect && (b >= dim.value() || e >= dim.value())) {
         return c.fail("reflect pad of " + std::to_string(std::max(b, e)) + " needs dim " +
@@ -307,7 +319,7 @@ Expected<Types> infer_pad(const Ctx& c) {
         return c.fail("edge pad of an empty dim");
       }
     }
-    out[static_cast<size_t>(d)] = (b == 0 && e == 0) ? dim : dim_add(dim, b + e);
+    if (b > 0 || e > 0) out[static_cast<size_t>(d)] = dim.is_static() ? Dim(*grown) : Dim::dynamic();
   }
   return Types{TensorType{x.dtype, out}};
 }
@@ -364,8 +376,9 @@ Expected<Types> infer_resize(const Ctx& c) {
       if (scales[i] == 1.0) {
         out.push_back(d);
       } else {
-        out.push_back(d.is_static() ? Dim(static_cast<int64_t>(double(d.value()) * scales[i]))
-                                    : Dim::dynamic());
+        double scaled = double(d.value()) * scales[i];
+        if (d.is_static() && scaled > double(kMaxSize)) return c.fail("scales make dim " + std::to_string(i) + " larger than 2^48");
+        out.push_back(d.is_static() ? Dim(static_cast<int64_t>(scaled)) : Dim::dynamic());
       }
     }
   }
@@ -614,7 +627,10 @@ Expected<Types> infer_conv(const Ctx& c, bool transpose) {
     } else {
       int64_t op = c.node.attr_i64s("output_padding")[i];
       if (op < 0 || (op >= s[i] && op >= dil[i])) return c.fail("output_padding must be smaller than stride or dilation");
-      int64_t o = (d.value() - 1) * s[i] - p[i] - p[i + 2] + dil[i] * (k - 1) + op + 1;
+      // d <= 2^48 and every attribute <= 2^30: the sum cannot overflow; the result is checked.
+      std::optional<int64_t> strided = size_mul(std::max<int64_t>(d.value() - 1, 0), s[i]);
+      if (!strided) return c.fail("output dim " + std::to_string(2 + i) + " would be larger than 2^48");
+      int64_t o = *strided - p[i] - p[i + 2] + dil[i] * (k - 1) + op + 1;
       if (o < 1) return c.fail("output would be empty");
       out[2 + i] = Dim(o);
     }
@@ -777,6 +793,15 @@ Shape bind_shape(const Shape& s, const SymbolBindings& bindings) {
   return out;
 }
 
+namespace {
+
+Expected<Types> infer_by_op(const Ctx& c);
+
+}  // namespace
+
+// Every operand, every dims attribute (a target shape: expand, reshape, resize sizes) and every
+// result holds to the size limit (ir/size.h), so neither the inference of one op nor a kernel
+// sees a size that overflows.
 Expected<std::vector<TensorType>> infer_result_types(const Node& node,
                                                      std::span<const TensorType> inputs,
                                                      const SymbolBindings* bindings) {
@@ -792,6 +817,27 @@ Expected<std::vector<TensorType>> infer_result_types(const Node& node,
                            std::to_string(n));
   }
   Ctx c{node, inputs, bindings};
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Status s = check_size(inputs[i].shape);
+    if (!s.is_ok()) return c.fail("operand " + std::to_string(i) + " " + s.message());
+  }
+  for (const auto& [name, value] : node.attrs.entries()) {
+    if (!std::holds_alternative<Shape>(value)) continue;
+    Status s = check_size(c.dims_attr(name));
+    if (!s.is_ok()) return c.fail("attribute '" + name + "' " + s.message());
+  }
+  FUSEBOX_ASSIGN_OR_RETURN(Types types, infer_by_op(c));
+  for (size_t i = 0; i < types.size(); ++i) {
+    Status s = check_size(types[i].shape);
+    if (!s.is_ok()) return c.fail("result " + std::to_string(i) + " " + s.message());
+  }
+  return types;
+}
+
+namespace {
+
+Expected<Types> infer_by_op(const Ctx& c) {
+  const Node& node = c.node;
   switch (node.op) {
     case Op::Neg: case Op::Abs: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Rsqrt:
     case Op::Reciprocal: case Op::Tanh: case Op::Sigmoid: case Op::Relu: case Op::LeakyRelu:
@@ -839,5 +885,7 @@ Expected<std::vector<TensorType>> infer_result_types(const Node& node,
   }
   return Status::internal("infer_result_types: unhandled op");
 }
+
+}  // namespace
 
 }  // namespace fusebox

@@ -5,6 +5,7 @@
 
 #include "ir/outline.h"
 #include "ir/shape_inference.h"
+#include "ir/size.h"
 
 namespace fusebox {
 
@@ -109,6 +110,8 @@ Status verify(const Graph& g) {
     if (!input_names.insert(name).second) return Status::invalid(fn + ": input %" + name + " declared twice");
     if (defined[static_cast<size_t>(v)]) return Status::invalid(fn + ": input %" + name + " listed twice");
     defined[static_cast<size_t>(v)] = true;
+    Status size = check_size(g.type(v).shape);
+    if (!size.is_ok()) return size.with_context(fn + ": input %" + name);
     for (const Dim& d : g.type(v).shape)
       if (d.is_symbol()) bound.insert(d.symbol_name());
   }
@@ -155,6 +158,8 @@ Status verify(const Graph& g) {
       defined[static_cast<size_t>(v)] = true;
       const TensorType& declared = g.type(v);
       FUSEBOX_RETURN_IF_ERROR(check_symbols_bound(declared.shape, bound, where));
+      Status size = check_size(declared.shape);
+      if (!size.is_ok()) return size.with_context(where() + ": result " + std::to_string(i));
       if (!type_refines(declared, (*inferred)[i])) {
         return Status::invalid(where() + ": result " + std::to_string(i) + " is declared " +
                                declared.to_string() + " but the operands give " + (*inferred)[i].to_string());

@@ -10,6 +10,7 @@
 // fusebox reshape whose target names every size: numbers, symbols, and at most one -1.
 #include <cmath>
 
+#include "ir/size.h"
 #include "onnx/converters.h"
 
 namespace fusebox::onnx_import {
@@ -123,12 +124,13 @@ Status convert_range(ImportContext& ctx, OnnxNode& n) {
 // there is one, else unknown.
 Dim dim_product(const Shape& s, int from, int to) {
   if (to - from == 1) return s[size_t(from)];
-  int64_t p = 1;
-  for (int i = from; i < to; ++i) {
+  std::optional<int64_t> p = 1;
+  for (int i = from; i < to && p; ++i) {
     if (!s[size_t(i)].is_static()) return Dim::dynamic();
-    p *= s[size_t(i)].value();
+    p = size_mul(*p, s[size_t(i)].value());
   }
-  return Dim(p);
+  // Over the size limit: so is the tensor, which the builder refuses when a node reads it.
+  return p ? Dim(*p) : Dim::dynamic();
 }
 
 Status convert_reshape(ImportContext& ctx, OnnxNode& n) {

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <limits>
 
+#include "ir/size.h"
+
 namespace fusebox::onnx_import {
 
 // raw_data is little-endian; fusebox stores arrays in host order and copies it as is.
@@ -95,13 +97,14 @@ Expected<Array> tensor_to_array(const TP& t, const std::string& what, const Exte
   if (!dtype) return fail(what, "element type " + onnx_type_name(t.data_type()) + " is not supported");
   if (t.has_segment()) return fail(what, "segmented tensors are not supported");
   std::vector<int64_t> dims;
-  int64_t numel = 1;
   for (int64_t d : t.dims()) {
     if (d < 0) return fail(what, "has a negative dim " + std::to_string(d));
-    if (d > 0 && numel > kMaxTensorBytes / d) return fail(what, "is too large");
-    numel *= d;
     dims.push_back(d);
   }
+  // The size limit first (a zero-element [0, 2^61] included), then the byte cap.
+  Status size = check_size(dims);
+  if (!size.is_ok()) return fail(what, "shape " + size.message());
+  int64_t numel = product(dims);
   int64_t nbytes = numel * dtype_size(*dtype);
   if (nbytes > kMaxTensorBytes) return fail(what, "is too large (" + std::to_string(nbytes) + " bytes)");
 

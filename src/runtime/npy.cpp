@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "ir/size.h"
 #include "runtime/file_io.h"
 
 namespace fusebox {
@@ -239,14 +240,13 @@ Expected<Layout> parse_layout(std::string_view bytes, std::string_view name) {
     return fail("fortran_order True (column-major data) is not supported; save a C-ordered array, e.g. "
                 "np.ascontiguousarray(arr)");
   }
-  int64_t numel = 1;
-  for (int64_t d : *h.shape) {
-    if (__builtin_mul_overflow(numel, d, &numel)) return fail("shape " + shape_tuple(*h.shape) + " has too many elements");
+  std::optional<int64_t> count = checked_num_elements(*h.shape);
+  if (!count) {
+    return fail("shape " + shape_tuple(*h.shape) +
+                " has too many elements (the limit is 2^48 per dim and per tensor, zero-element tensors included)");
   }
-  int64_t need;
-  if (__builtin_mul_overflow(numel, int64_t(dtype_size(dtype)), &need)) {
-    return fail("shape " + shape_tuple(*h.shape) + " has too many elements");
-  }
+  int64_t numel = *count;
+  int64_t need = numel * int64_t(dtype_size(dtype));  // at most 2^48 * 8: no overflow
   return Layout{dtype, *h.descr, *h.shape, numel, prelude + header_len, need};
 }
 

@@ -6,6 +6,7 @@
 
 #include "fusebox/graph.h"
 #include "ir/shape_inference.h"
+#include "ir/size.h"
 
 namespace fusebox {
 namespace {
@@ -49,6 +50,31 @@ TEST(Shape, BroadcastFollowsNumpy) {
   s = broadcast_shapes({Dim::symbol("N"), 1}, {1, 8}, &why);
   ASSERT_TRUE(s);
   EXPECT_EQ(shape_to_string(*s), "N,8");
+}
+
+TEST(Size, CheckedArithmeticStopsAtTheLimit) {
+  EXPECT_EQ(size_add(kMaxSize - 1, 1), kMaxSize);
+  EXPECT_FALSE(size_add(kMaxSize, 1));
+  EXPECT_FALSE(size_add(-1, 1));
+  EXPECT_EQ(size_mul(int64_t(1) << 24, int64_t(1) << 24), kMaxSize);
+  EXPECT_FALSE(size_mul(int64_t(1) << 24, (int64_t(1) << 24) + 1));
+  EXPECT_FALSE(size_mul(0, kMaxSize + 1));  // an operand over the limit, even times 0
+  EXPECT_FALSE(size_mul(INT64_MAX, INT64_MAX));
+}
+
+TEST(Size, ZeroElementTensorsAreHeldToTheLimitInEitherOrder) {
+  const int64_t huge = int64_t(1) << 61, big = int64_t(1) << 30;
+  EXPECT_EQ(checked_num_elements(std::vector<int64_t>{0, kMaxSize}), 0);
+  EXPECT_EQ(checked_num_elements(std::vector<int64_t>{kMaxSize, 0}), 0);
+  EXPECT_FALSE(checked_num_elements(std::vector<int64_t>{0, huge}));
+  EXPECT_FALSE(checked_num_elements(std::vector<int64_t>{huge, 0}));
+  EXPECT_FALSE(checked_num_elements(std::vector<int64_t>{0, big, big}));
+  EXPECT_FALSE(checked_num_elements(std::vector<int64_t>{big, big, 0}));
+  EXPECT_EQ(checked_num_elements(std::vector<int64_t>{3, 5, 7}), 105);
+  EXPECT_EQ(check_size(std::vector<int64_t>{0, huge}).message(),
+            "[0,2305843009213693952] has a dim of 2305843009213693952 (the limit is 2^48 elements per dim and per tensor)");
+  EXPECT_EQ(check_size(Shape{Dim::symbol("N"), big, big}).message(),
+            "[N,1073741824,1073741824] has more than 2^48 elements (the limit is 2^48 elements per dim and per tensor)");
 }
 
 TEST(OpTable, KeywordsAreUniqueAndSchemasParse) {
@@ -115,6 +141,18 @@ Expected<std::vector<TensorType>> infer(Op op, std::vector<TensorType> in, Attrs
 }
 
 TensorType t(DType d, Shape s) { return TensorType{d, std::move(s)}; }
+
+// At run time symbols are bound: a size over the limit is an error there too, not a wrap.
+TEST(ShapeInference, BoundSizesOverTheLimitAreErrors) {
+  Node n{Op::Expand, {}, {}, Attrs{{"shape", Shape{Dim::symbol("N"), 4}}}, nullptr, {}};
+  std::vector<TensorType> in{t(DType::F32, make_shape({1}))};
+  SymbolBindings ok{{"N", 8}}, over{{"N", int64_t(1) << 47}};
+  ASSERT_TRUE(infer_result_types(n, in, &ok));
+  Expected<std::vector<TensorType>> r = infer_result_types(n, in, &over);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.status().message(),
+            "expand: attribute 'shape' [140737488355328,4] has more than 2^48 elements (the limit is 2^48 elements per dim and per tensor)");
+}
 
 TEST(ShapeInference, ReshapeResolvesMinusOneAndCancelsSymbols) {
   Shape in{Dim::symbol("N"), 64, 8};

@@ -157,6 +157,20 @@ TEST(OnnxImportErrors, BadInitializerData) {
   neg.node("Add", {"x", "w"}, {"y"});
   neg.output("y");
   EXPECT_CONTAINS(import_error(neg), "negative dim");
+
+  // Zero elements with a huge other dim are over the size limit too (an Array of that shape
+  // would be refused by the allocation's invariant check).
+  OnnxModel empty(13);
+  empty.input("x", {2});
+  onnx::TensorProto e = tensor_proto("w", f32s({1, 2}));
+  e.clear_dims();
+  e.add_dims(0);
+  e.add_dims(int64_t(1) << 61);
+  e.clear_raw_data();
+  *empty.proto().mutable_graph()->add_initializer() = e;
+  empty.node("Add", {"x", "w"}, {"y"});
+  empty.output("y");
+  EXPECT_CONTAINS(import_error(empty), "initializer 'w': shape [0,2305843009213693952] has a dim of 2305843009213693952");
 }
 
 TEST(OnnxImportErrors, UnsupportedOutputsAndShapes) {

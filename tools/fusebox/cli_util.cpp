@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <random>
 
+#include "ir/size.h"
+
 namespace fusebox::cli {
 
 CommandLine::CommandLine(std::string command, std::string synopsis, std::string description,
@@ -119,6 +121,19 @@ std::optional<int64_t> parse_int(std::string_view text) {
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
   return v;
+}
+
+std::optional<std::pair<std::string, int64_t>> parse_dim_assignment(std::string_view text) {
+  auto kv = split_assignment(text);
+  std::optional<int64_t> n = kv ? parse_int(kv->second) : std::nullopt;
+  if (!n || *n < 0 || *n > kMaxSize) return std::nullopt;
+  return std::pair{kv->first, *n};
+}
+
+Expected<FusionOptions> fusion_options_flag(const CommandLine& cl) {
+  std::optional<std::string> text = cl.value("--fusion-options");
+  if (!text) return FusionOptions{};
+  return parse_fusion_options(*text, FusionOptions{});
 }
 
 uint64_t derive_seed(uint64_t seed, std::string_view name) {

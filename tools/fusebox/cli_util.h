@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "fusebox/status.h"
+#include "fusion/options.h"
 #include "ir/array.h"
 
 namespace fusebox::cli {
@@ -66,6 +67,16 @@ class CommandLine {
 std::optional<std::pair<std::string, std::string>> split_assignment(std::string_view text);
 // A whole decimal integer (optional sign), or nullopt.
 std::optional<int64_t> parse_int(std::string_view text);
+// "SYMBOL=SIZE" of --dim; nullopt when it is not that form or SIZE is outside 0..2^48 (the size
+// limit, ir/size.h).
+std::optional<std::pair<std::string, int64_t>> parse_dim_assignment(std::string_view text);
+
+// --fusion-options applied over the defaults (FusionOptions{}), or the defaults when it is not
+// given. The target's own choices (its forced unfuse of element-wise regions, its limits) and the
+// FUSEBOX_* environment come later, when the pipeline resolves the options (resolve_options), so
+// keep_elementwise_regions=1 still stops that unfuse: over for_target, which has already
+// unfused, it could not.
+Expected<FusionOptions> fusion_options_flag(const CommandLine& cl);
 
 // Seeded values: floats uniform in [lo, hi), integers uniform in [ceil(lo), floor(hi)] clamped
 // to the type's range, bools true with probability 1/2.

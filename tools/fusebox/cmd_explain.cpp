@@ -111,12 +111,8 @@ int cmd_explain(const Args& args) {
     target = *parsed;
   }
   EnvLookup env = process_env();
-  FusionOptions options = FusionOptions::for_target(target, env);
-  if (std::optional<std::string> text = cl.value("--fusion-options")) {
-    Expected<FusionOptions> parsed = parse_fusion_options(*text, options);
-    if (!parsed) return cl.usage_error(parsed.status().message());
-    options = *parsed;
-  }
+  Expected<FusionOptions> options = fusion_options_flag(cl);
+  if (!options) return cl.usage_error(options.status().message());
   const std::string backend = cl.value("--backend").value_or("cpu");
   {
     std::vector<std::string> names = backend_names();
@@ -132,10 +128,9 @@ int cmd_explain(const Args& args) {
   }
   SymbolBindings sizes;
   for (const std::string& d : cl.values("--dim")) {
-    auto kv = split_assignment(d);
-    std::optional<int64_t> n = kv ? parse_int(kv->second) : std::nullopt;
-    if (!n || *n < 0) return cl.usage_error("--dim takes SYM=N with N >= 0, got '" + d + "'");
-    sizes[kv->first] = *n;
+    auto kv = parse_dim_assignment(d);
+    if (!kv) return cl.usage_error("--dim takes SYM=N with N from 0 to 2^48, got '" + d + "'");
+    sizes[kv->first] = kv->second;
   }
   Expected<Module> m = load_program(cl.positionals()[0]);
   if (!m) return cl.error(m.status());
@@ -145,7 +140,7 @@ int cmd_explain(const Args& args) {
   for (const Graph& g : m->functions) {
     if (!func.empty() && g.name() != func) continue;
     Fuse fuser(target, claim_table_of(target));
-    fuser.options(options).merge_env(env).report_sizes(sizes).evaluator(&evaluate_with_reference);
+    fuser.options(*options).merge_env(env).report_sizes(sizes).evaluator(&evaluate_with_reference);
     Expected<FuseResult> r = fuser.run_with_report(g);
     if (!r) return cl.error(r.status().with_context("@" + g.name()));
     std::fputs(r->report.to_string().c_str(), stdout);

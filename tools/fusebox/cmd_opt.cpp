@@ -94,13 +94,9 @@ std::optional<int> parse_options(const Args& args, CommandLine& cl, OptOptions* 
   o->stats = cl.has("--stats");
   if (o->pipeline && cl.has("--passes")) return cl.usage_error("give --passes or --pipeline, not both");
   EnvLookup env = process_env();
-  FusionOptions base = FusionOptions::for_target(o->target, env);
-  if (std::optional<std::string> text = cl.value("--fusion-options")) {
-    Expected<FusionOptions> fo = parse_fusion_options(*text, base);
-    if (!fo) return cl.usage_error(fo.status().message());
-    base = *fo;
-  }
-  o->fusion = resolve_options(o->target, claim_table_of(o->target), base, &env);
+  Expected<FusionOptions> base = fusion_options_flag(cl);
+  if (!base) return cl.usage_error(base.status().message());
+  o->fusion = resolve_options(o->target, claim_table_of(o->target), *base, &env);
   if (o->pipeline) o->passes = plan_pipeline(claim_table_of(o->target), o->fusion);
   if (cl.has("--print-after")) {
     // The pipeline writes options into names (canonicalize{no-recognition}); NAME is the pass's

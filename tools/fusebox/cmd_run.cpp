@@ -12,6 +12,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "backends/registry/registry.h"
+#include "ir/size.h"
 #include "load_program.h"
 #include "runtime/file_io.h"
 #include "runtime/npy.h"
@@ -49,10 +50,9 @@ std::optional<int> read_request(const CommandLine& cl, RunRequest* req) {
     req->seed = uint64_t(*seed);
   }
   for (const std::string& d : cl.values("--dim")) {
-    auto kv = split_assignment(d);
-    std::optional<int64_t> n = kv ? parse_int(kv->second) : std::nullopt;
-    if (!n || *n < 0) return cl.usage_error("--dim expects SYMBOL=SIZE with SIZE >= 0, got '" + d + "'");
-    if (!req->dims.emplace(kv->first, *n).second) return cl.usage_error("--dim " + kv->first + " is given twice");
+    auto kv = parse_dim_assignment(d);
+    if (!kv) return cl.usage_error("--dim expects SYMBOL=SIZE with SIZE from 0 to 2^48, got '" + d + "'");
+    if (!req->dims.emplace(kv->first, kv->second).second) return cl.usage_error("--dim " + kv->first + " is given twice");
   }
   for (const std::string& in : cl.values("--input")) {
     auto kv = split_assignment(in);
@@ -119,15 +119,16 @@ Expected<NamedArrays> complete_inputs(const Graph& g, const RunRequest& req, con
     if (inputs.count(name)) continue;
     const TensorType& t = g.type(v);
     std::vector<int64_t> dims;
-    int64_t bytes = dtype_size(t.dtype);
     for (const Dim& d : bind_shape(t.shape, b)) {
       if (!d.is_static()) return Status::invalid("input %" + name + " of @" + g.name() + " has an unknown dim");
       dims.push_back(d.value());
-      // Huge --dim values must be a message, not an overflowing size or a failed allocation.
-      if (__builtin_mul_overflow(bytes, d.value(), &bytes) || uint64_t(bytes) > max_tensor_bytes()) {
-        return Status::invalid("input %" + name + " " + t.to_string() + " is too large to draw at these sizes: over the " +
-                               format_byte_size(max_tensor_bytes()) + " limit for a tensor (half the physical memory)");
-      }
+    }
+    // Huge --dim values must be a message, not an overflowing size or a failed allocation.
+    Status size = check_size(dims);
+    if (!size.is_ok()) return size.with_context("input %" + name + " " + t.to_string());
+    if (uint64_t(product(dims)) * uint64_t(dtype_size(t.dtype)) > max_tensor_bytes()) {
+      return Status::invalid("input %" + name + " " + t.to_string() + " is too large to draw at these sizes: over the " +
+                             format_byte_size(max_tensor_bytes()) + " limit for a tensor (half the physical memory)");
     }
     double lo = is_float(t.dtype) ? -1.0 : is_signed(t.dtype) ? -8.0 : 0.0;
     double hi = is_float(t.dtype) ? 1.0 : 8.0;
@@ -280,8 +281,8 @@ int cmd_run(const Args& args) {
     if (!target) return cl.usage_error("unknown target '" + *t + "' (targets: " + target_choices() + ")");
     options.target = *target;
   }
-  if (std::optional<std::string> text = cl.value("--fusion-options")) {
-    Expected<FusionOptions> fo = parse_fusion_options(*text, FusionOptions::for_target(options.target, process_env()));
+  if (cl.has("--fusion-options")) {
+    Expected<FusionOptions> fo = fusion_options_flag(cl);
     if (!fo) return cl.usage_error(fo.status().message());
     options.fusion = *fo;
   }
