@@ -65,7 +65,8 @@ fuzz:
 	  exe=$(FUZZ_DIR)/tests/fuzz/$${t}_fuzz; \
 	  if [ ! -x $$exe ]; then echo "== $$t: not built (its component is off)"; continue; fi; \
 	  echo "== $$t: $(FUZZ_SECONDS) s"; mkdir -p $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/crashes; \
-	  $$exe -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
+	  dict=; [ -f tests/fuzz/$$t.dict ] && dict=-dict=tests/fuzz/$$t.dict; \
+	  $$exe $$dict -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
 	    -artifact_prefix=$(FUZZ_DIR)/crashes/$$t- $(FUZZ_DIR)/corpus/$$t tests/fuzz/corpus/$$t || exit 1; \
 	done
 
