@@ -112,7 +112,8 @@ std::vector<Array> run_reference_poisoned(Op op, const std::vector<Array>& input
 }
 
 std::string read_test_file(const std::string& relative) {
-  std::filesystem::path tests = std::filesystem::path(__FILE__).parent_path().parent_path();
+  // Not __FILE__: a compiler cache with a base directory makes it relative to the build folder.
+  std::filesystem::path tests = FUSEBOX_TESTS_DIR;
   Expected<std::string> text = read_file((tests / relative).string());
   return text ? *text : std::string();
 }
