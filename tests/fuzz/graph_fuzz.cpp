@@ -159,7 +159,7 @@ class GraphGen {
       case 5: return push(b_.sigmoid(a.id), a, false);
       case 6: return push(b_.op(Op::Log, {plus_one()}), a, false);
       case 7: return push(b_.op(Op::Sqrt, {plus_one()}), a, true);
-      case 8: return push(b_.op(Op::Reciprocal, {plus_one()}), a, true);
+      case 8: return push(b_.op(Op::Reciprocal, {plus_one()}), a, false);
       case 9: return push(b_.gelu(a.id, c_.coin()), a, false);
       case 10: return push(b_.op(c_.coin() ? Op::Silu : Op::HardSwish, {a.id}), a, false);
       case 11: return push(b_.op(c_.coin() ? Op::Sin : Op::Erf, {a.id}), a, false);
