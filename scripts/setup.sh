@@ -8,6 +8,9 @@
 set -u
 
 required=(cmake ninja-build g++ make libgtest-dev libgmock-dev llvm-14-tools libbenchmark-dev)
+# `make fuzz` (FUSEBOX_SETUP_FUZZ=1) also needs clang and libFuzzer's runtime. The g++ sanitizer
+# runtimes (libasan8, libubsan1, libtsan2) come with g++ (libgcc-12-dev depends on them).
+[ -n "${FUSEBOX_SETUP_FUZZ:-}" ] && required+=(clang-14 libclang-rt-14-dev)
 optional=(llvm-14-dev libonnx-dev libprotobuf-dev protobuf-compiler libdnnl-dev graphviz)
 # Root tries to install missing optional packages once per build directory, not on every make.
 stamp=${FUSEBOX_BUILD_DIR:-build}/.setup-optional-tried

@@ -31,7 +31,7 @@ class Hasher {
       add(w);
     }
     uint64_t tail = 0;
-    std::memcpy(&tail, p, n);
+    if (n > 0) std::memcpy(&tail, p, n);  // an empty array may have no storage: p null
     add(tail);
   }
   void add(std::string_view s) { add_bytes(s.data(), s.size()); }

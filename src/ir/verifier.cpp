@@ -140,7 +140,7 @@ Status verify(const Graph& g) {
     if (n.body) FUSEBOX_RETURN_IF_ERROR(verify_body(*n.body, where()));
     for (const auto& [name, value] : n.attrs.entries()) {
       if (const Shape* s = std::get_if<Shape>(&value)) {
-        FUSEBOX_RETURN_IF_ERROR(check_symbols_bound(*s, bound, [&] { return where() + ": attribute '" + name + "'"; }));
+        FUSEBOX_RETURN_IF_ERROR(check_symbols_bound(*s, bound, [&, &attr = name] { return where() + ": attribute '" + attr + "'"; }));
       }
     }
     Expected<std::vector<TensorType>> inferred = infer_result_types(n, in_types);

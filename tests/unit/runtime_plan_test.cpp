@@ -216,6 +216,24 @@ TEST(StructuralHash, SizesAndNamesDoNotCount) {
   EXPECT_EQ(hash_of(a), hash_of(b));
 }
 
+// Found by the graph fuzzer under UBSan: an empty constant has no storage, and hashing its bytes
+// passed a null pointer to memcpy. Gather with zero indices is such a graph.
+TEST(StructuralHash, EmptyConstantHashesAndRuns) {
+  GraphBuilder b("g");
+  ValueId x = b.input("x", DType::F32, {3});
+  ValueId idx = b.constant(Array(DType::I64, {0}));
+  b.output(b.op(Op::Gather, {x, idx}, {{"axis", int64_t(0)}}));
+  Expected<Graph> g = b.build();
+  ASSERT_TRUE(g) << g.status().to_string();
+  EXPECT_NE(structural_hash(*g), 0u);
+  std::vector<Array> in = {random_array(DType::F32, {3}, 7)};
+  Expected<Executable> exe = Session().compile(*g);
+  ASSERT_TRUE(exe) << exe.status().to_string();
+  Expected<std::vector<Array>> out = exe->run(in);
+  ASSERT_TRUE(out) << out.status().to_string();
+  EXPECT_EQ((*out)[0].numel(), 0);
+}
+
 TEST(StructuralHash, StructureCounts) {
   const uint64_t base = hash_of(unary("f32[N,8]"));
   EXPECT_NE(base, hash_of(unary("f32[N,8]", "sigmoid"))) << "op";
