@@ -48,7 +48,7 @@ test-sanitize:
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) -LE model
 	@test -f $(TSAN_DIR)/CMakeCache.txt || cmake -S . -B $(TSAN_DIR) $(SANITIZE_CMAKE) -DFUSEBOX_SANITIZE=thread
 	cmake --build $(TSAN_DIR) -j $(JOBS) --target $(TSAN_TESTS)
-	OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(TSAN_DIR) --output-on-failure -j $(JOBS) -R '$(TSAN_FILTER)'
+	OMP_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" ctest --test-dir $(TSAN_DIR) --output-on-failure -j $(JOBS) -R '$(TSAN_FILTER)'
 
 # libFuzzer targets (clang-14 with ASan+UBSan). Each runs FUZZ_SECONDS from its seeds in
 # tests/fuzz/corpus/<target>; what it learns goes to $(FUZZ_DIR)/corpus/<target>, crashers to
