@@ -52,7 +52,8 @@ Expected<AxisSplit> split_at_axis(const KernelArgs& a) {
 Status softmax(const KernelArgs& a, bool log) {
   Expected<AxisSplit> split = split_at_axis(a);
   if (!split) return split.status();
-  auto [outer, n, inner] = *split;
+  // Plain names, not a structured binding: clang 14 (the fuzz build) cannot capture one in a lambda.
+  const int64_t outer = split->outer, n = split->n, inner = split->inner;
   return visit_float(a, [&]<DType D>() -> Status {
     Storage<D>* out = a.out[0].data<Storage<D>>();
     std::vector<double> shifted(static_cast<size_t>(n));
