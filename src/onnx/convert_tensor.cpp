@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "ir/shape_inference.h"
+#include "ir/size.h"
 #include "onnx/converters.h"
 
 namespace fusebox::onnx_import {
@@ -215,6 +216,10 @@ Status convert_pad(ImportContext& ctx, OnnxNode& n) {
     FUSEBOX_ASSIGN_OR_RETURN(int ax, normalize_onnx_axis(n, axes[i], rank, "axes entry"));
     for (size_t side = 0; side < 2; ++side) {
       int64_t p = pads[i + side * k];
+      // Beyond the size limit either way is an error (and -INT64_MIN would overflow).
+      if (p > kMaxSize || p < -kMaxSize) {
+        return n.error("pads entry " + std::to_string(p) + " is beyond the size limit 2^48");
+      }
       (p >= 0 ? grow : crop)[size_t(ax) + side * size_t(rank)] = p >= 0 ? p : -p;
     }
   }
