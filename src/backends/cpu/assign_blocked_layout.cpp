@@ -56,6 +56,11 @@ class Lowering {
   // ---- decisions ----------------------------------------------------------------------------
 
   bool divisible(const Dim& c) const { return c.is_static() && c.value() % b_ == 0; }
+  // [N,C,1,1] with C divisible: nChw<b>c puts (n, c) at n*C + c, as NCHW does, so converting
+  // it is a reshape, not a reorder (the squeeze-excite vectors of MobileNet-style blocks).
+  bool one_pixel(const Shape& s) const {
+    return s.size() == 4 && divisible(s[1]) && s[2] == Dim(1) && s[3] == Dim(1);
+  }
   bool has_blocked(ValueId v) const { return blocked_[size_t(v)] >= 0; }
 
   static int residual_index(const Node& n) {
@@ -206,7 +211,10 @@ class Lowering {
     if (plain_[size_t(v)] >= 0) return plain_[size_t(v)];
     ValueId bv = blocked_[size_t(v)];
     if (bv < 0) return Status::internal("assign_blocked_layout: value " + std::to_string(v) + " used before defined");
-    FUSEBOX_ASSIGN_OR_RETURN(ValueId p, add(Op::ToNchw, bv, {}));
+    const Op convert = one_pixel(type(v).shape) ? Op::Reshape : Op::ToNchw;
+    Attrs attrs;
+    if (convert == Op::Reshape) attrs.set("shape", type(v).shape);
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId p, add(convert, bv, std::move(attrs)));
     out_.value(p).name = g_.value(v).name;
     plain_[size_t(v)] = p;
     return p;
@@ -225,6 +233,9 @@ class Lowering {
       Array converted = channels ? to_nchwc(four, b_) : four.reshaped({four.shape()[0], 1, four.shape()[2], four.shape()[3], 1});
       bv = out_.add_node(Op::Constant, {}, {TensorType{c->dtype(), make_shape(converted.shape())}},
                          Attrs{{"value", std::make_shared<const Array>(converted)}})[0];
+    } else if (channels && one_pixel(type(v).shape)) {
+      Shape five{t[0], Dim(t[1].value() / b_), Dim(1), Dim(1), Dim(b_)};
+      FUSEBOX_ASSIGN_OR_RETURN(bv, add(Op::Reshape, p, Attrs{{"shape", five}}));
     } else if (channels) {
       if (type(v).rank() < 4) {
         FUSEBOX_ASSIGN_OR_RETURN(p, add(Op::Reshape, p, Attrs{{"shape", t}}));
