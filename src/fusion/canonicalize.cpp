@@ -7,10 +7,12 @@
 // written out in primitives become ops (recognize_activations.h), so do layer norm and rms norm
 // (recognize_norms.h), softmax and log-softmax (recognize_softmax.h); a form matched by structure
 // but refused is a near-miss remark (`fusebox explain`). Batch norm after a conv folds into the
-// conv's weights and bias (fold_batch_norm.h).
+// conv's weights and bias (fold_batch_norm.h), a constant scale after a matmul with constant
+// weights into the weights (fold_matmul_scale.h: ONNX Gemm's alpha).
 #include <algorithm>
 
 #include "fusion/fold_batch_norm.h"
+#include "fusion/fold_matmul_scale.h"
 #include "fusion/pass.h"
 #include "fusion/recognize_activations.h"
 #include "fusion/recognize_norms.h"
@@ -91,6 +93,7 @@ Status run_canonicalize(Graph& g, PassContext& ctx) {
     ctx.count("canonicalize", "softmax-recognised", recognize_softmax(g, ctx));
     FUSEBOX_ASSIGN_OR_RETURN(int64_t folded, fold_batch_norms(g, ctx));
     ctx.count("canonicalize", "batch-norms-folded", folded);
+    ctx.count("canonicalize", "matmul-scales-folded", fold_matmul_scales(g, ctx));
   }
   FUSEBOX_RETURN_IF_ERROR(refine_types(g, ctx));
   ctx.count("canonicalize", "removed", static_cast<int64_t>(remove_dead_nodes(g)));

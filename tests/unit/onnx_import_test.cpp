@@ -225,6 +225,19 @@ TEST(OnnxImport, GemmTransposesScalesAndBroadcastsC) {
       e.set_f64(i * 4 + j, 0.5 * s + 2.0 * c.get_f64(j));
     }
   EXPECT_TRUE(arrays_close(out[0], e, 1e-5, 1e-5));
+
+  // Compiled with fusion, alpha and beta fold into the constant B and C at compile time: one
+  // fused matmul with its bias, no separate scaling pass, the same values.
+  Expected<Executable> fused = Session().compile(import_model(m));
+  ASSERT_TRUE(fused) << fused.status().to_string();
+  std::vector<Op> ops;
+  for (const Node& n : fused->graph().nodes()) {
+    if (n.op != Op::Constant) ops.push_back(n.op);
+  }
+  EXPECT_EQ(ops, (std::vector<Op>{Op::Transpose, Op::FusedMatmulBiasAct})) << print_graph(fused->graph());
+  Expected<std::vector<Array>> got = fused->run({{"a", a}});
+  ASSERT_TRUE(got) << got.status().to_string();
+  EXPECT_TRUE(arrays_close((*got)[0], e, 1e-5, 1e-5));
 }
 
 // Before opset 13 Softmax flattens at `axis` and normalises over everything after it; from 13 on
