@@ -25,10 +25,11 @@ class ProgramWriter {
   }
   // A static f32 weight, uniform in [-scale, scale) (scale 1/sqrt(fan-in) keeps activations O(1)).
   ValueId weight(const std::string& name, std::vector<int64_t> dims, double scale) {
-    return input(name, DType::F32, make_shape(dims), dims, -scale, scale);
+    return weight(name, std::move(dims), -scale, scale);
   }
   // A static f32 weight uniform in [lo, hi).
   ValueId weight(const std::string& name, std::vector<int64_t> dims, double lo, double hi) {
+    weights_.push_back(name);
     return input(name, DType::F32, make_shape(dims), dims, lo, hi);
   }
 
@@ -36,7 +37,7 @@ class ProgramWriter {
     b.name(result, "y");
     b.output(result);
     FUSEBOX_ASSIGN_OR_RETURN(Graph g, b.build());
-    return DemoProgram{name_, std::move(description), std::move(g), std::move(inputs_)};
+    return DemoProgram{name_, std::move(description), std::move(g), std::move(inputs_), std::move(weights_)};
   }
 
   GraphBuilder b;
@@ -44,6 +45,7 @@ class ProgramWriter {
  private:
   std::string name_;
   NamedArrays inputs_;
+  std::vector<std::string> weights_;
 };
 
 Attrs ints(const char* name, std::vector<int64_t> v) { return {{name, std::move(v)}}; }

@@ -21,6 +21,9 @@ struct DemoProgram {
   std::string description;  // one line
   Graph graph;
   NamedArrays inputs;
+  // The inputs that are weights: `fusebox demo` freezes them into constants when it compiles
+  // (ir/freeze.h), as a deployed model's weights are, so both plans fold what depends on them.
+  std::vector<std::string> weights;
 };
 
 // Full: the sizes the demo times. Small: the same graphs with tiny sizes, for tests.
