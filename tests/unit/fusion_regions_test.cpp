@@ -378,6 +378,39 @@ TEST(RegionExecutor, ManyTilesAndThreadsMatchTheReference) {
   expect_fused_matches_reference(g, in);
 }
 
+// Broadcast operands are gathered per chunk (4096 elements generated, 512 interpreted) along
+// coalesced dims; a contiguous inner vector under a stretched dim is copied once per chunk and
+// doubled. Periods that do not divide the chunk start chunks at every phase; each shape here is
+// run on both executors against the reference, outputs poisoned first.
+TEST(RegionExecutor, BroadcastGathersMatchTheReferenceAtEveryChunkPhase) {
+  struct Case {
+    std::vector<int64_t> out, operand;
+  };
+  const Case cases[] = {
+      {{2, 3, 37, 29, 7}, {1, 3, 1, 1, 7}},    // per-channel vector over a blocked layout, b = 7
+      {{2, 5, 61, 13}, {2, 1, 1, 13}},         // period 13 under a stretched 5*61
+      {{3, 700, 13}, {3, 1, 13}},              // one stretch longer than a chunk
+      {{2, 9, 33, 31}, {1, 9, 1, 1}},          // NCHW per-channel [1,C,1,1]: H*W filled at once
+      {{4, 1, 50, 3}, {4, 1, 50, 1}},          // stretched inner dim under a contiguous one
+      {{6, 5, 7, 11}, {6, 1, 7, 1}},           // alternating stretched and real strides
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(Array(DType::F32, c.out).type_string() + " x " + Array(DType::F32, c.operand).type_string());
+    Array x = random_array(DType::F32, c.out, 21), y = random_array(DType::F32, c.operand, 22);
+    std::vector<Array> want = testing::run_op(Op::Mul, {x, y});
+    for (testing::BackendChoice choice : {testing::kCpuJit, testing::kCpuInterpreter}) {
+      CompileOptions o;
+      testing::use_backend(o, choice);
+      Expected<std::vector<Array>> got = testing::try_run_op_with(Op::Mul, {x, y}, {}, o);
+      ASSERT_TRUE(got) << got.status().to_string();
+      EXPECT_TRUE(arrays_close((*got)[0], want[0], 0, 0));
+      Expected<std::vector<Array>> swapped = testing::try_run_op_with(Op::Mul, {y, x}, {}, o);
+      ASSERT_TRUE(swapped) << swapped.status().to_string();
+      EXPECT_TRUE(arrays_close((*swapped)[0], want[0], 0, 0));
+    }
+  }
+}
+
 TEST(RegionExecutor, PoolReusesBuffersAcrossRuns) {
   Graph g = chain5({256});
   Session s;

@@ -53,6 +53,43 @@ StepArgs step_args(const Node& n, const Graph& body) {
   return a;
 }
 
+// gather() for an operand whose innermost dim is contiguous and the one above it stretched (a
+// per-channel vector over nChw<b>c activations, [1,C/b,1,1,b] against [N,C/b,H,W,b]): within
+// each stretch the values repeat with period P = shape[-1], so a chunk is one period copied and
+// then doubled by copying what is already written, not one short copy per period.
+template <typename T>
+void gather_periodic(const T* base, const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
+                     int64_t start, int64_t n, T* dst) {
+  const size_t rank = shape.size();
+  const int64_t period = shape[rank - 1], tile = period * shape[rank - 2];
+  int64_t outer = start / tile, pos = start % tile;
+  for (int64_t i = 0; i < n; ++outer, pos = 0) {
+    int64_t offset = 0;
+    for (size_t d = rank - 2, rest = size_t(outer); d-- > 0;) {
+      offset += int64_t(rest % size_t(shape[d])) * strides[d];
+      rest /= size_t(shape[d]);
+    }
+    const T* row = base + offset;
+    const int64_t len = std::min(tile - pos, n - i);
+    const int64_t phase = pos % period;
+    int64_t filled = std::min(len, period - phase);
+    std::memcpy(dst + i, row + phase, size_t(filled) * sizeof(T));
+    if (filled < len) {
+      const int64_t head = std::min(phase, len - filled);
+      std::memcpy(dst + i + filled, row, size_t(head) * sizeof(T));
+      filled += head;
+    }
+    // dst[i + k] == dst[i + k - m * period]: double what is written, a whole number of periods.
+    while (filled < len) {
+      const int64_t q = filled / period * period;
+      const int64_t c = std::min(q, len - filled);
+      std::memcpy(dst + i + filled, dst + i + filled - q, size_t(c) * sizeof(T));
+      filled += c;
+    }
+    i += len;
+  }
+}
+
 // Copies n elements of a broadcast operand (strides in elements over the output dims, 0 where
 // stretched) starting at flat output index `start`.
 template <typename T>
@@ -70,6 +107,10 @@ void gather(const T* base, const std::vector<int64_t>& shape, const std::vector<
     offset += idx[d] * strides[d];
   }
   const int64_t inner = shape[rank - 1], inner_stride = strides[rank - 1];
+  if (rank >= 2 && inner_stride == 1 && strides[rank - 2] == 0) {
+    gather_periodic(base, shape, strides, start, n, dst);
+    return;
+  }
   // Row segments at a time: a contiguous run (stride 1) is a copy, a stretched one (stride 0) a
   // fill; only other strides walk element by element.
   for (int64_t i = 0; i < n;) {
@@ -119,8 +160,33 @@ struct OperandPlan {
   Load load;
   const uint8_t* base;
   size_t esize;
-  std::vector<int64_t> strides;
+  // Gather: the output's dims with those the operand reads alike merged (coalesce_dims), and
+  // the operand's strides over them.
+  std::vector<int64_t> shape, strides;
 };
+
+// Merges adjacent output dims that the operand steps through as one (stride[d] equals
+// stride[d+1] * shape[d+1], stretched dims included) and drops dims of size 1, so gather walks
+// [N,C,H*W] instead of [N,C,H,W] and fills H*W at once.
+void coalesce_dims(const std::vector<int64_t>& loop_shape, OperandPlan& plan) {
+  std::vector<int64_t> shape, strides;
+  for (size_t d = 0; d < loop_shape.size(); ++d) {
+    if (loop_shape[d] == 1) continue;
+    if (!shape.empty() && strides.back() == plan.strides[d] * loop_shape[d]) {
+      shape.back() *= loop_shape[d];
+      strides.back() = plan.strides[d];
+      continue;
+    }
+    shape.push_back(loop_shape[d]);
+    strides.push_back(plan.strides[d]);
+  }
+  if (shape.empty()) {
+    shape.push_back(1);
+    strides.push_back(0);
+  }
+  plan.shape = std::move(shape);
+  plan.strides = std::move(strides);
+}
 
 // What both executors loop over: the output's element count, its shape as a loop (rank >= 1),
 // and how each operand is read.
@@ -142,6 +208,7 @@ RunLayout run_layout(std::span<const Array> inputs, std::span<Array> outputs) {
       plan.load = Load::Direct;
     } else {
       plan.strides = broadcast_strides(a.shape(), l.loop_shape);
+      coalesce_dims(l.loop_shape, plan);
       l.gathers = true;
     }
     l.plans.push_back(std::move(plan));
@@ -302,7 +369,7 @@ Status RegionProgram::run_generated(const JitKernel& kernel, std::span<const Arr
           ops[k] = plan.base + size_t(start) * plan.esize;
         } else {
           void* buf = gathered.get() + k * size_t(kJitChunk);
-          gather_bytes(plan.esize, plan.base, l.loop_shape, plan.strides, start, n, buf);
+          gather_bytes(plan.esize, plan.base, plan.shape, plan.strides, start, n, buf);
           ops[k] = buf;
         }
       }
@@ -348,7 +415,7 @@ Status RegionProgram::run_interpreted(std::span<const Array> inputs, std::span<A
         if (plan.load == Load::Direct) {
           cur[size_t(r)] = plan.base + size_t(start) * plan.esize;
         } else if (plan.load == Load::Gather) {
-          gather_bytes(plan.esize, plan.base, l.loop_shape, plan.strides, start, n, reg[size_t(r)]);
+          gather_bytes(plan.esize, plan.base, plan.shape, plan.strides, start, n, reg[size_t(r)]);
         }
       }
       for (const Step& s : steps_) {
