@@ -28,6 +28,15 @@ std::vector<Array> arrays_over(std::span<const BufferView> views) {
 
 Buffer Buffer::wrap(const Array& a) { return Buffer(host_view(a), std::make_shared<Array>(a)); }
 
+Buffer Buffer::reshaped(std::vector<int64_t> shape) const {
+  FUSEBOX_CHECK(view_.strides == contiguous_strides(view_.shape)) << "reshaping a strided buffer";
+  FUSEBOX_CHECK(product(shape) == view_.numel()) << "reshape changes the element count";
+  BufferView v = view_;
+  v.strides = contiguous_strides(shape);
+  v.shape = std::move(shape);
+  return Buffer(std::move(v), owner_);
+}
+
 Array Buffer::to_array() const {
   FUSEBOX_CHECK(view_.device.kind == DeviceKind::Cpu) << "an Array of memory on " << view_.device.to_string();
   // Aliasing constructor: the Array shares ownership of whatever owns this buffer's memory.

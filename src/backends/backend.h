@@ -69,6 +69,9 @@ class Buffer {
   explicit operator bool() const { return owner_ != nullptr; }
   // The host Array sharing this buffer's memory (FUSEBOX_CHECKs a host buffer).
   Array to_array() const;
+  // The same memory under another shape of as many elements (a reshape that moves no data;
+  // FUSEBOX_CHECKs a contiguous view and the element count).
+  Buffer reshaped(std::vector<int64_t> shape) const;
 
  private:
   BufferView view_;

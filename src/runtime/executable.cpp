@@ -190,13 +190,19 @@ Expected<std::vector<Array>> Executable::execute(std::span<const Array* const> i
   const auto& nodes = g.nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
-    if (!plan.kernels[i]) {
+    if (!plan.kernels[i] && !plan.aliases[i]) {
       residents[size_t(n.outputs[0])] = plan.constants[size_t(n.outputs[0])];
       continue;
     }
     for (const Copy& c : place.copies_before[i]) {
       Status s = run_copy(c, place, *shapes, residents);
       if (!s.is_ok()) return s.with_context(where(n));
+    }
+    if (plan.aliases[i]) {
+      const ValueId v = n.outputs[0];
+      residents[size_t(v)] = residents[size_t(place.operands[i][0])].reshaped(shapes->dims[size_t(v)]);
+      for (int dead : plan.memory.release_after[i]) residents[size_t(dead)] = Buffer();
+      continue;
     }
     const Backend& backend = *place.backends[size_t(place.node_backend[i])];
     in.clear();

@@ -22,6 +22,10 @@ struct Executable::Plan {
   // graph's array instead of being copied every run. A returned constant runs its kernel, so
   // the caller owns its copy.
   std::vector<Buffer> constants;
+  // Per node: a reshape that runs no kernel, its result the operand's buffer under the new
+  // shape (kernels never write their operands). Not for a returned value, whose memory the
+  // caller gets to own alone.
+  std::vector<bool> aliases;
   std::vector<std::string> output_names;
 };
 

@@ -113,11 +113,17 @@ Expected<Executable> Session::compile(const Graph& graph, const CompileOptions& 
   FUSEBOX_ASSIGN_OR_RETURN(plan->placement, place(g, std::move(target), cpu_fallback(options.cpu)));
   plan->memory = plan_memory(g, plan->placement);
   plan->constants.resize(g.num_values());
+  plan->aliases.assign(g.nodes().size(), false);
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     const Node& n = g.nodes()[i];
     const bool returned = std::find(g.outputs().begin(), g.outputs().end(), n.outputs[0]) != g.outputs().end();
     if (n.op == Op::Constant && !returned) {
       plan->constants[size_t(n.outputs[0])] = Buffer::wrap(n.attr_array("value"));
+      plan->kernels.push_back(nullptr);
+      continue;
+    }
+    if (n.op == Op::Reshape && !returned) {
+      plan->aliases[i] = true;
       plan->kernels.push_back(nullptr);
       continue;
     }

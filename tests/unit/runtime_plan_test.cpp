@@ -61,6 +61,33 @@ void expect_all_close(const std::vector<Array>& got, const std::vector<Array>& w
   for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(arrays_close(got[i], want[i], 1e-5, 1e-6)) << "output " << i;
 }
 
+// A reshape moves no data: its result is its operand's buffer under the new shape, so the plan
+// allocates only for the kernels. A returned reshape is a copy the caller owns alone.
+TEST(RuntimePlan, ReshapesAliasTheirOperandExceptWhenReturned) {
+  Graph g = parse_one(R"(func @f(%x: f32[N,3,4]) -> (f32[N,12], f32[N,12]) {
+  %0 = relu %x : f32[N,3,4]
+  %1 = reshape %0 {shape = [N, 12]} : f32[N,12]
+  %2 = tanh %1 : f32[N,12]
+  %3 = reshape %x {shape = [N, 12]} : f32[N,12]
+  return %2, %3
+}
+)");
+  CompileOptions o;
+  o.fuse = false;
+  Expected<Executable> exe = Session().compile(g, o);
+  ASSERT_TRUE(exe) << exe.status().to_string();
+  Array x = random_array(DType::F32, {2, 3, 4}, 7);
+  std::vector<Array> want = reference(g, {x});
+  Expected<std::vector<Array>> got = exe->run(std::vector<Array>{x});
+  ASSERT_TRUE(got) << got.status().to_string();
+  expect_all_close(*got, want);
+  // Buffers asked for: relu's, tanh's and the returned reshape's; none for the inner reshape.
+  EXPECT_EQ(exe->pool_stats().allocations + exe->pool_stats().reuses, 3u);
+  // The returned reshape does not share the caller's input.
+  x.data<float>()[0] += 100.0f;
+  EXPECT_TRUE(arrays_close((*got)[1], want[1], 0, 0));
+}
+
 TEST(RuntimePlan, RunByPositionEqualsRunByName) {
   Graph g = parse_one(kMlp);
   Expected<Executable> exe = Session().compile(g);
