@@ -12,6 +12,10 @@
 // counters are medians, so the ratios compare runs that saw the same machine state. Effective
 // bandwidth = ideal bytes (each input read once, each output written once; the [4096] vectors
 // are negligible) / time; of_copy = effective bandwidth / copy bandwidth.
+//
+// BM_RowLoops/<isa>/<op>: one thread running the row loops of one ISA (generic, AVX2, AVX-512,
+// those the processor has) over 32 rows of 4096 that stay in cache: the compute each ISA costs,
+// as time per element (what decides whether the AVX-512 variant earns its place).
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
@@ -20,6 +24,7 @@
 #include <map>
 #include <string>
 
+#include "backends/cpu/row_kernels.h"
 #include "bench_util.h"
 #include "fusebox/session.h"
 #include "ir/parser.h"
@@ -137,6 +142,36 @@ void BM_Rows(benchmark::State& state, const Workload& w) {
   for (const auto& [key, value] : r) state.counters[key] = value;
 }
 
+void BM_RowLoops(benchmark::State& state, cpu::RowIsa isa, int op) {
+  if (!cpu::row_isa_available(isa)) {
+    state.SkipWithError("the processor lacks this ISA");
+    return;
+  }
+  constexpr int64_t rows = 32, n = 4096;
+  Array x = bench::filled({rows, n}, 2.0f), r = bench::filled({rows, n}, 1.0f), y = bench::filled({rows, n}, 0.0f);
+  Array g = bench::filled({n}, 1.5f), h = bench::filled({n}, 0.5f);
+  const cpu::RowLoops& loops = cpu::row_loops(isa);
+  cpu::NormRows a;
+  a.x = x.data<float>();
+  a.r = r.data<float>();
+  a.scale = g.data<float>();
+  a.shift = op == 1 ? h.data<float>() : nullptr;
+  a.y = y.data<float>();
+  a.rows = rows;
+  a.n = n;
+  a.eps = 1e-5;
+  a.rms = op == 2;
+  for (auto _ : state) {
+    for (int64_t i = 0; i < rows; ++i) {
+      if (op == 0) loops.softmax_row(x.data<float>() + i * n, y.data<float>() + i * n, n, false);
+      else loops.norm_row(a, i);
+    }
+    benchmark::ClobberMemory();
+  }
+  state.counters["time_per_element"] =
+      benchmark::Counter(double(rows * n), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
 }  // namespace
 }  // namespace fusebox
 
@@ -147,6 +182,16 @@ int main(int argc, char** argv) {
         ->Iterations(12)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
+  }
+  const char* ops[] = {"softmax", "residual_ln", "residual_rms"};
+  for (cpu::RowIsa isa : {cpu::RowIsa::Generic, cpu::RowIsa::Avx2, cpu::RowIsa::Avx512}) {
+    for (int op = 0; op < 3; ++op) {
+      std::string name = "BM_RowLoops/" + std::string(cpu::row_isa_name(isa)) + "/" + ops[op];
+      benchmark::RegisterBenchmark(name.c_str(), [isa, op](benchmark::State& s) { BM_RowLoops(s, isa, op); })
+          ->Unit(benchmark::kMicrosecond)
+          ->Repetitions(5)
+          ->ReportAggregatesOnly(true);
+    }
   }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
