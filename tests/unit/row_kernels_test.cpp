@@ -1,7 +1,8 @@
 // The CPU row kernels (src/backends/cpu/row_kernels.h) against the reference kernels: softmax,
 // log_softmax, layer_norm, rms_norm and the fused residual norms, on every ISA's loops the
 // processor has (generic always; AVX2 and AVX-512 forced when present, skipped with a message
-// otherwise), over row lengths 1, 3, 17, 1000, 4097 and row counts from 1 to several thousand.
+// otherwise), over row lengths 1, 3, 17, 1000, 4097 and row counts from 1 to several thousand,
+// plus random sizes.
 // Inputs are random (never zero: uniform in [-3, 3) away from 0), results are poisoned before
 // each run. Tolerance (row_kernels.h): 1e-5 relative plus 1e-6 absolute; the returned residual
 // sum bit-exact. NaN and infinity rows must come out as the reference's do.
@@ -9,6 +10,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "backends/cpu/reference/reference.h"
 #include "backends/cpu/row_kernels.h"
@@ -25,8 +27,16 @@ constexpr double kRtol = 1e-5, kAtol = 1e-6;
 struct Size {
   int64_t rows, n;
 };
-const Size kSizes[] = {{1, 1}, {7, 1}, {3, 3}, {1, 17}, {5, 17}, {3001, 33}, {1, 1000},
-                       {64, 1000}, {2, 4097}, {4000, 3}};
+// The fixed sizes, then random ones (a fixed seed: rows 1-300, lengths 1-2500).
+std::vector<Size> sizes() {
+  std::vector<Size> s = {{1, 1}, {7, 1}, {3, 3}, {1, 17}, {5, 17}, {3001, 33}, {1, 1000},
+                         {64, 1000}, {2, 4097}, {4000, 3}};
+  std::mt19937 rng(20261202);
+  std::uniform_int_distribution<int64_t> rows(1, 300), n(1, 2500);
+  for (int i = 0; i < 6; ++i) s.push_back({rows(rng), n(rng)});
+  return s;
+}
+const std::vector<Size> kSizes = sizes();
 
 Array nonzero(std::vector<int64_t> shape, uint64_t seed) {
   Array a = testing::random_array(DType::F32, std::move(shape), seed, -3.0, 3.0);
