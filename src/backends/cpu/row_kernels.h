@@ -6,19 +6,19 @@
 // AVX2, AVX-512: row_loops.inc) and the best the processor has is chosen at run time.
 //
 // Accuracy (the reference computes in double and rounds once; tests/unit/row_kernels_test.cpp):
-// sums and sums of squares accumulate in f32 vector lanes over blocks of 256 elements, each
-// block's total added in double, so they stay within a few f32 roundings of the exact sum for
-// any row length; layer norm's variance is summed around a first f32 estimate of the mean and
-// corrected (so its accuracy follows the row's spread, not its mean); the mean, variance and
-// 1/sqrt are formed in double. The element-wise parts
-// round in f32: layer norm's (v - mean) · rstd · scale + shift, rms norm's v · rstd · scale,
-// softmax's e^(x - max) · (1 / sum) with simd_math.h's e^r polynomial after a cheaper range
-// reduction for arguments <= 0 (row_loops.inc: exp_nonpositive; below -87.3 it gives ~1e-38
-// where the reference rounds to 0), and
-// log_softmax's (x - max) - log(sum). Results are within 1e-5 relative plus 1e-6 absolute of
-// the reference (the tolerance of fused vs reference f32, STYLE.md §6); the residual sum
-// x + r (+ bias) is rounded exactly as the unfused adds are, so a returned sum is bit-exact.
-// NaN and infinities propagate as in the reference: a NaN anywhere in a row makes the row NaN.
+// - sums and sums of squares accumulate in f32 vector lanes over blocks of 256 elements, each
+//   block's total added in double: within a few f32 roundings of the exact sum at any length;
+// - layer norm's variance is summed around a first f32 estimate of the mean and corrected, so
+//   its accuracy follows the row's spread, not its mean; mean, variance, 1/sqrt in double;
+// - the element-wise parts round in f32: layer norm's ((v - m) - c) · rstd · scale + shift, rms
+//   norm's v · rstd · scale, softmax's e^(x - max) · (1 / sum), log_softmax's
+//   (x - max) - log(sum); softmax's exp is simd_math.h's e^r polynomial after a cheaper range
+//   reduction for arguments <= 0 (row_loops.inc: exp_nonpositive; below -87.3 it gives ~1e-38
+//   where the reference rounds to 0).
+// Results are within 1e-5 relative plus 1e-6 absolute of the reference (the tolerance of fused
+// vs reference f32, STYLE.md §6); the residual sum x + r (+ bias) is rounded exactly as the
+// unfused adds are, so a returned sum is bit-exact. NaN and infinities propagate as in the
+// reference: a NaN anywhere in a row makes the row NaN.
 #pragma once
 
 #include <cstdint>
