@@ -30,10 +30,15 @@
 #include <map>
 #include <string>
 
+#include "bench_util.h"
 #include "fusebox/session.h"
 
 namespace fusebox {
 namespace {
+
+using bench::copy_plain;
+using bench::filled;
+using bench::median;
 
 Graph chain(int ops, double half_value = 0.5) {
   GraphBuilder b("chain" + std::to_string(ops));
@@ -60,14 +65,6 @@ Graph chain(int ops, double half_value = 0.5) {
   return *b.build();
 }
 
-Array filled(int64_t n, float scale) {
-  Array a(DType::F32, {n});
-  float* p = a.data<float>();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) p[i] = scale * float((i * 2654435761u) % 2001) / 1000.0f - scale;
-  return a;
-}
-
 struct ChainCase {
   Executable exe;
   NamedArrays inputs;
@@ -85,12 +82,6 @@ ChainCase make_case(int ops, int64_t n, bool fused, cpu::Codegen executor) {
     std::abort();
   }
   return {std::move(*exe), {{"x", filled(n, 2.0f)}, {"a", filled(n, 1.5f)}, {"b", filled(n, 0.5f)}}};
-}
-
-// STREAM-style copy: a plain loop, plain stores.
-void copy_plain(const float* s, float* d, int64_t n) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) d[i] = s[i];
 }
 
 #if defined(__x86_64__)
@@ -144,11 +135,6 @@ CpuTicks cpu_ticks() {
     if (k == 7) t.steal = field;
   }
   return t;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 // Fused, unfused and both copies timed in turn within each iteration (the order rotates), so

@@ -1,5 +1,6 @@
 #include "fusion/report.h"
 
+#include "ir/fused_norm_ops.h"
 #include "ir/fused_ops.h"
 
 #include <cstdio>
@@ -70,11 +71,12 @@ FusionReport make_fusion_report(const Graph& before, const Graph& after, FusionT
     if (!sizes.count(s)) unsized.push_back(s);
   for (const std::string& s : unsized) r.size_note += (r.size_note.empty() ? "" : ", ") + s + "=1";
   for (const Node& n : after.nodes()) {
-    if (is_fused_contraction(n.op)) {
+    if (is_fused_contraction(n.op) || is_fused_norm(n.op)) {
       FusedEntry e;
       e.kind = std::string(n.info().keyword);
-      for (const std::string& step : fused_contraction_steps(n)) e.name += (e.name.empty() ? "" : "+") + step;
-      e.ops = fused_contraction_steps(n).size();  // a bias in conv2d's own operand counts as a step
+      const std::vector<std::string> steps = is_fused_norm(n.op) ? fused_norm_steps(n) : fused_contraction_steps(n);
+      for (const std::string& step : steps) e.name += (e.name.empty() ? "" : "+") + step;
+      e.ops = steps.size();  // a bias in conv2d's own operand counts as a step
       e.inputs = n.inputs.size();
       e.outputs = n.outputs.size();
       r.fused.push_back(std::move(e));

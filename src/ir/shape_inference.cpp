@@ -470,6 +470,45 @@ Expected<Types> infer_norm(const Ctx& c) {
   return Types{x};
 }
 
+// fused_residual_layer_norm x, r[, bias][, scale[, shift]] and fused_residual_rms_norm
+// x, r[, bias][, scale] (ir/fused_norm_ops.h): one result, or two when the sum is also a result.
+Expected<Types> infer_fused_norm(const Ctx& c) {
+  const TensorType& x = c.operand(0);
+  const bool layer = c.node.op == Op::FusedResidualLayerNorm;
+  const bool has_bias = c.node.attr_bool("has_bias");
+  const size_t fixed = has_bias ? 3 : 2;
+  const size_t params = c.in.size() < fixed ? 0 : c.in.size() - fixed;
+  if (c.in.size() < fixed || params > (layer ? 2u : 1u)) {
+    return c.fail("takes x, r" + std::string(has_bias ? ", bias" : "") + (layer ? "[, scale[, shift]]" : "[, scale]") +
+                  ", got " + std::to_string(c.in.size()) + " operands");
+  }
+  if (!is_float(x.dtype)) return c.fail("operand must be a float type, got " + type_str(x));
+  if (c.operand(1) != x) return c.fail("residual " + type_str(c.operand(1)) + " differs from x " + type_str(x));
+  if (has_bias) {
+    const TensorType& b = c.operand(2);
+    std::string why;
+    std::optional<Shape> joined = broadcast_shapes(x.shape, b.shape, &why);
+    if (b.dtype != x.dtype || !joined || !(*joined == x.shape)) {
+      return c.fail("bias " + type_str(b) + " does not broadcast into " + type_str(x));
+    }
+  }
+  std::optional<int> axis = normalize_axis(c.node.attr_i64("axis"), x.rank());
+  if (!axis) return c.fail("axis " + std::to_string(c.node.attr_i64("axis")) + " out of range for " + type_str(x));
+  Shape normalized(x.shape.begin() + *axis, x.shape.end());
+  for (size_t i = c.in.size() - params; i < c.in.size(); ++i) {
+    const TensorType& t = c.operand(i);
+    const char* what = i + params == c.in.size() ? "scale" : "shift";
+    std::string why;
+    std::optional<Shape> b = broadcast_shapes(normalized, t.shape, &why);
+    if (t.dtype != x.dtype || !b || !(*b == normalized)) {
+      return c.fail(std::string(what) + " " + type_str(t) + " does not broadcast to the normalised shape [" +
+                    shape_to_string(normalized) + "]");
+    }
+  }
+  if (c.node.outputs.size() == 2) return Types{x, x};
+  return Types{x};
+}
+
 Expected<Types> infer_global_avg_pool(const Ctx& c) {
   const TensorType& x = c.operand(0);
   if (x.rank() < 3) return c.fail("input must be [N,C,spatial...], got " + type_str(x));
@@ -875,6 +914,7 @@ Expected<Types> infer_by_op(const Ctx& c) {
     case Op::ConvTranspose2d: return infer_conv(c, true);
     case Op::FusedMatmulBiasAct: case Op::FusedMatmulResidual: return infer_fused_matmul(c);
     case Op::FusedConvBiasAct: return infer_in_layout(c, infer_fused_conv);
+    case Op::FusedResidualLayerNorm: case Op::FusedResidualRmsNorm: return infer_fused_norm(c);
     case Op::ElementwiseRegion: return infer_elementwise_region(c);
     case Op::Constant: {
       const Array& a = node.attr_array("value");

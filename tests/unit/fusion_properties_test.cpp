@@ -2,7 +2,7 @@
 //
 //   1. the verifier accepts the output of every pass (the pipeline is run pass by pass);
 //   2. running the pipeline again on its own output changes nothing (`identical`);
-//   3. unfusing the result (unfuse-elementwise-regions, then unfuse_contractions) gives back
+//   3. unfusing the result (unfuse-elementwise-regions, unfuse_contractions, unfuse_norms) gives back
 //      the original function: the same results on the reference backend, and the same
 //      structure (structural_hash: ops, attributes, wiring; not names or sizes) as the input,
 //      which is written in canonical form.
@@ -19,6 +19,7 @@
 
 #include "fusion/pipeline.h"
 #include "fusion/pipeline_plan.h"
+#include "ir/fused_norm_ops.h"
 #include "ir/fused_ops.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -89,6 +90,20 @@ func @f(%x: f32[1,$C,$H,$H], %w: f32[$N,$C,3,3], %b: f32[$N]) -> f32[1,$N,$H,$H]
   %1 = relu %0 : f32[1,$N,$H,$H]
   return %1
 })"},
+    {"fused_residual_layer_norm", Op::FusedResidualLayerNorm, R"(
+func @f(%x: f32[1,$M,$N], %r: f32[1,$M,$N], %b: f32[$N], %g: f32[$N], %h: f32[$N]) -> f32[1,$M,$N] {
+  %0 = add %x, %r : f32[1,$M,$N]
+  %1 = add %0, %b : f32[1,$M,$N]
+  %2 = layer_norm %1, %g, %h {axis = -1, eps = 1e-05} : f32[1,$M,$N]
+  return %2
+})"},
+    // The sum is returned too: the fused node's second result.
+    {"fused_residual_rms_norm", Op::FusedResidualRmsNorm, R"(
+func @f(%x: f32[1,$M,$N], %r: f32[1,$M,$N], %g: f32[$N]) -> (f32[1,$M,$N], f32[1,$M,$N]) {
+  %0 = add %x, %r : f32[1,$M,$N]
+  %1 = rms_norm %0, %g {axis = -1, eps = 1e-06} : f32[1,$M,$N]
+  return %1, %0
+})"},
     // A contraction whose result feeds an element-wise chain: both kinds in one graph.
     {"matmul_then_region", Op::ElementwiseRegion, R"(
 func @f(%a: f32[1,$M,$K], %w: f32[$K,$N], %b: f32[$N], %s: f32[1,$M,$N]) -> f32[1,$M,$N] {
@@ -150,6 +165,7 @@ Expected<Graph> unfuse(const Graph& fused) {
   ctx.claims = &claim_table_of(FusionTarget::Cpu);
   FUSEBOX_RETURN_IF_ERROR(run_pipeline(out, {"unfuse-elementwise-regions"}, ctx));
   unfuse_contractions(out);
+  unfuse_norms(out);
   FUSEBOX_RETURN_IF_ERROR(verify(out));
   return out;
 }
@@ -185,7 +201,7 @@ TEST_P(FusionProperties, HoldAtRandomSizes) {
     Expected<Graph> unfused = unfuse(*fused);
     ASSERT_TRUE(unfused) << unfused.status().to_string();
     for (const Node& n : unfused->nodes()) {
-      EXPECT_FALSE(n.body || is_fused_contraction(n.op)) << print_graph(*unfused);
+      EXPECT_FALSE(n.body || is_fused_contraction(n.op) || is_fused_norm(n.op)) << print_graph(*unfused);
     }
     EXPECT_EQ(structural_hash(*unfused), structural_hash(*g)) << print_graph(*unfused);
 

@@ -195,6 +195,32 @@ TEST(ShapeInference, ConvAndPoolOutputSizes) {
   EXPECT_NE(bad.status().message().find("channels"), std::string::npos);
 }
 
+// The fused residual norms: x and r of one type, a bias that broadcasts into it without growing
+// it, scale/shift over the normalised axes; one result, or two (normed, sum) when the node has two.
+TEST(ShapeInference, FusedResidualNormsCheckTheirOperands) {
+  const TensorType x = t(DType::F32, Shape{Dim::symbol("N"), 8});
+  auto r = infer(Op::FusedResidualLayerNorm, {x, x, t(DType::F32, make_shape({8})), t(DType::F32, make_shape({8}))},
+                 {{"has_bias", true}});
+  ASSERT_TRUE(r) << r.status().to_string();
+  EXPECT_EQ(r->size(), 1u);
+  EXPECT_EQ((*r)[0].to_string(), "f32[N,8]");
+  Node two{Op::FusedResidualRmsNorm, {}, {0, 1}, {}, nullptr, {}};
+  std::vector<TensorType> in{x, x};
+  auto both = infer_result_types(two, in);
+  ASSERT_TRUE(both) << both.status().to_string();
+  EXPECT_EQ(both->size(), 2u);
+  auto message = [](const Expected<std::vector<TensorType>>& e) { return e ? std::string() : e.status().message(); };
+  // Defect 8 at the type level: a [8] operand is not a residual.
+  EXPECT_EQ(message(infer(Op::FusedResidualLayerNorm, {x, t(DType::F32, make_shape({8}))})),
+            "fused_residual_layer_norm: residual f32[8] differs from x f32[N,8]");
+  EXPECT_EQ(message(infer(Op::FusedResidualRmsNorm, {x, x, t(DType::F32, make_shape({3, 1}))}, {{"has_bias", true}})),
+            "fused_residual_rms_norm: bias f32[3,1] does not broadcast into f32[N,8]");
+  EXPECT_EQ(message(infer(Op::FusedResidualRmsNorm, {x, x, t(DType::F32, make_shape({8})), t(DType::F32, make_shape({8}))})),
+            "fused_residual_rms_norm: takes x, r[, scale], got 4 operands");
+  EXPECT_EQ(message(infer(Op::FusedResidualLayerNorm, {x, x, t(DType::F32, make_shape({4}))})),
+            "fused_residual_layer_norm: scale f32[4] does not broadcast to the normalised shape [8]");
+}
+
 TEST(ShapeInference, SliceFollowsOnnxClamping) {
   EXPECT_EQ(normalize_slice(10, 2, 100, 1).count, 8);
   EXPECT_EQ(normalize_slice(10, -3, INT64_MAX, 1).start, 7);

@@ -7,6 +7,7 @@
 #include "backends/cpu/contraction_kernel.h"
 #include "backends/cpu/onednn/onednn_kernels.h"
 #include "backends/cpu/reference_backend.h"
+#include "backends/cpu/row_kernels.h"
 #include "backends/host_backend.h"
 
 namespace fusebox {
@@ -81,6 +82,8 @@ class CpuBackend final : public HostBackend {
       FUSEBOX_ASSIGN_OR_RETURN(auto program, RegionProgram::compile(n, in, options_.codegen));
       return std::shared_ptr<const Kernel>(std::make_shared<RegionKernel>(std::move(program), region));
     }
+    // Softmax and the norms (plain or fused with a residual), f32 over the last axis.
+    if (std::shared_ptr<const Kernel> rows = make_row_kernel(g, n, best_row_isa())) return rows;
     if (options_.onednn) {
       FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const Kernel> k, make_onednn_kernel(g, n, options_.codegen));
       if (k) return k;
