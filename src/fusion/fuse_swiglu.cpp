@@ -121,7 +121,8 @@ std::optional<Rewrite> match_halves(const Matcher& m, const Node& root, const No
   }
   const ValueId h = gs->inputs[0];
   const std::optional<Product> p = product_of(m, h);
-  if (!p) return std::nullopt;
+  // A vector w drops the matmul's last axis: the halves would split another one.
+  if (!p || m.g.type(p->matmul->inputs[1]).rank() < 2) return std::nullopt;
   const std::optional<int> gate_half = slice_half(*gs, m.g.type(h));
   const std::optional<int> up_half = slice_half(*us, m.g.type(h));
   if (!gate_half || !up_half || *gate_half == *up_half) {
