@@ -116,7 +116,8 @@ std::optional<Rewrite> match_halves(const Matcher& m, const Node& root, const No
   if (!gs || !us) return std::nullopt;
   if (gs->inputs[0] != us->inputs[0]) {
     m.miss(root, MissReason::ShapeMismatch,
-           "the gate " + m.name(silu.inputs[0]) + " and the up " + m.name(up) + " are slices of different values");
+           "the gate " + m.name(silu.inputs[0]) + " and the up " + m.name(up) +
+               " are slices of different values");
     return std::nullopt;
   }
   const ValueId h = gs->inputs[0];
@@ -136,8 +137,9 @@ std::optional<Rewrite> match_halves(const Matcher& m, const Node& root, const No
   append(&nodes, *p);
   nodes.insert(nodes.end(), {gs, us, &silu, &root});
   if (!m.read_only_inside(root, nodes) || !m.dtype_claimed(root)) return std::nullopt;
-  Node fused{Op::FusedSwiglu, {p->matmul->inputs[0], p->matmul->inputs[1]}, {root.outputs[0]},
-             {{"gate_first", *gate_half == 0}}, nullptr, root.loc};
+  Node fused{Op::FusedSwiglu,   {p->matmul->inputs[0], p->matmul->inputs[1]},
+             {root.outputs[0]}, {{"gate_first", *gate_half == 0}},
+             nullptr,           root.loc};
   if (p->bias != kNoValue) fused.inputs.push_back(p->bias);
   Rewrite rw{{}, {}, std::move(fused)};
   for (const Node* n : nodes) rw.absorbed.push_back(m.index(n));
@@ -145,8 +147,8 @@ std::optional<Rewrite> match_halves(const Matcher& m, const Node& root, const No
 }
 
 // The two-matmul form: x·wg and x·wu with constant weights, merged.
-std::optional<Rewrite> match_two_matmuls(const Matcher& m, Graph& g, const Node& root, const Node& silu, ValueId up,
-                                         const UseInfo& uses) {
+std::optional<Rewrite> match_two_matmuls(const Matcher& m, Graph& g, const Node& root, const Node& silu,
+                                         ValueId up, const UseInfo& uses) {
   const std::optional<Product> gp = product_of(m, silu.inputs[0]);
   const std::optional<Product> upp = product_of(m, up);
   if (!gp || !upp || gp->matmul == upp->matmul) return std::nullopt;
@@ -156,9 +158,11 @@ std::optional<Rewrite> match_two_matmuls(const Matcher& m, Graph& g, const Node&
   const TensorType& wt = m.g.type(wg);
   std::string why;
   if (!m.is_constant(wg) || !m.is_constant(wu)) {
-    why = "the weights " + m.name(wg) + " and " + m.name(wu) + " are not both constants (merging them would copy them on every run)";
+    why = "the weights " + m.name(wg) + " and " + m.name(wu) +
+          " are not both constants (merging them would copy them on every run)";
   } else if (!(wt == m.g.type(wu)) || wt.rank() != 2) {
-    why = "the weights " + wt.to_string() + " and " + m.g.type(wu).to_string() + " are not two matrices of one shape";
+    why = "the weights " + wt.to_string() + " and " + m.g.type(wu).to_string() +
+          " are not two matrices of one shape";
   } else if ((gp->bias == kNoValue) != (upp->bias == kNoValue)) {
     why = "only one of the two matmuls adds a bias";
   } else if (gp->bias != kNoValue && (!m.is_constant(gp->bias) || !m.is_constant(upp->bias) ||
@@ -174,7 +178,8 @@ std::optional<Rewrite> match_two_matmuls(const Matcher& m, Graph& g, const Node&
   append(&nodes, *upp);
   nodes.insert(nodes.end(), {&silu, &root});
   if (!m.read_only_inside(root, nodes) || !m.dtype_claimed(root)) return std::nullopt;
-  Rewrite rw{{}, {}, Node{Op::FusedSwiglu, {x}, {root.outputs[0]}, {{"gate_first", true}}, nullptr, root.loc}};
+  Rewrite rw{
+      {}, {}, Node{Op::FusedSwiglu, {x}, {root.outputs[0]}, {{"gate_first", true}}, nullptr, root.loc}};
   Prelude prelude(g, m.ctx, uses, rw.prelude);
   Expected<ValueId> w = prelude.emit(Op::Concat, {wg, wu}, {{"axis", int64_t{-1}}});
   if (!w) return std::nullopt;

@@ -188,7 +188,9 @@ std::optional<Rewrite> match_gelu(const Matcher& m, PassContext& ctx, size_t i) 
     for (int h = 0; h < 3; ++h) {    // the factor 0.5
       for (int p = 0; p < 3; ++p) {  // the factor 1 + erf(...) or 1 + tanh(...)
         if (h == p || !m.is_constant(f[h], 0.5)) continue;
-        if (auto c = gelu_of(m, f[p], f[3 - h - p], {inner, &root}, root)) return decide(m, ctx, "gelu", std::move(*c));
+        if (auto c = gelu_of(m, f[p], f[3 - h - p], {inner, &root}, root)) {
+          return decide(m, ctx, "gelu", std::move(*c));
+        }
       }
     }
   }
@@ -237,7 +239,8 @@ std::optional<Rewrite> match_hardswish_of_hardsigmoid(const Matcher& m, PassCont
                            ", not 1/6 and 0.5");
       return std::nullopt;
     }
-    return decide(m, ctx, "hardswish", {{hs, &root}, Node{Op::HardSwish, {x}, {root.outputs[0]}, {}, nullptr, root.loc}});
+    Node fused{Op::HardSwish, {x}, {root.outputs[0]}, {}, nullptr, root.loc};
+    return decide(m, ctx, "hardswish", {{hs, &root}, std::move(fused)});
   }
   return std::nullopt;
 }

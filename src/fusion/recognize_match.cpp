@@ -12,7 +12,8 @@ RecognizeMatcher::RecognizeMatcher(Graph& graph, const UseInfo& u)
 
 ValueId RecognizeMatcher::add_constant(Array value, SourceLoc loc, std::vector<Node>* prelude) const {
   const ValueId v = graph_.add_value(TensorType{value.dtype(), make_shape(value.shape())});
-  prelude->push_back(Node{Op::Constant, {}, {v}, {{"value", std::make_shared<const Array>(std::move(value))}}, nullptr, loc});
+  Attrs attrs{{"value", std::make_shared<const Array>(std::move(value))}};
+  prelude->push_back(Node{Op::Constant, {}, {v}, std::move(attrs), nullptr, loc});
   return v;
 }
 

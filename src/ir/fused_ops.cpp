@@ -88,7 +88,8 @@ size_t unfuse_contractions(Graph& g) {
       nodes.push_back(n);
       continue;
     }
-    for (Node& p : n.op == Op::FusedSwiglu ? unfused_swiglu_nodes(g, n) : unfused_nodes(g, n)) nodes.push_back(std::move(p));
+    std::vector<Node> primitives = n.op == Op::FusedSwiglu ? unfused_swiglu_nodes(g, n) : unfused_nodes(g, n);
+    for (Node& p : primitives) nodes.push_back(std::move(p));
     ++replaced;
   }
   g.mutable_nodes() = std::move(nodes);

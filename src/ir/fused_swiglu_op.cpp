@@ -18,7 +18,8 @@ std::optional<int> slice_half(const Node& s, const TensorType& in) {
   std::optional<int> half;
   for (size_t i = 0; i < starts.size(); ++i) {
     if (has_steps && s.attr_i64s("steps")[i] != 1) return std::nullopt;
-    std::optional<int> axis = normalize_axis(has_axes ? s.attr_i64s("axes")[i] : static_cast<int64_t>(i), in.rank());
+    std::optional<int> axis =
+        normalize_axis(has_axes ? s.attr_i64s("axes")[i] : static_cast<int64_t>(i), in.rank());
     if (!axis) return std::nullopt;
     const Dim& d = in.shape[static_cast<size_t>(*axis)];
     if (*axis + 1 < in.rank()) {
@@ -56,7 +57,8 @@ std::vector<Node> unfused_swiglu_nodes(Graph& g, const Node& n) {
   const int64_t axis = ht.rank() - 1;
   auto slice = [&](int which) {
     return step(Op::Slice, {h},
-                {{"starts", std::vector<int64_t>{which * half}}, {"ends", std::vector<int64_t>{(which + 1) * half}},
+                {{"starts", std::vector<int64_t>{which * half}},
+                 {"ends", std::vector<int64_t>{(which + 1) * half}},
                  {"axes", std::vector<int64_t>{axis}}});
   };
   const bool gate_first = n.attr_bool("gate_first");

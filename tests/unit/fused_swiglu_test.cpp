@@ -55,7 +55,8 @@ std::vector<double> naive_swiglu(const Array& x, const Array& w, const Array* b,
       h[static_cast<size_t>(j)] = acc;
     }
     for (int64_t i = 0; i < n; ++i) {
-      const double g = h[static_cast<size_t>(gate_first ? i : n + i)], u = h[static_cast<size_t>(gate_first ? n + i : i)];
+      const double g = h[static_cast<size_t>(gate_first ? i : n + i)],
+                   u = h[static_cast<size_t>(gate_first ? n + i : i)];
       y[static_cast<size_t>(r * n + i)] = g / (1 + std::exp(-g)) * u;
     }
   }
@@ -63,12 +64,15 @@ std::vector<double> naive_swiglu(const Array& x, const Array& w, const Array* b,
 }
 
 ::testing::AssertionResult close_to(const Array& got, const std::vector<double>& want) {
-  if (got.numel() != static_cast<int64_t>(want.size())) return ::testing::AssertionFailure() << "size " << got.numel();
+  if (got.numel() != static_cast<int64_t>(want.size()))
+    return ::testing::AssertionFailure() << "size " << got.numel();
   double scale = 1;
   for (double v : want) scale = std::max(scale, std::fabs(v));
   for (size_t i = 0; i < want.size(); ++i) {
     const double d = std::fabs(got.get_f64(static_cast<int64_t>(i)) - want[i]);
-    if (!(d <= 1e-5 * scale)) return ::testing::AssertionFailure() << "element " << i << ": " << got.get_f64(int64_t(i)) << " vs " << want[i];
+    if (!(d <= 1e-5 * scale))
+      return ::testing::AssertionFailure()
+             << "element " << i << ": " << got.get_f64(int64_t(i)) << " vs " << want[i];
   }
   return ::testing::AssertionSuccess();
 }
@@ -98,8 +102,10 @@ TEST(FusedSwiglu, HalvesFormEqualsTheReferenceAtRandomShapes) {
   std::uniform_int_distribution<int64_t> size(1, 33);
   for (int trial = 0; trial < 8; ++trial) {
     const bool gate_first = trial % 2 == 0, bias = trial % 4 < 2;
-    const int64_t batch = trial % 3 == 0 ? 3 : 1, m = trial == 1 ? 1 : size(rng), k = size(rng), n = size(rng);
-    const I64s xd = batch > 1 ? I64s{batch, m, k} : I64s{m, k}, yd = batch > 1 ? I64s{batch, m, n} : I64s{m, n};
+    const int64_t batch = trial % 3 == 0 ? 3 : 1, m = trial == 1 ? 1 : size(rng), k = size(rng),
+                  n = size(rng);
+    const I64s xd = batch > 1 ? I64s{batch, m, k} : I64s{m, k},
+               yd = batch > 1 ? I64s{batch, m, n} : I64s{m, n};
     I64s hd = yd;
     hd.back() = 2 * n;
     const std::string h = shape_text(hd), y = shape_text(yd), last = std::to_string(hd.size() - 1);
@@ -108,12 +114,15 @@ TEST(FusedSwiglu, HalvesFormEqualsTheReferenceAtRandomShapes) {
                        (bias ? ", %b: " + shape_text({2 * n}) : "") + ") -> " + y + " {\n";
     text += "  %0 = matmul %x, %w : " + h + "\n";
     if (bias) text += "  %1 = add %0, %b : " + h + "\n";
-    text += "  %2 = slice " + src + " {starts = [0], ends = [" + std::to_string(n) + "], axes = [" + last + "]} : " + y + "\n";
-    text += "  %3 = slice " + src + " {starts = [" + std::to_string(n) + "], ends = [" + std::to_string(2 * n) +
-            "], axes = [-1]} : " + y + "\n";
+    text += "  %2 = slice " + src + " {starts = [0], ends = [" + std::to_string(n) + "], axes = [" + last +
+            "]} : " + y + "\n";
+    text += "  %3 = slice " + src + " {starts = [" + std::to_string(n) + "], ends = [" +
+            std::to_string(2 * n) + "], axes = [-1]} : " + y + "\n";
     text += std::string("  %4 = silu ") + (gate_first ? "%2" : "%3") + " : " + y + "\n";
-    text += std::string("  %5 = mul ") + (gate_first ? "%3, %4" : "%4, %2") + " : " + y + "\n  return %5\n}\n";
-    NamedArrays in{{"x", random_array(DType::F32, xd, 10 + trial)}, {"w", random_array(DType::F32, {k, 2 * n}, 20 + trial)}};
+    text +=
+        std::string("  %5 = mul ") + (gate_first ? "%3, %4" : "%4, %2") + " : " + y + "\n  return %5\n}\n";
+    NamedArrays in{{"x", random_array(DType::F32, xd, 10 + trial)},
+                   {"w", random_array(DType::F32, {k, 2 * n}, 20 + trial)}};
     if (bias) in.emplace("b", random_array(DType::F32, {2 * n}, 30 + trial));
     expect_fused_equals_reference(text, in);
   }
@@ -125,12 +134,13 @@ TEST(FusedSwiglu, TwoMatmulsWithConstantWeightsMergeAndEqualTheReference) {
     auto constant = [](const std::string& name, const Array& a) {
       std::string values;
       for (int64_t i = 0; i < a.numel(); ++i) values += (i ? ", " : "") + std::to_string(a.get_f64(i));
-      return "  %" + name + " = constant {value = dense<" + shape_text(a.shape()) + ": [" + values + "]>} : " +
-             shape_text(a.shape()) + "\n";
+      return "  %" + name + " = constant {value = dense<" + shape_text(a.shape()) + ": [" + values +
+             "]>} : " + shape_text(a.shape()) + "\n";
     };
     const std::string h = shape_text({m, n});
     std::string text = "func @f(%x: " + shape_text({m, k}) + ") -> " + h + " {\n";
-    text += constant("wg", random_array(DType::F32, {k, n}, 1)) + constant("wu", random_array(DType::F32, {k, n}, 2));
+    text += constant("wg", random_array(DType::F32, {k, n}, 1)) +
+            constant("wu", random_array(DType::F32, {k, n}, 2));
     text += "  %0 = matmul %x, %wg : " + h + "\n  %1 = matmul %x, %wu : " + h + "\n";
     text += "  %2 = silu %0 : " + h + "\n  %3 = mul %1, %2 : " + h + "\n  return %3\n}\n";
     expect_fused_equals_reference(text, {{"x", random_array(DType::F32, {m, k}, 3)}});
@@ -143,7 +153,8 @@ TEST(FusedSwiglu, ReferenceTakesTheGateFromTheNamedHalf) {
   const Array x = random_array(DType::F32, {2, 3, 5}, 1), w = random_array(DType::F32, {5, 8}, 2);
   const Array b = random_array(DType::F32, {8}, 3);
   for (bool gate_first : {true, false}) {
-    std::vector<Array> got = testing::run_reference_poisoned(Op::FusedSwiglu, {x, w, b}, {{"gate_first", gate_first}});
+    std::vector<Array> got =
+        testing::run_reference_poisoned(Op::FusedSwiglu, {x, w, b}, {{"gate_first", gate_first}});
     ASSERT_EQ(got.size(), 1u);
     EXPECT_EQ(got[0].shape(), (I64s{2, 3, 4}));
     EXPECT_TRUE(close_to(got[0], naive_swiglu(x, w, &b, gate_first))) << "gate_first " << gate_first;
@@ -162,10 +173,12 @@ func @f(%x: f32[N,8], %w: f32[8,6]) -> f32[N,3] {
   ASSERT_TRUE(g) << g.status().to_string();
   EXPECT_EQ(unfuse_contractions(*g), 1u);
   const Node* silu = nullptr;
-  for (const Node& n : g->nodes()) if (n.op == Op::Silu) silu = &n;
+  for (const Node& n : g->nodes())
+    if (n.op == Op::Silu) silu = &n;
   ASSERT_NE(silu, nullptr) << print_graph(*g);
   const Node* gate = nullptr;
-  for (const Node& n : g->nodes()) if (n.outputs[0] == silu->inputs[0]) gate = &n;
+  for (const Node& n : g->nodes())
+    if (n.outputs[0] == silu->inputs[0]) gate = &n;
   ASSERT_NE(gate, nullptr);
   ASSERT_EQ(gate->op, Op::Slice) << print_graph(*g);
   EXPECT_EQ(gate->attr_i64s("starts"), I64s{3});
@@ -187,8 +200,9 @@ TEST(FusedSwiglu, CpuKernelEqualsLoopsOnPoisonedOutputs) {
       Graph g("f");
       std::vector<ValueId> in{g.add_input("x", TensorType{DType::F32, make_shape({m, k})})};
       const TensorType wt{DType::F32, make_shape({k, 2 * n})};
-      in.push_back(constant_w ? g.add_node(Op::Constant, {}, {wt}, {{"value", std::make_shared<const Array>(w)}})[0]
-                              : g.add_input("w", wt));
+      in.push_back(constant_w
+                       ? g.add_node(Op::Constant, {}, {wt}, {{"value", std::make_shared<const Array>(w)}})[0]
+                       : g.add_input("w", wt));
       if (bias) in.push_back(g.add_input("b", TensorType{DType::F32, make_shape({2 * n})}));
       g.add_output(g.add_node(Op::FusedSwiglu, in, {TensorType{DType::F32, make_shape({m, n})}},
                               {{"gate_first", gate_first}})[0]);
@@ -206,7 +220,8 @@ TEST(FusedSwiglu, CpuKernelEqualsLoopsOnPoisonedOutputs) {
         const BufferView out = host_view(y);
         Status s = (*kernel)->run(cpu->stream(), views, std::span<const BufferView>(&out, 1));
         ASSERT_TRUE(s.is_ok()) << s.to_string();
-        EXPECT_TRUE(close_to(y, naive_swiglu(x, w, bias ? &b : nullptr, gate_first))) << "poison " << int(poison);
+        EXPECT_TRUE(close_to(y, naive_swiglu(x, w, bias ? &b : nullptr, gate_first)))
+            << "poison " << int(poison);
       }
     }
   }

@@ -57,9 +57,12 @@ Expected<std::shared_ptr<const RegionProgram>> compile_gate(const TensorType& t,
 
 class SwigluKernel final : public Kernel {
  public:
-  SwigluKernel(std::unique_ptr<onednn::MatmulKernel> matmul, std::shared_ptr<const RegionProgram> gate, Node node,
-               std::optional<Halves> weights, std::optional<Halves> bias)
-      : matmul_(std::move(matmul)), gate_(std::move(gate)), node_(std::move(node)), weights_(std::move(weights)),
+  SwigluKernel(std::unique_ptr<onednn::MatmulKernel> matmul, std::shared_ptr<const RegionProgram> gate,
+               Node node, std::optional<Halves> weights, std::optional<Halves> bias)
+      : matmul_(std::move(matmul)),
+        gate_(std::move(gate)),
+        node_(std::move(node)),
+        weights_(std::move(weights)),
         bias_(std::move(bias)) {}
 
   Status run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const override {
@@ -83,7 +86,7 @@ class SwigluKernel final : public Kernel {
  private:
   std::unique_ptr<onednn::MatmulKernel> matmul_;
   std::shared_ptr<const RegionProgram> gate_;
-  Node node_;  // a copy: kernels outlive the graph they were compiled from
+  Node node_;                             // a copy: kernels outlive the graph they were compiled from
   std::optional<Halves> weights_, bias_;  // split once when they are constants of the graph
 };
 
@@ -107,8 +110,8 @@ Expected<std::shared_ptr<const Kernel>> make_swiglu_kernel(const Graph& g, const
   if (bias) {
     if (const Array* b = constant_of(g, n.inputs[2])) bias_halves = split_last_axis(*b, gate_first);
   }
-  return std::shared_ptr<const Kernel>(std::make_shared<SwigluKernel>(std::move(*matmul), std::move(gate), n,
-                                                                      std::move(weights), std::move(bias_halves)));
+  return std::shared_ptr<const Kernel>(std::make_shared<SwigluKernel>(
+      std::move(*matmul), std::move(gate), n, std::move(weights), std::move(bias_halves)));
 }
 
 }  // namespace fusebox::cpu
