@@ -6,13 +6,18 @@
 // DIR is the model cache that tests/models/fetch_models.sh prepares (default: tests/models/cache,
 // or $FUSEBOX_MODEL_CACHE); the cases, models and inputs are those of its ref/manifest.txt, so
 // both sides run the same deterministic .npy inputs. Sessions use every graph optimisation
-// ('all'), 2 intra-op threads and 1 inter-op thread. For each case it runs W warm-up runs, then
-// at least N timed runs lasting at least T ms in all (at most 10000), and prints one line per case:
+// ('all'), 2 intra-op threads ($ORT_THREADS when set) and 1 inter-op thread. For each case it
+// runs W warm-up runs, then at least N timed runs lasting at least T ms in all (at most 10000),
+// and prints one line per case:
 //
 //   ort <model> <size> <median_ms> samples <n>        e.g.  ort det 1x3x320x320 23.7 samples 85
 'use strict';
 const fs = require('fs');
 const path = require('path');
+
+// ORT_THREADS overrides the 2 intra-op threads (e.g. 1, beside OMP_NUM_THREADS=1 for fusebox, to
+// compare single-threaded on a machine whose cores are shared).
+const INTRA_OP_THREADS = Number(process.env.ORT_THREADS || 2);
 
 function parseArgs(argv) {
   const opts = {
@@ -104,7 +109,7 @@ async function main() {
   for (const c of cases) {
     if (!sessions.has(c.model)) {
       sessions.set(c.model, await ort.InferenceSession.create(path.join(opts.cache, c.model), {
-        graphOptimizationLevel: 'all', intraOpNumThreads: 2, interOpNumThreads: 1,
+        graphOptimizationLevel: 'all', intraOpNumThreads: INTRA_OP_THREADS, interOpNumThreads: 1,
         executionMode: 'sequential', executionProviders: ['cpu'] }));
     }
     const session = sessions.get(c.model);

@@ -36,6 +36,8 @@ std::vector<std::string> plan_pipeline(const ClaimTable& table, const FusionOpti
 
   // 2. Pattern fusions, each only where the target claims what it emits.
   auto claims = [&table](FusedKind k) { return table.claims(k); };
+  // SwiGLU first: fuse-matmul-bias-act would take the gate's silu as its epilogue.
+  if (claims(FusedKind::SwiGLU)) add(pass_name::kFuseSwiglu);
   if (claims(FusedKind::MatmulBiasAct)) add(pass_name::kFuseMatmulBiasAct);
   if (claims(FusedKind::MatmulResidual)) add(pass_name::kFuseMatmulResidual);
   if (claims(FusedKind::ConvBiasAct) && !o.disable_conv_bias_act_fusion) {
@@ -44,7 +46,6 @@ std::vector<std::string> plan_pipeline(const ClaimTable& table, const FusionOpti
   if (claims(FusedKind::Attention)) add(pass_name::kFuseAttention);
   if (claims(FusedKind::ResidualLayerNorm)) add(pass_name::kFuseResidualLayerNorm);
   if (claims(FusedKind::ResidualRmsNorm)) add(pass_name::kFuseResidualRmsNorm);
-  if (claims(FusedKind::SwiGLU)) add(pass_name::kFuseSwiglu);
 
   // 3. Element-wise regions, where they survive.
   bool keeps_regions = target_keeps_regions(table, o);

@@ -126,11 +126,61 @@ bool is_tanh_term(const Matcher& m, ValueId v, ValueId x, std::vector<const Node
   return true;
 }
 
-// 0.5 · x · (1 + erf(x/√2)) -> gelu, 0.5 · x · (1 + tanh(√(2/π)·(x + 0.044715·x³))) -> gelu
-// tanh: the three factors multiplied in any order and nesting.
+// `v` = 1 + erf(x/√2) or 1 + tanh(√(2/π)·(x + 0.044715·x³)), the add either way round: the
+// candidate gelu of x (its nodes so far, the add last; `outer` appended) or nullopt.
+std::optional<Candidate> gelu_of(const Matcher& m, ValueId v, ValueId x, std::initializer_list<const Node*> outer,
+                                 const Node& root) {
+  const Node* add = m.producer(v, Op::Add);
+  if (!add) return std::nullopt;
+  for (int one = 0; one < 2; ++one) {
+    if (!m.is_constant(add->inputs[static_cast<size_t>(one)], 1.0)) continue;
+    const ValueId term = add->inputs[static_cast<size_t>(1 - one)];
+    std::vector<const Node*> nodes;
+    Attrs attrs;
+    if (!is_erf_term(m, term, x, &nodes)) {
+      nodes.clear();
+      if (!is_tanh_term(m, term, x, &nodes)) continue;
+      attrs = {{"approximate", std::string("tanh")}};
+    }
+    nodes.push_back(add);
+    nodes.insert(nodes.end(), outer);
+    return Candidate{nodes, Node{Op::Gelu, {x}, {root.outputs[0]}, attrs, nullptr, root.loc}};
+  }
+  return std::nullopt;
+}
+
+// x/2 as div(x, 2): x, or kNoValue.
+ValueId halved(const Matcher& m, ValueId v, const Node** div) {
+  *div = m.producer(v, Op::Div);
+  return *div && m.is_constant((*div)->inputs[1], 2.0) ? (*div)->inputs[0] : kNoValue;
+}
+
+// gelu and gelu tanh, the half written as · 0.5 or / 2:
+//   0.5 · x · (1 + erf(x/√2))   the three factors multiplied in any order and nesting
+//   x · (1 + erf(x/√2)) / 2     the product either way round, then / 2
+//   (x / 2) · (1 + erf(x/√2))   either way round
+// and the same with 1 + tanh(√(2/π)·(x + 0.044715·x³)).
 std::optional<Rewrite> match_gelu(const Matcher& m, PassContext& ctx, size_t i) {
   const Node& root = m.g.nodes()[i];
+  if (root.op == Op::Div) {
+    const Node* inner = m.is_constant(root.inputs[1], 2.0) ? m.producer(root.inputs[0], Op::Mul) : nullptr;
+    for (int side = 0; inner && side < 2; ++side) {
+      const ValueId x = inner->inputs[static_cast<size_t>(side)];
+      if (auto c = gelu_of(m, inner->inputs[static_cast<size_t>(1 - side)], x, {inner, &root}, root)) {
+        return decide(m, ctx, "gelu", std::move(*c));
+      }
+    }
+    return std::nullopt;
+  }
   if (root.op != Op::Mul) return std::nullopt;
+  for (int side = 0; side < 2; ++side) {
+    const Node* div = nullptr;
+    const ValueId x = halved(m, root.inputs[static_cast<size_t>(side)], &div);
+    if (x == kNoValue) continue;
+    if (auto c = gelu_of(m, root.inputs[static_cast<size_t>(1 - side)], x, {div, &root}, root)) {
+      return decide(m, ctx, "gelu", std::move(*c));
+    }
+  }
   for (int side = 0; side < 2; ++side) {
     const Node* inner = m.producer(root.inputs[static_cast<size_t>(side)], Op::Mul);
     if (!inner) continue;
@@ -138,21 +188,8 @@ std::optional<Rewrite> match_gelu(const Matcher& m, PassContext& ctx, size_t i) 
     for (int h = 0; h < 3; ++h) {    // the factor 0.5
       for (int p = 0; p < 3; ++p) {  // the factor 1 + erf(...) or 1 + tanh(...)
         if (h == p || !m.is_constant(f[h], 0.5)) continue;
-        const ValueId x = f[3 - h - p];
-        const Node* add = m.producer(f[p], Op::Add);
-        if (!add) continue;
-        for (int one = 0; one < 2; ++one) {
-          if (!m.is_constant(add->inputs[static_cast<size_t>(one)], 1.0)) continue;
-          const ValueId term = add->inputs[static_cast<size_t>(1 - one)];
-          std::vector<const Node*> nodes;
-          Attrs attrs;
-          if (!is_erf_term(m, term, x, &nodes)) {
-            nodes.clear();
-            if (!is_tanh_term(m, term, x, &nodes)) continue;
-            attrs = {{"approximate", std::string("tanh")}};
-          }
-          nodes.insert(nodes.end(), {add, inner, &root});
-          return decide(m, ctx, "gelu", {nodes, Node{Op::Gelu, {x}, {root.outputs[0]}, attrs, nullptr, root.loc}});
+        if (auto c = gelu_of(m, f[p], f[3 - h - p], {inner, &root}, root)) {
+          return decide(m, ctx, "gelu", std::move(*c));
         }
       }
     }
@@ -185,10 +222,35 @@ std::optional<Rewrite> match_hardsigmoid(const Matcher& m, PassContext& ctx, siz
   return std::nullopt;
 }
 
+// x · hardsigmoid(x) {alpha = 1/6, beta = 0.5} -> hardswish(x), either operand order: PyTorch's
+// export of F.hardswish below opset 14, and x · clip(x + 3, 0, 6) / 6 once the first round has
+// made the clip form a hardsigmoid. Other alpha/beta are another function: a near-miss.
+std::optional<Rewrite> match_hardswish_of_hardsigmoid(const Matcher& m, PassContext& ctx, size_t i) {
+  const Node& root = m.g.nodes()[i];
+  if (root.op != Op::Mul) return std::nullopt;
+  for (int side = 0; side < 2; ++side) {
+    const ValueId x = root.inputs[static_cast<size_t>(side)];
+    const Node* hs = m.producer(root.inputs[static_cast<size_t>(1 - side)], Op::HardSigmoid);
+    if (!hs || hs->inputs[0] != x) continue;
+    const double alpha = hs->attr_f64("alpha"), beta = hs->attr_f64("beta");
+    if (std::fabs(alpha - 1.0 / 6.0) > kConstantTolerance / 6.0 || beta != 0.5) {
+      report_near_miss(ctx, m, "hardswish", root,
+                       "hardsigmoid has alpha " + std::to_string(alpha) + ", beta " + std::to_string(beta) +
+                           ", not 1/6 and 0.5");
+      return std::nullopt;
+    }
+    Node fused{Op::HardSwish, {x}, {root.outputs[0]}, {}, nullptr, root.loc};
+    return decide(m, ctx, "hardswish", {{hs, &root}, std::move(fused)});
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 int64_t recognize_activations(Graph& g, PassContext& ctx) {
-  return recognize_all(g, ctx, {match_hardswish, match_silu, match_gelu, match_hardsigmoid});
+  const int64_t first = recognize_all(g, ctx, {match_hardswish, match_silu, match_gelu, match_hardsigmoid});
+  // A second round over what the first made: x · hardsigmoid(x).
+  return first + recognize_all(g, ctx, {match_hardswish_of_hardsigmoid});
 }
 
 }  // namespace fusebox

@@ -7,8 +7,15 @@
 
 namespace fusebox {
 
-RecognizeMatcher::RecognizeMatcher(const Graph& graph, const UseInfo& u)
-    : g(graph), uses(u), names(value_display_names(graph)) {}
+RecognizeMatcher::RecognizeMatcher(Graph& graph, const UseInfo& u)
+    : g(graph), uses(u), names(value_display_names(graph)), graph_(graph) {}
+
+ValueId RecognizeMatcher::add_constant(Array value, SourceLoc loc, std::vector<Node>* prelude) const {
+  const ValueId v = graph_.add_value(TensorType{value.dtype(), make_shape(value.shape())});
+  Attrs attrs{{"value", std::make_shared<const Array>(std::move(value))}};
+  prelude->push_back(Node{Op::Constant, {}, {v}, std::move(attrs), nullptr, loc});
+  return v;
+}
 
 const Node* RecognizeMatcher::producer(ValueId v) const {
   if (v == kNoValue) return nullptr;

@@ -29,7 +29,7 @@ struct RecognizeMatcher {
   const UseInfo& uses;
   std::vector<std::string> names;  // value_display_names(g)
 
-  RecognizeMatcher(const Graph& graph, const UseInfo& u);
+  RecognizeMatcher(Graph& graph, const UseInfo& u);
 
   const Node* producer(ValueId v) const;
   // The node defining `v` when it has op `op` (uses not checked).
@@ -48,6 +48,14 @@ struct RecognizeMatcher {
   Verdict read_only_inside(const std::vector<const Node*>& nodes) const;
   // The axes of reduce node `n`, normalised and sorted, when it keeps its dims; else nullopt.
   std::optional<std::vector<int64_t>> kept_axes(const Node& n) const;
+
+  // A constant node holding `value` for a rewrite's prelude: appended to `prelude`, its result a
+  // new value of the graph (which may move the graph's value table: take no reference to a type
+  // across this call). `uses` and `names` do not know the new value.
+  ValueId add_constant(Array value, SourceLoc loc, std::vector<Node>* prelude) const;
+
+ private:
+  Graph& graph_;  // the graph `g` views, for add_constant only
 };
 
 // Records a near-miss of `pattern` at `root`: "not recognising %7 = div as layer_norm: <why>".

@@ -148,6 +148,7 @@ std::optional<Rewrite> match_norm(const Matcher& m, PassContext& ctx, size_t i) 
   std::vector<size_t> absorbed;
   for (const Node* n : nodes) absorbed.push_back(m.index(n));
   ValueId scale = kNoValue, bias = kNoValue;
+  std::vector<Node> prelude;
   if (const Node* mul = affine_user(m, root.outputs[0], Op::Mul, xt, *axis, &scale)) {
     fused.inputs.push_back(scale);
     fused.outputs = mul->outputs;
@@ -158,8 +159,19 @@ std::optional<Rewrite> match_norm(const Matcher& m, PassContext& ctx, size_t i) 
       fused.outputs = shift->outputs;
       absorbed.push_back(m.index(shift));
     }
+  } else if (const Node* shift = layer ? affine_user(m, root.outputs[0], Op::Add, xt, *axis, &bias) : nullptr) {
+    // A shift without a scale (nn.LayerNorm(bias only), a folded scale): the scale is ones of the
+    // bias's shape (one 1 when that shape is symbolic), so multiplying by it changes nothing and
+    // the op takes its usual operands.
+    const TensorType bt = m.g.type(bias);
+    Array ones(bt.dtype, is_static(bt.shape) ? static_dims(bt.shape) : std::vector<int64_t>{});
+    for (int64_t k = 0; k < ones.numel(); ++k) ones.set_f64(k, 1.0);
+    fused.inputs.push_back(m.add_constant(std::move(ones), root.loc, &prelude));
+    fused.inputs.push_back(bias);
+    fused.outputs = shift->outputs;
+    absorbed.push_back(m.index(shift));
   }
-  return Rewrite{std::move(absorbed), {}, std::move(fused)};
+  return Rewrite{std::move(absorbed), std::move(prelude), std::move(fused)};
 }
 
 }  // namespace

@@ -54,10 +54,25 @@ std::optional<Rewrite> match_softmax(const Matcher& m, PassContext& ctx, size_t 
   return rw;
 }
 
+// log(softmax(x)) -> log_softmax(x) over the softmax's axis.
+std::optional<Rewrite> match_log_of_softmax(const Matcher& m, PassContext& ctx, size_t i) {
+  const Node& root = m.g.nodes()[i];
+  const Node* sm = root.op == Op::Log ? m.producer(root.inputs[0], Op::Softmax) : nullptr;
+  if (!sm) return std::nullopt;
+  if (Verdict v = m.read_only_inside({sm, &root}); !v) {
+    report_near_miss(ctx, m, "log_softmax", root, v.reason());
+    return std::nullopt;
+  }
+  return Rewrite{{m.index(sm), i}, {}, Node{Op::LogSoftmax, {sm->inputs[0]}, {root.outputs[0]},
+                                             {{"axis", sm->attr_i64("axis")}}, nullptr, root.loc}};
+}
+
 }  // namespace
 
 int64_t recognize_softmax(Graph& g, PassContext& ctx) {
-  return recognize_all(g, ctx, {match_softmax});
+  // Two rounds: a softmax the first recognises from primitives may be the operand of a log.
+  const int64_t first = recognize_all(g, ctx, {match_softmax});
+  return first + recognize_all(g, ctx, {match_log_of_softmax});
 }
 
 }  // namespace fusebox

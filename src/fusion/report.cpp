@@ -82,6 +82,12 @@ FusionReport make_fusion_report(const Graph& before, const Graph& after, FusionT
       r.fused.push_back(std::move(e));
       continue;
     }
+    if (n.op == Op::FusedSwiglu) {  // matmul (+ bias), two slices, silu, mul: ir/fused_swiglu_op.h
+      const bool bias = n.inputs.size() == 3;
+      r.fused.push_back(FusedEntry{std::string(n.info().keyword), bias ? "matmul+bias+swiglu" : "matmul+swiglu",
+                                   bias ? 6u : 5u, n.inputs.size(), n.outputs.size()});
+      continue;
+    }
     if (!n.body) continue;
     FusedEntry e;
     e.kind = std::string(n.info().keyword);

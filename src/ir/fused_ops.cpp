@@ -2,6 +2,7 @@
 
 #include "ir/check.h"
 #include "ir/epilogue.h"
+#include "ir/fused_swiglu_op.h"
 
 namespace fusebox {
 
@@ -83,11 +84,12 @@ size_t unfuse_contractions(Graph& g) {
   std::vector<Node> nodes;
   size_t replaced = 0;
   for (const Node& n : std::vector<Node>(g.nodes())) {
-    if (!is_fused_contraction(n.op)) {
+    if (!is_fused_contraction(n.op) && n.op != Op::FusedSwiglu) {
       nodes.push_back(n);
       continue;
     }
-    for (Node& p : unfused_nodes(g, n)) nodes.push_back(std::move(p));
+    std::vector<Node> primitives = n.op == Op::FusedSwiglu ? unfused_swiglu_nodes(g, n) : unfused_nodes(g, n);
+    for (Node& p : primitives) nodes.push_back(std::move(p));
     ++replaced;
   }
   g.mutable_nodes() = std::move(nodes);

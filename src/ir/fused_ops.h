@@ -32,8 +32,8 @@ std::vector<std::string> fused_contraction_steps(const Node& fused);
 // `g`; the last node defines n's result. `n` must be a verified fused contraction of `g`.
 std::vector<Node> unfused_nodes(Graph& g, const Node& n);
 
-// Replaces every fused contraction of `g` by its primitives (the inverse of the pattern passes).
-// Returns how many were replaced.
+// Replaces every fused contraction of `g`, and every fused_swiglu (ir/fused_swiglu_op.h), by its
+// primitives (the inverse of the pattern passes). Returns how many were replaced.
 size_t unfuse_contractions(Graph& g);
 
 }  // namespace fusebox

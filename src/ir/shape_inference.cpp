@@ -726,6 +726,28 @@ Expected<Types> infer_fused_matmul(const Ctx& c) {
   return y;
 }
 
+// fused_swiglu x, w[, bias] (ir/fused_swiglu_op.h): matmul's result with its last dim halved.
+Expected<Types> infer_fused_swiglu(const Ctx& c) {
+  Ctx mm{c.node, c.in.subspan(0, 2), c.bindings};
+  FUSEBOX_ASSIGN_OR_RETURN(Types y, infer_matmul(mm));
+  TensorType& t = y[0];
+  if (!is_float(t.dtype)) return c.fail("operands must be a float type, got " + type_str(c.operand(0)));
+  if (c.operand(1).rank() < 2) return c.fail("w must be at least rank 2, got " + type_str(c.operand(1)));
+  const Dim last = t.shape.back();
+  if (!last.is_static() || last.value() % 2 != 0) {
+    return c.fail("the matmul result " + type_str(t) + " must have a known, even last dim (its two halves)");
+  }
+  if (c.in.size() == 3) {
+    const TensorType& b = c.operand(2);
+    bool along_last = b.dtype == t.dtype && b.rank() >= 1 && b.rank() <= t.rank();
+    for (int d = 0; along_last && d + 1 < b.rank(); ++d) along_last = b.shape[static_cast<size_t>(d)] == Dim(1);
+    along_last = along_last && (b.shape.back() == Dim(1) || b.shape.back() == last);
+    if (!along_last) return c.fail("bias " + type_str(b) + " does not broadcast along the last axis of " + type_str(t));
+  }
+  t.shape.back() = Dim(last.value() / 2);
+  return y;
+}
+
 // fused_conv_bias_act x, w[, bias][, r].
 Expected<Types> infer_fused_conv(const Ctx& c) {
   bool residual = c.node.attr_bool("has_residual");
@@ -915,6 +937,7 @@ Expected<Types> infer_by_op(const Ctx& c) {
     case Op::FusedMatmulBiasAct: case Op::FusedMatmulResidual: return infer_fused_matmul(c);
     case Op::FusedConvBiasAct: return infer_in_layout(c, infer_fused_conv);
     case Op::FusedResidualLayerNorm: case Op::FusedResidualRmsNorm: return infer_fused_norm(c);
+    case Op::FusedSwiglu: return infer_fused_swiglu(c);
     case Op::ElementwiseRegion: return infer_elementwise_region(c);
     case Op::Constant: {
       const Array& a = node.attr_array("value");

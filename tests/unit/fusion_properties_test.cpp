@@ -42,7 +42,8 @@ Sizes draw_sizes(std::mt19937& rng) {
 }
 
 std::string fill(std::string text, const Sizes& s) {
-  const std::pair<const char*, int64_t> keys[] = {{"$M", s.m}, {"$K", s.k}, {"$N", s.n}, {"$C", s.c}, {"$H", s.h}};
+  const std::pair<const char*, int64_t> keys[] = {{"$M", s.m}, {"$K", s.k}, {"$N", s.n}, {"$C", s.c}, {"$H", s.h},
+                                                  {"$D", 2 * s.n}};
   for (const auto& [key, value] : keys) {
     for (size_t at = text.find(key); at != std::string::npos; at = text.find(key)) {
       text.replace(at, 2, std::to_string(value));
@@ -103,6 +104,27 @@ func @f(%x: f32[1,$M,$N], %r: f32[1,$M,$N], %g: f32[$N]) -> (f32[1,$M,$N], f32[1
   %0 = add %x, %r : f32[1,$M,$N]
   %1 = rms_norm %0, %g {axis = -1, eps = 1e-06} : f32[1,$M,$N]
   return %1, %0
+})"},
+    // SwiGLU over the halves of one matmul (+ bias), the gate first; and without a bias, the
+    // gate second (unfusing writes the gate's slice first whichever half it takes).
+    {"fused_swiglu", Op::FusedSwiglu, R"(
+func @f(%a: f32[1,$M,$K], %w: f32[$K,$D], %b: f32[$D]) -> f32[1,$M,$N] {
+  %0 = matmul %a, %w : f32[1,$M,$D]
+  %1 = add %0, %b : f32[1,$M,$D]
+  %2 = slice %1 {starts = [0], ends = [$N], axes = [2]} : f32[1,$M,$N]
+  %3 = slice %1 {starts = [$N], ends = [$D], axes = [2]} : f32[1,$M,$N]
+  %4 = silu %2 : f32[1,$M,$N]
+  %5 = mul %4, %3 : f32[1,$M,$N]
+  return %5
+})"},
+    {"fused_swiglu_gate_second", Op::FusedSwiglu, R"(
+func @f(%a: f32[1,$M,$K], %w: f32[$K,$D]) -> f32[1,$M,$N] {
+  %0 = matmul %a, %w : f32[1,$M,$D]
+  %1 = slice %0 {starts = [$N], ends = [$D], axes = [2]} : f32[1,$M,$N]
+  %2 = slice %0 {starts = [0], ends = [$N], axes = [2]} : f32[1,$M,$N]
+  %3 = silu %1 : f32[1,$M,$N]
+  %4 = mul %3, %2 : f32[1,$M,$N]
+  return %4
 })"},
     // A contraction whose result feeds an element-wise chain: both kinds in one graph.
     {"matmul_then_region", Op::ElementwiseRegion, R"(
@@ -201,7 +223,7 @@ TEST_P(FusionProperties, HoldAtRandomSizes) {
     Expected<Graph> unfused = unfuse(*fused);
     ASSERT_TRUE(unfused) << unfused.status().to_string();
     for (const Node& n : unfused->nodes()) {
-      EXPECT_FALSE(n.body || is_fused_contraction(n.op) || is_fused_norm(n.op)) << print_graph(*unfused);
+      EXPECT_FALSE(n.body || is_fused_contraction(n.op) || is_fused_norm(n.op) || n.op == Op::FusedSwiglu) << print_graph(*unfused);
     }
     EXPECT_EQ(structural_hash(*unfused), structural_hash(*g)) << print_graph(*unfused);
 

@@ -174,6 +174,23 @@ TEST(ShapeInference, MatmulBroadcastsBatchAndPromotesVectors) {
   EXPECT_FALSE(infer(Op::MatMul, {t(DType::F32, make_shape({3, 4})), t(DType::F32, make_shape({5, 6}))}));
 }
 
+// fused_swiglu: matmul's result with the last dim halved; what it cannot halve is an error.
+TEST(ShapeInference, FusedSwigluHalvesTheMatmulResult) {
+  auto r = infer(Op::FusedSwiglu, {t(DType::F32, {Dim::symbol("N"), 3, 4}), t(DType::F32, make_shape({4, 10})),
+                                   t(DType::F32, make_shape({10}))});
+  ASSERT_TRUE(r) << r.status().to_string();
+  EXPECT_EQ((*r)[0].to_string(), "f32[N,3,5]");
+  auto message = [](const Expected<std::vector<TensorType>>& e) { return e ? std::string() : e.status().message(); };
+  EXPECT_EQ(message(infer(Op::FusedSwiglu, {t(DType::F32, make_shape({3, 4})), t(DType::F32, make_shape({4, 7}))})),
+            "fused_swiglu: the matmul result f32[3,7] must have a known, even last dim (its two halves)");
+  EXPECT_EQ(message(infer(Op::FusedSwiglu, {t(DType::F32, make_shape({3, 4})), t(DType::F32, make_shape({4}))})),
+            "fused_swiglu: w must be at least rank 2, got f32[4]");
+  EXPECT_EQ(message(infer(Op::FusedSwiglu, {t(DType::F32, make_shape({3, 4})), t(DType::F32, make_shape({4, 8})),
+                                            t(DType::F32, make_shape({4}))})),
+            "fused_swiglu: bias f32[4] does not broadcast along the last axis of f32[3,8]");
+  EXPECT_FALSE(infer(Op::FusedSwiglu, {t(DType::I32, make_shape({3, 4})), t(DType::I32, make_shape({4, 8}))}));
+}
+
 TEST(ShapeInference, ConvAndPoolOutputSizes) {
   auto r = infer(Op::Conv2d, {t(DType::F32, make_shape({1, 8, 32, 30})), t(DType::F32, make_shape({16, 4, 3, 3}))},
                  {{"stride", std::vector<int64_t>{2, 2}}, {"pad", std::vector<int64_t>{1, 1, 1, 1}},

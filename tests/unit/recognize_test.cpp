@@ -212,6 +212,81 @@ func @f(%x: f32[N,T,C]) -> f32[N,T,C] {
   %3 = sub %x, %2 : f32[N,T,C]
   return %3
 })"},
+    {"gelu_div2", Op::Gelu, Op::Erf, R"(
+func @f(%x: f32[N,T,C]) -> f32[N,T,C] {
+  %rsqrt2 = constant {value = dense<f32[]: [0.70710677]>} : f32[]
+  %one = constant {value = dense<f32[]: [1.0]>} : f32[]
+  %two = constant {value = dense<f32[]: [2.0]>} : f32[]
+  %0 = mul %x, %rsqrt2 : f32[N,T,C]
+  %1 = erf %0 : f32[N,T,C]
+  %2 = add %one, %1 : f32[N,T,C]
+  %3 = mul %2, %x : f32[N,T,C]
+  %4 = div %3, %two : f32[N,T,C]
+  return %4
+})"},
+    {"gelu_tanh_half_x", Op::Gelu, Op::Tanh, R"(
+func @f(%x: f32[N,T,C]) -> f32[N,T,C] {
+  %kappa = constant {value = dense<f32[]: [0.044715]>} : f32[]
+  %beta = constant {value = dense<f32[]: [0.7978845608028654]>} : f32[]
+  %one = constant {value = dense<f32[]: [1.0]>} : f32[]
+  %two = constant {value = dense<f32[]: [2.0]>} : f32[]
+  %0 = mul %x, %x : f32[N,T,C]
+  %1 = mul %x, %0 : f32[N,T,C]
+  %2 = mul %kappa, %1 : f32[N,T,C]
+  %3 = add %x, %2 : f32[N,T,C]
+  %4 = mul %beta, %3 : f32[N,T,C]
+  %5 = tanh %4 : f32[N,T,C]
+  %6 = add %one, %5 : f32[N,T,C]
+  %7 = div %x, %two : f32[N,T,C]
+  %8 = mul %7, %6 : f32[N,T,C]
+  return %8
+})"},
+    {"hardswish_of_hardsigmoid", Op::HardSwish, Op::HardSigmoid, R"(
+func @f(%x: f32[N,T,C]) -> f32[N,T,C] {
+  %0 = hardsigmoid %x {alpha = 0.1666666716337204, beta = 0.5} : f32[N,T,C]
+  %1 = mul %0, %x : f32[N,T,C]
+  return %1
+})"},
+    {"hardswish_clip_inner_div", Op::HardSwish, Op::Clip, R"(
+func @f(%x: f32[N,T,C]) -> f32[N,T,C] {
+  %three = constant {value = dense<f32[]: [3.0]>} : f32[]
+  %six = constant {value = dense<f32[]: [6.0]>} : f32[]
+  %0 = add %three, %x : f32[N,T,C]
+  %1 = clip %0 {min = 0.0, max = 6.0} : f32[N,T,C]
+  %2 = div %1, %six : f32[N,T,C]
+  %3 = mul %x, %2 : f32[N,T,C]
+  return %3
+})"},
+    {"log_of_softmax_op", Op::LogSoftmax, Op::Softmax, R"(
+func @f(%x: f32[N,T,C]) -> f32[N,T,C] {
+  %0 = softmax %x {axis = -1} : f32[N,T,C]
+  %1 = log %0 : f32[N,T,C]
+  return %1
+})"},
+    {"log_of_softmax_primitives", Op::LogSoftmax, Op::ReduceSum, R"(
+func @f(%x: f32[N,T,C]) -> f32[N,T,C] {
+  %0 = reduce_max %x {axes = [1], keepdims = true} : f32[N,1,C]
+  %1 = sub %x, %0 : f32[N,T,C]
+  %2 = exp %1 : f32[N,T,C]
+  %3 = reduce_sum %2 {axes = [1], keepdims = true} : f32[N,1,C]
+  %4 = div %2, %3 : f32[N,T,C]
+  %5 = log %4 : f32[N,T,C]
+  return %5
+})"},
+    {"layer_norm_bias_only", Op::LayerNorm, Op::ReduceMean, R"(
+func @f(%x: f32[N,T,C], %beta: f32[C]) -> f32[N,T,C] {
+  %two = constant {value = dense<f32[]: [2.0]>} : f32[]
+  %eps = constant {value = dense<f32[]: [1e-05]>} : f32[]
+  %0 = reduce_mean %x {axes = [-1], keepdims = true} : f32[N,T,1]
+  %1 = sub %x, %0 : f32[N,T,C]
+  %2 = pow %1, %two : f32[N,T,C]
+  %3 = reduce_mean %2 {axes = [-1], keepdims = true} : f32[N,T,1]
+  %4 = add %3, %eps : f32[N,T,1]
+  %5 = sqrt %4 : f32[N,T,1]
+  %6 = div %1, %5 : f32[N,T,C]
+  %7 = add %6, %beta : f32[N,T,C]
+  return %7
+})"},
 };
 
 // Random inputs for `g` with N, T, C = the given sizes (every input's dims are N, T or C).

@@ -7,6 +7,7 @@
 #include "backends/cpu/onednn/onednn_kernels.h"
 #include "backends/cpu/reference/reference.h"
 #include "backends/cpu/region_program.h"
+#include "backends/cpu/swiglu_kernel.h"
 #include "backends/host_backend.h"
 #include "ir/epilogue.h"
 #include "ir/fused_ops.h"
@@ -207,6 +208,7 @@ Expected<std::shared_ptr<const Kernel>> make_onednn_kernel(const Graph& g, const
       }
       return std::shared_ptr<const Kernel>(std::make_shared<PoolingKernel>(std::move(*made), n));
     }
+    case Op::FusedSwiglu: return make_swiglu_kernel(g, n, codegen);
     case Op::ToNchwc:
     case Op::ToNchw:
       if (dt != DType::F32) return std::shared_ptr<const Kernel>();

@@ -1,9 +1,10 @@
-// Reference kernels of the fused ops: the primitives of ir/fused_ops.h (contractions) and
-// ir/fused_norm_ops.h (normalisations) run one at a time on their reference kernels, so a fused
+// Reference kernels of the fused ops: the primitives of ir/fused_ops.h (contractions),
+// ir/fused_swiglu_op.h and ir/fused_norm_ops.h (normalisations) run one at a time on their reference kernels, so a fused
 // op computes exactly what its unfused form does.
 #include "backends/cpu/reference/reference.h"
 #include "ir/fused_norm_ops.h"
 #include "ir/fused_ops.h"
+#include "ir/fused_swiglu_op.h"
 
 namespace fusebox::cpu {
 
@@ -52,5 +53,6 @@ Status ref_FusedMatmulResidual(const KernelArgs& args) { return run_contraction(
 Status ref_FusedConvBiasAct(const KernelArgs& args) { return run_contraction(args); }
 Status ref_FusedResidualLayerNorm(const KernelArgs& args) { return run_norm(args); }
 Status ref_FusedResidualRmsNorm(const KernelArgs& args) { return run_norm(args); }
+Status ref_FusedSwiglu(const KernelArgs& args) { return run_unfused(args, unfused_swiglu_nodes); }
 
 }  // namespace fusebox::cpu
