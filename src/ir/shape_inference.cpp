@@ -1,6 +1,7 @@
 #include "ir/shape_inference.h"
 
 #include "ir/epilogue.h"
+#include "ir/fused_attention_op.h"
 #include "ir/layout.h"
 #include "ir/size.h"
 
@@ -875,6 +876,7 @@ Expected<Types> infer_by_op(const Ctx& c) {
     case Op::ConvTranspose2d: return infer_conv(c, true);
     case Op::FusedMatmulBiasAct: case Op::FusedMatmulResidual: return infer_fused_matmul(c);
     case Op::FusedConvBiasAct: return infer_in_layout(c, infer_fused_conv);
+    case Op::FusedAttention: return infer_fused_attention(c.node, c.in);
     case Op::ElementwiseRegion: return infer_elementwise_region(c);
     case Op::Constant: {
       const Array& a = node.attr_array("value");

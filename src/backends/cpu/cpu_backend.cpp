@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "backends/cpu/assign_blocked_layout.h"
+#include "backends/cpu/attention_kernel.h"
 #include "backends/cpu/contraction_kernel.h"
 #include "backends/cpu/onednn/onednn_kernels.h"
 #include "backends/cpu/reference_backend.h"
@@ -80,6 +81,7 @@ class CpuBackend final : public HostBackend {
       FUSEBOX_ASSIGN_OR_RETURN(auto program, RegionProgram::compile(n, in, options_.codegen));
       return std::shared_ptr<const Kernel>(std::make_shared<RegionKernel>(std::move(program), region));
     }
+    if (auto attention = make_attention_kernel(g, n)) return attention;
     if (options_.onednn) {
       FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const Kernel> k, make_onednn_kernel(g, n, options_.codegen));
       if (k) return k;
