@@ -121,7 +121,9 @@ Expected<std::vector<Node>> unfused_attention_nodes(Graph& g, const Node& n) {
     FUSEBOX_ASSIGN_OR_RETURN(ValueId cv, step(Op::Constant, {}, {{"value", std::shared_ptr<const Array>(c)}}));
     FUSEBOX_ASSIGN_OR_RETURN(s, step(Op::Mul, {s, cv}));
   }
-  if (n.inputs.size() == 4) FUSEBOX_ASSIGN_OR_RETURN(s, step(Op::Add, {s, n.inputs[3]}));
+  if (n.inputs.size() == 4) {
+    FUSEBOX_ASSIGN_OR_RETURN(s, step(Op::Add, {s, n.inputs[3]}));
+  }
   if (n.attr_bool("causal")) {
     const Shape st = g.type(s).shape;
     const Dim tq = st[2], tk = st[3];

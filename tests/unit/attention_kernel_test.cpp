@@ -21,6 +21,8 @@
 namespace fusebox {
 namespace {
 
+using cpu::AttentionIsa;
+
 Array nonzero(std::vector<int64_t> shape, uint64_t seed) {
   Array a = testing::random_array(DType::F32, std::move(shape), seed);
   for (int64_t i = 0; i < a.numel(); ++i) {
@@ -75,8 +77,6 @@ void check(const Shape4& s, uint64_t seed) {
     }
   }
 }
-
-using cpu::AttentionIsa;
 
 TEST(AttentionKernel, EveryInstructionSetIsListed) {
   std::vector<AttentionIsa> isas = cpu::attention_isas();
