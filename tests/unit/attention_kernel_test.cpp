@@ -94,6 +94,8 @@ TEST(AttentionKernel, MatchesReferenceOverShapes) {
       {1, 2, 33, 40, 24},        // head dim not a multiple of the vector width
       {2, 2, 17, 19, 7},         // odd head dim
       {1, 8, 128, 128, 64},      // the benchmark's head size
+      {1, 2, 5, 0, 8},           // no keys: 0, as the empty softmax times an empty v
+      {1, 2, 0, 5, 8},           // no queries: an empty result
   };
   uint64_t seed = 1;
   for (const Shape4& s : cases) check(s, seed += 10);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 
 #include "backends/cpu/attention_tile.h"
 
@@ -131,33 +130,35 @@ Status run_attention(const Node& n, std::span<const Array> in, Array& out, Atten
     }
     p.mask = m.data<float>();
   }
-  if (p.tk == 0) {  // softmax over nothing: NaN, as the reference's
-    std::fill(p.out, p.out + out.numel(), std::numeric_limits<float>::quiet_NaN());
+  if (p.tk == 0) {  // no keys: an empty softmax times an empty v is 0, as the unfused form gives
+    std::fill(p.out, p.out + out.numel(), 0.0f);
     return Status::ok();
   }
   p.dp = attention::round_up(p.d, attention::kPad);
-  p.kt_ld = attention::round_up(p.tk, attention::kBlockK);
-  const int64_t bh = p.batch * p.heads;
-  float* kt = packing_buffer(0, size_t(bh * p.d * p.kt_ld));
-  float* vp = p.d % attention::kPad ? packing_buffer(1, size_t(bh * p.tk * p.dp)) : nullptr;
-  // Pack Kᵀ (and V rows padded to dp when d is not a multiple of kPad), one (b,h) per iteration.
+  p.kt_blocks = (p.tk + attention::kBlockK - 1) / attention::kBlockK;
+  const int64_t bh = p.batch * p.heads, kb = attention::kBlockK;
+  float* kt = packing_buffer(0, size_t(bh * p.kt_blocks * p.d * kb));
+  float* vp = packing_buffer(1, size_t(bh * p.tk * p.dp));
+  // Pack Kᵀ by key block and V rows contiguously, one (b,h) per iteration.
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < bh; ++t) {
     const int64_t b = t / p.heads, h = t % p.heads;
-    float* dst = kt + t * p.d * p.kt_ld;
+    float* dst = kt + t * p.kt_blocks * p.d * kb;
     const float* src = p.k + b * p.k_s[0] + h * p.k_s[1];
-    for (int64_t j = 0; j < p.tk; ++j) {
-      const float* row = src + j * p.k_s[2];
-      for (int64_t x = 0; x < p.d; ++x) dst[x * p.kt_ld + j] = row[x];
-    }
-    for (int64_t x = 0; x < p.d; ++x) std::fill(dst + x * p.kt_ld + p.tk, dst + (x + 1) * p.kt_ld, 0.0f);
-    if (vp) {
-      float* vdst = vp + t * p.tk * p.dp;
-      const float* vsrc = p.v + b * p.v_s[0] + h * p.v_s[1];
-      for (int64_t j = 0; j < p.tk; ++j) {
-        std::memcpy(vdst + j * p.dp, vsrc + j * p.v_s[2], sizeof(float) * size_t(p.d));
-        std::fill(vdst + j * p.dp + p.d, vdst + (j + 1) * p.dp, 0.0f);
+    for (int64_t jb = 0; jb < p.kt_blocks; ++jb) {
+      float* tile = dst + jb * p.d * kb;
+      const int64_t n = std::min(kb, p.tk - jb * kb);
+      for (int64_t j = 0; j < n; ++j) {
+        const float* row = src + (jb * kb + j) * p.k_s[2];
+        for (int64_t x = 0; x < p.d; ++x) tile[x * kb + j] = row[x];
       }
+      for (int64_t x = 0; x < p.d && n < kb; ++x) std::fill(tile + x * kb + n, tile + (x + 1) * kb, 0.0f);
+    }
+    float* vdst = vp + t * p.tk * p.dp;
+    const float* vsrc = p.v + b * p.v_s[0] + h * p.v_s[1];
+    for (int64_t j = 0; j < p.tk; ++j) {
+      std::memcpy(vdst + j * p.dp, vsrc + j * p.v_s[2], sizeof(float) * size_t(p.d));
+      std::fill(vdst + j * p.dp + p.d, vdst + (j + 1) * p.dp, 0.0f);
     }
   }
   p.kt = kt;

@@ -33,18 +33,19 @@ struct Problem {
   int64_t m_s[4] = {};                                          // over [B,H,Tq,Tk]; 0 broadcasts
   float scale = 1;
   bool causal = false;
-  // Kᵀ packed per (b,h) at kt + (b*heads+h)*d*kt_ld as [d][kt_ld], zero past tk.
+  // Kᵀ packed per (b,h) and key block, so that one block's tile is contiguous (rows of a strided
+  // tile would share L1 sets and evict each other): block jb of (b,h) at
+  // kt + ((b*heads+h)*kt_blocks + jb)*d*kBlockK as [d][kBlockK], zero past tk.
   const float* kt = nullptr;
-  int64_t kt_ld = 0;
-  // V rows: the operand itself (v_packed null, d a multiple of kPad), or packed per (b,h) at
-  // v_packed + (b*heads+h)*tk*dp as [tk][dp], zero past d.
+  int64_t kt_blocks = 0;
+  // V rows packed contiguously per (b,h) at v_packed + (b*heads+h)*tk*dp as [tk][dp], zero past d.
   const float* v_packed = nullptr;
   int64_t dp = 0;  // round_up(d, kPad)
 };
 
 // Floats of scratch one call needs.
 inline size_t scratch_floats(const Problem& p) {
-  return size_t(kBlockQ * kBlockK + kBlockQ * p.dp + 2 * kBlockQ + kBlockQ);
+  return size_t(kBlockQ * kBlockK + kBlockQ * p.dp + 2 * kBlockQ + kBlockQ * p.d);
 }
 
 using BlockFn = void (*)(const Problem& p, int64_t b, int64_t h, int64_t i0, int64_t rows, float* scratch);
