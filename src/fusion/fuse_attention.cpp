@@ -11,6 +11,8 @@
 //   x_v ─ reshape ─ transpose [0,2,1,3] ─────────── matmul
 //                               transpose [0,2,1,3] ─ reshape [B,Tq,H*D] ? (the head merge)
 //
+// A scale an exporter folded into q or k (a `mul` by a one-element constant on q or k, before
+// or after the split, or on kᵀ) moves into the scale attribute too.
 // The matmul + mask may already be a fused_matmul_bias_act / fused_matmul_residual without
 // activation (those passes run first and take a [Tk] or full-shape add). Produces
 // `fused_attention q, k, v[, mask] {heads, head_dim, scale, merge_heads}` defining the last
@@ -70,9 +72,13 @@ class Matcher {
   const Node* scores(ValueId x, Match* m, ValueId* qh, ValueId* kt) const;
   // The [B,T,H*D] source of head value `hv` = transpose(reshape(x), perm), absorbing the nodes
   // only the pattern reads; `hv` itself when it is not such a split.
-  // absorb: the node reading `hv` is absorbed too.
+  // absorb: the node reading `hv` is absorbed too. *source_absorbable: so is the node reading
+  // the returned value.
   ValueId split_source(ValueId hv, const std::vector<int64_t>& perm, int64_t heads, int64_t head_dim,
-                       bool absorb, Match* m) const;
+                       bool absorb, Match* m, bool* source_absorbable) const;
+  // `v` = mul(x, c), c a one-element constant and v read only by an absorbed node (an exporter's
+  // scale folded into q or k): x, the mul absorbed and c multiplied into the scale; else v.
+  ValueId peel_scale(ValueId v, bool reader_absorbed, Match* m) const;
 
   const Graph& g_;
   const UseInfo& uses_;
@@ -122,8 +128,24 @@ const Node* Matcher::scores(ValueId x, Match* m, ValueId* qh, ValueId* kt) const
   return n;
 }
 
+ValueId Matcher::peel_scale(ValueId v, bool reader_absorbed, Match* m) const {
+  const Node* n = def(v);
+  if (!reader_absorbed || !n || n->op != Op::Mul || !single_use(v)) return v;
+  for (int side = 0; side < 2; ++side) {
+    ValueId c = n->inputs[static_cast<size_t>(side)], x = n->inputs[static_cast<size_t>(1 - side)];
+    std::optional<double> value = scalar_constant(c);
+    if (!value || !(g_.type(x) == g_.type(v))) continue;
+    m->scale *= *value;
+    m->absorbed.push_back(index(n));
+    if (single_use(c)) m->absorbed.push_back(index(def(c)));
+    return x;
+  }
+  return v;
+}
+
 ValueId Matcher::split_source(ValueId hv, const std::vector<int64_t>& perm, int64_t heads, int64_t head_dim,
-                              bool absorb, Match* m) const {
+                              bool absorb, Match* m, bool* source_absorbable) const {
+  *source_absorbable = absorb;
   const Node* t = def(hv);
   if (!is_transpose(t, perm)) return hv;
   const Node* r = def(t->inputs[0]);
@@ -135,9 +157,13 @@ ValueId Matcher::split_source(ValueId hv, const std::vector<int64_t>& perm, int6
     return hv;
   }
   // Absorb what only this pattern reads; the source is read either way.
+  *source_absorbable = false;
   if (absorb && single_use(hv)) {
     m->absorbed.push_back(index(t));
-    if (single_use(t->inputs[0])) m->absorbed.push_back(index(r));
+    if (single_use(t->inputs[0])) {
+      m->absorbed.push_back(index(r));
+      *source_absorbable = true;
+    }
   }
   return r->inputs[0];
 }
@@ -224,21 +250,26 @@ std::optional<Rewrite> Matcher::match(size_t softmax_index) const {
   m.absorbed.push_back(index(pv));
 
   // Operands: the sources of the head splits where they are there.
-  m.q = split_source(qh, {0, 2, 1, 3}, heads, head_dim, true, &m);
-  const Node* kt_node = def(kt);
+  // A scale folded into q or k (before or after the split) moves into the scale attribute.
+  bool source_absorbable = false;
+  m.q = split_source(peel_scale(qh, true, &m), {0, 2, 1, 3}, heads, head_dim, true, &m, &source_absorbable);
+  m.q = peel_scale(m.q, source_absorbable, &m);
+  const ValueId kt_in = peel_scale(kt, true, &m);
+  const Node* kt_node = def(kt_in);
   if (is_transpose(kt_node, {0, 2, 3, 1})) {
-    m.k = split_source(kt, {0, 2, 3, 1}, heads, head_dim, true, &m);
+    m.k = split_source(kt_in, {0, 2, 3, 1}, heads, head_dim, true, &m, &source_absorbable);
   } else if (is_transpose(kt_node, {0, 1, 3, 2})) {
-    ValueId k4 = kt_node->inputs[0];
-    const bool absorb = single_use(kt);
+    const bool absorb = single_use(kt_in);
     if (absorb) m.absorbed.push_back(index(kt_node));
-    m.k = split_source(k4, {0, 2, 1, 3}, heads, head_dim, absorb, &m);
+    ValueId k4 = peel_scale(kt_node->inputs[0], absorb, &m);
+    m.k = split_source(k4, {0, 2, 1, 3}, heads, head_dim, absorb, &m, &source_absorbable);
   }
-  if (m.k == kNoValue || m.k == kt) {
+  if (m.k != kNoValue && m.k != kt_in) m.k = peel_scale(m.k, source_absorbable, &m);
+  if (m.k == kNoValue || m.k == kt_in) {
     miss(sm, MissReason::ShapeMismatch, "kᵀ " + ktt.to_string() + " is not a transpose of the keys");
     return std::nullopt;
   }
-  m.v = split_source(pv->inputs[1], {0, 2, 1, 3}, heads, head_dim, true, &m);
+  m.v = split_source(pv->inputs[1], {0, 2, 1, 3}, heads, head_dim, true, &m, &source_absorbable);
   const Dim batch = qt.shape[0];
   if (!(ktt.shape[0] == batch) || !(vt.shape[0] == batch)) {
     miss(sm, MissReason::ShapeMismatch, "batch dims of q " + qt.to_string() + ", kᵀ " + ktt.to_string() + " and v " +

@@ -139,27 +139,9 @@ TEST(AttentionKernel, RowsThatSeeNoKeyAreNaN) {
   check(s, 11);
 }
 
-// The demo's form through the whole runtime: fused on the cpu backend equals unfused on the
-// reference backend.
-TEST(AttentionKernel, FusedGraphMatchesReference) {
-  const char* text = R"(
-func @attn(%q: f32[2,45,64], %k: f32[2,45,64], %v: f32[2,45,64], %m: f32[2,1,1,45]) -> f32[2,45,64] {
-  %0 = reshape %q {shape = [2, 45, 4, 16]} : f32[2,45,4,16]
-  %1 = transpose %0 {perm = [0, 2, 1, 3]} : f32[2,4,45,16]
-  %2 = reshape %k {shape = [2, 45, 4, 16]} : f32[2,45,4,16]
-  %3 = transpose %2 {perm = [0, 2, 3, 1]} : f32[2,4,16,45]
-  %4 = reshape %v {shape = [2, 45, 4, 16]} : f32[2,45,4,16]
-  %5 = transpose %4 {perm = [0, 2, 1, 3]} : f32[2,4,45,16]
-  %6 = matmul %1, %3 : f32[2,4,45,45]
-  %7 = constant {value = dense<f32[]: [0.25]>} : f32[]
-  %8 = mul %6, %7 : f32[2,4,45,45]
-  %9 = add %8, %m : f32[2,4,45,45]
-  %10 = softmax %9 {axis = -1} : f32[2,4,45,45]
-  %11 = matmul %10, %5 : f32[2,4,45,16]
-  %12 = transpose %11 {perm = [0, 2, 1, 3]} : f32[2,45,4,16]
-  %13 = reshape %12 {shape = [2, 45, 64]} : f32[2,45,64]
-  return %13
-})";
+// A graph through the whole runtime: fused on the cpu backend (one fused_attention) equals
+// unfused on the reference backend.
+void expect_fused_equals_reference(const char* text) {
   Expected<Graph> g = parse_graph(text);
   ASSERT_TRUE(g) << g.status().to_string();
   NamedArrays in;
@@ -178,6 +160,52 @@ func @attn(%q: f32[2,45,64], %k: f32[2,45,64], %v: f32[2,45,64], %m: f32[2,1,1,4
   Expected<std::vector<Array>> got = fast->run(in), want = slow->run(in);
   ASSERT_TRUE(got && want);
   EXPECT_TRUE(testing::arrays_close((*got)[0], (*want)[0], 2e-5, 2e-5));
+}
+
+// The demo's form with a key padding mask.
+TEST(AttentionKernel, FusedGraphMatchesReference) {
+  expect_fused_equals_reference(R"(
+func @attn(%q: f32[2,45,64], %k: f32[2,45,64], %v: f32[2,45,64], %m: f32[2,1,1,45]) -> f32[2,45,64] {
+  %0 = reshape %q {shape = [2, 45, 4, 16]} : f32[2,45,4,16]
+  %1 = transpose %0 {perm = [0, 2, 1, 3]} : f32[2,4,45,16]
+  %2 = reshape %k {shape = [2, 45, 4, 16]} : f32[2,45,4,16]
+  %3 = transpose %2 {perm = [0, 2, 3, 1]} : f32[2,4,16,45]
+  %4 = reshape %v {shape = [2, 45, 4, 16]} : f32[2,45,4,16]
+  %5 = transpose %4 {perm = [0, 2, 1, 3]} : f32[2,4,45,16]
+  %6 = matmul %1, %3 : f32[2,4,45,45]
+  %7 = constant {value = dense<f32[]: [0.25]>} : f32[]
+  %8 = mul %6, %7 : f32[2,4,45,45]
+  %9 = add %8, %m : f32[2,4,45,45]
+  %10 = softmax %9 {axis = -1} : f32[2,4,45,45]
+  %11 = matmul %10, %5 : f32[2,4,45,16]
+  %12 = transpose %11 {perm = [0, 2, 1, 3]} : f32[2,45,4,16]
+  %13 = reshape %12 {shape = [2, 45, 64]} : f32[2,45,64]
+  return %13
+})");
+}
+
+// The scale folded into q and kᵀ by an exporter, cross attention (Tk != Tq).
+TEST(AttentionKernel, ScaledInputsGraphMatchesReference) {
+  expect_fused_equals_reference(R"(
+func @attn(%q: f32[1,21,64], %k: f32[1,33,64], %v: f32[1,33,64]) -> f32[1,21,64] {
+  %c = constant {value = dense<f32[]: [0.4]>} : f32[]
+  %d = constant {value = dense<f32[]: [0.6]>} : f32[]
+  %0 = mul %q, %c : f32[1,21,64]
+  %1 = reshape %0 {shape = [1, 21, 2, 32]} : f32[1,21,2,32]
+  %2 = transpose %1 {perm = [0, 2, 1, 3]} : f32[1,2,21,32]
+  %3 = reshape %k {shape = [1, 33, 2, 32]} : f32[1,33,2,32]
+  %4 = transpose %3 {perm = [0, 2, 1, 3]} : f32[1,2,33,32]
+  %5 = transpose %4 {perm = [0, 1, 3, 2]} : f32[1,2,32,33]
+  %6 = mul %5, %d : f32[1,2,32,33]
+  %7 = reshape %v {shape = [1, 33, 2, 32]} : f32[1,33,2,32]
+  %8 = transpose %7 {perm = [0, 2, 1, 3]} : f32[1,2,33,32]
+  %9 = matmul %2, %6 : f32[1,2,21,33]
+  %10 = softmax %9 {axis = -1} : f32[1,2,21,33]
+  %11 = matmul %10, %8 : f32[1,2,21,32]
+  %12 = transpose %11 {perm = [0, 2, 1, 3]} : f32[1,21,2,32]
+  %y = reshape %12 {shape = [1, 21, 64]} : f32[1,21,64]
+  return %y
+})");
 }
 
 }  // namespace
