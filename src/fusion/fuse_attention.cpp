@@ -11,8 +11,8 @@
 //   x_v ─ reshape ─ transpose [0,2,1,3] ─────────── matmul
 //                               transpose [0,2,1,3] ─ reshape [B,Tq,H*D] ? (the head merge)
 //
-// A scale an exporter folded into q or k (a `mul` by a one-element constant on q or k, before
-// or after the split, or on kᵀ) moves into the scale attribute too.
+// A scale an exporter folded into q or k (a `mul`/`div` by a one-element constant on q or k,
+// before or after the split, or on kᵀ) moves into the scale attribute too.
 // The matmul + mask may already be a fused_matmul_bias_act / fused_matmul_residual without
 // activation (those passes run first and take a [Tk] or full-shape add). Produces
 // `fused_attention q, k, v[, mask] {heads, head_dim, scale, merge_heads}` defining the last
@@ -76,8 +76,8 @@ class Matcher {
   // the returned value.
   ValueId split_source(ValueId hv, const std::vector<int64_t>& perm, int64_t heads, int64_t head_dim,
                        bool absorb, Match* m, bool* source_absorbable) const;
-  // `v` = mul(x, c), c a one-element constant and v read only by an absorbed node (an exporter's
-  // scale folded into q or k): x, the mul absorbed and c multiplied into the scale; else v.
+  // `v` = mul(x, c) or div(x, c), c a one-element constant and v read only by an absorbed node
+  // (an exporter's scale folded into q or k): x, the node absorbed and c put into the scale.
   ValueId peel_scale(ValueId v, bool reader_absorbed, Match* m) const;
 
   const Graph& g_;
@@ -130,12 +130,13 @@ const Node* Matcher::scores(ValueId x, Match* m, ValueId* qh, ValueId* kt) const
 
 ValueId Matcher::peel_scale(ValueId v, bool reader_absorbed, Match* m) const {
   const Node* n = def(v);
-  if (!reader_absorbed || !n || n->op != Op::Mul || !single_use(v)) return v;
+  if (!reader_absorbed || !n || (n->op != Op::Mul && n->op != Op::Div) || !single_use(v)) return v;
   for (int side = 0; side < 2; ++side) {
+    if (n->op == Op::Div && side == 0) continue;  // c / x is not a scale
     ValueId c = n->inputs[static_cast<size_t>(side)], x = n->inputs[static_cast<size_t>(1 - side)];
     std::optional<double> value = scalar_constant(c);
     if (!value || !(g_.type(x) == g_.type(v))) continue;
-    m->scale *= *value;
+    m->scale = n->op == Op::Mul ? m->scale * *value : m->scale / *value;
     m->absorbed.push_back(index(n));
     if (single_use(c)) m->absorbed.push_back(index(def(c)));
     return x;
