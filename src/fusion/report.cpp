@@ -1,6 +1,7 @@
 #include "fusion/report.h"
 
 #include "ir/fused_norm_ops.h"
+#include "ir/fused_attention_op.h"
 #include "ir/fused_ops.h"
 
 #include <cstdio>
@@ -71,6 +72,16 @@ FusionReport make_fusion_report(const Graph& before, const Graph& after, FusionT
     if (!sizes.count(s)) unsized.push_back(s);
   for (const std::string& s : unsized) r.size_note += (r.size_note.empty() ? "" : ", ") + s + "=1";
   for (const Node& n : after.nodes()) {
+    if (n.op == Op::FusedAttention) {
+      FusedEntry e;
+      e.kind = std::string(n.info().keyword);
+      for (const std::string& step : fused_attention_steps(n)) e.name += (e.name.empty() ? "" : "+") + step;
+      e.ops = fused_attention_steps(n).size();
+      e.inputs = n.inputs.size();
+      e.outputs = n.outputs.size();
+      r.fused.push_back(std::move(e));
+      continue;
+    }
     if (is_fused_contraction(n.op) || is_fused_norm(n.op)) {
       FusedEntry e;
       e.kind = std::string(n.info().keyword);

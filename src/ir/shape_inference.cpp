@@ -1,6 +1,7 @@
 #include "ir/shape_inference.h"
 
 #include "ir/epilogue.h"
+#include "ir/fused_attention_op.h"
 #include "ir/layout.h"
 #include "ir/size.h"
 
@@ -938,6 +939,7 @@ Expected<Types> infer_by_op(const Ctx& c) {
     case Op::FusedConvBiasAct: return infer_in_layout(c, infer_fused_conv);
     case Op::FusedResidualLayerNorm: case Op::FusedResidualRmsNorm: return infer_fused_norm(c);
     case Op::FusedSwiglu: return infer_fused_swiglu(c);
+    case Op::FusedAttention: return infer_fused_attention(c.node, c.in);
     case Op::ElementwiseRegion: return infer_elementwise_region(c);
     case Op::Constant: {
       const Array& a = node.attr_array("value");

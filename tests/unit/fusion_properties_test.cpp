@@ -2,7 +2,8 @@
 //
 //   1. the verifier accepts the output of every pass (the pipeline is run pass by pass);
 //   2. running the pipeline again on its own output changes nothing (`identical`);
-//   3. unfusing the result (unfuse-elementwise-regions, unfuse_contractions, unfuse_norms) gives back
+//   3. unfusing the result (unfuse-elementwise-regions, unfuse_contractions, unfuse_norms,
+//      unfuse_attention) gives back
 //      the original function: the same results on the reference backend, and the same
 //      structure (structural_hash: ops, attributes, wiring; not names or sizes) as the input,
 //      which is written in canonical form.
@@ -20,6 +21,7 @@
 #include "fusion/pipeline.h"
 #include "fusion/pipeline_plan.h"
 #include "ir/fused_norm_ops.h"
+#include "ir/fused_attention_op.h"
 #include "ir/fused_ops.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -126,6 +128,26 @@ func @f(%a: f32[1,$M,$K], %w: f32[$K,$D]) -> f32[1,$M,$N] {
   %4 = mul %3, %2 : f32[1,$M,$N]
   return %4
 })"},
+    // Attention with its head split and merge, a scale and a key mask (cross attention: the
+    // key length differs from the query length).
+    {"fused_attention", Op::FusedAttention, R"(
+func @f(%q: f32[1,$M,16], %k: f32[1,$N,16], %v: f32[1,$N,16], %m: f32[1,1,1,$N]) -> f32[1,$M,16] {
+  %0 = reshape %q {shape = [1, $M, 2, 8]} : f32[1,$M,2,8]
+  %1 = transpose %0 {perm = [0, 2, 1, 3]} : f32[1,2,$M,8]
+  %2 = reshape %k {shape = [1, $N, 2, 8]} : f32[1,$N,2,8]
+  %3 = transpose %2 {perm = [0, 2, 3, 1]} : f32[1,2,8,$N]
+  %4 = reshape %v {shape = [1, $N, 2, 8]} : f32[1,$N,2,8]
+  %5 = transpose %4 {perm = [0, 2, 1, 3]} : f32[1,2,$N,8]
+  %6 = matmul %1, %3 : f32[1,2,$M,$N]
+  %7 = constant {value = dense<f32[]: [0.35]>} : f32[]
+  %8 = mul %6, %7 : f32[1,2,$M,$N]
+  %9 = add %8, %m : f32[1,2,$M,$N]
+  %10 = softmax %9 {axis = -1} : f32[1,2,$M,$N]
+  %11 = matmul %10, %5 : f32[1,2,$M,8]
+  %12 = transpose %11 {perm = [0, 2, 1, 3]} : f32[1,$M,2,8]
+  %13 = reshape %12 {shape = [1, $M, 16]} : f32[1,$M,16]
+  return %13
+})"},
     // A contraction whose result feeds an element-wise chain: both kinds in one graph.
     {"matmul_then_region", Op::ElementwiseRegion, R"(
 func @f(%a: f32[1,$M,$K], %w: f32[$K,$N], %b: f32[$N], %s: f32[1,$M,$N]) -> f32[1,$M,$N] {
@@ -188,6 +210,7 @@ Expected<Graph> unfuse(const Graph& fused) {
   FUSEBOX_RETURN_IF_ERROR(run_pipeline(out, {"unfuse-elementwise-regions"}, ctx));
   unfuse_contractions(out);
   unfuse_norms(out);
+  FUSEBOX_RETURN_IF_ERROR(unfuse_attention(out).status());
   FUSEBOX_RETURN_IF_ERROR(verify(out));
   return out;
 }
@@ -223,7 +246,8 @@ TEST_P(FusionProperties, HoldAtRandomSizes) {
     Expected<Graph> unfused = unfuse(*fused);
     ASSERT_TRUE(unfused) << unfused.status().to_string();
     for (const Node& n : unfused->nodes()) {
-      EXPECT_FALSE(n.body || is_fused_contraction(n.op) || is_fused_norm(n.op) || n.op == Op::FusedSwiglu) << print_graph(*unfused);
+      EXPECT_FALSE(n.body || is_fused_contraction(n.op) || is_fused_norm(n.op) || n.op == Op::FusedSwiglu ||
+                   n.op == Op::FusedAttention) << print_graph(*unfused);
     }
     EXPECT_EQ(structural_hash(*unfused), structural_hash(*g)) << print_graph(*unfused);
 

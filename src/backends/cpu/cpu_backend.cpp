@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "backends/cpu/assign_blocked_layout.h"
+#include "backends/cpu/attention_kernel.h"
 #include "backends/cpu/contraction_kernel.h"
 #include "backends/cpu/onednn/onednn_kernels.h"
 #include "backends/cpu/reference_backend.h"
@@ -84,6 +85,7 @@ class CpuBackend final : public HostBackend {
     }
     // Softmax and the norms (plain or fused with a residual), f32 over the last axis.
     if (std::shared_ptr<const Kernel> rows = make_row_kernel(g, n, best_row_isa())) return rows;
+    if (auto attention = make_attention_kernel(g, n)) return attention;
     if (options_.onednn) {
       FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const Kernel> k, make_onednn_kernel(g, n, options_.codegen));
       if (k) return k;
