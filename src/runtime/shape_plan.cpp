@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "ir/array.h"
+#include "runtime/file_io.h"
+
 namespace fusebox {
 
 namespace {
@@ -51,6 +54,14 @@ Expected<ShapePlan> plan_shapes(const Graph& g, SymbolBindings bindings,
       std::vector<int64_t> dims = static_dims(t.shape);
       Status ok = check_declared(g.type(n.outputs[r]), dims, bindings);
       if (!ok.is_ok()) return ok.with_context(where(n));
+      // Within the element limit but beyond memory (a reduce of f32[0,2^48] to f32[2^48]): a
+      // message naming the node, not a failed allocation in the middle of the run.
+      const uint64_t bytes = uint64_t(product(dims)) * uint64_t(dtype_size(t.dtype));
+      if (bytes > max_tensor_bytes()) {
+        return Status::execution(where(n) + ": result " + std::to_string(r) + " " + t.to_string() + " needs " +
+                                 format_byte_size(bytes) + ", over the " + format_byte_size(max_tensor_bytes()) +
+                                 " limit for a tensor (half the physical memory)");
+      }
       plan.dims[size_t(n.outputs[r])] = std::move(dims);
     }
   }
