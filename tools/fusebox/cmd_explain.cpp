@@ -146,7 +146,10 @@ int cmd_explain(const Args& args) {
     for (ValueId v : g.inputs()) {
       const TensorType& t = g.type(v);
       Status size = check_size(bind_shape(t.shape, sizes));
-      if (!size.is_ok()) return cl.error(size.with_context("@" + g.name() + ": input %" + g.value(v).name + " " + t.to_string()));
+      if (!size.is_ok()) {
+        return cl.error(
+            size.with_context("@" + g.name() + ": input %" + g.value(v).name + " " + t.to_string()));
+      }
     }
     Fuse fuser(target, claim_table_of(target));
     fuser.options(*options).merge_env(env).report_sizes(sizes).evaluator(&evaluate_with_reference);
