@@ -52,7 +52,8 @@ test-sanitize:
 
 # libFuzzer targets (clang-14 with ASan+UBSan). Each runs FUZZ_SECONDS from its seeds in
 # tests/fuzz/corpus/<target>; what it learns goes to $(FUZZ_DIR)/corpus/<target>, crashers to
-# $(FUZZ_DIR)/crashes/. Stops at the first crash.
+# $(FUZZ_DIR)/crashes/. Stops at the first crash. tests/fuzz/<target>.options adds libFuzzer flags
+# for one target (lines starting with # are comments).
 FUZZ_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= fbir npy onnx graph
@@ -66,7 +67,8 @@ fuzz:
 	  if [ ! -x $$exe ]; then echo "== $$t: not built (its component is off)"; continue; fi; \
 	  echo "== $$t: $(FUZZ_SECONDS) s"; mkdir -p $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/crashes; \
 	  dict=; [ -f tests/fuzz/$$t.dict ] && dict=-dict=tests/fuzz/$$t.dict; \
-	  $$exe $$dict -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
+	  opts=; [ -f tests/fuzz/$$t.options ] && opts=$$(grep -v '^#' tests/fuzz/$$t.options); \
+	  $$exe $$dict $$opts -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
 	    -artifact_prefix=$(FUZZ_DIR)/crashes/$$t- $(FUZZ_DIR)/corpus/$$t tests/fuzz/corpus/$$t || exit 1; \
 	done
 

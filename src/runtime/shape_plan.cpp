@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "ir/array.h"
+#include "runtime/file_io.h"
+
 namespace fusebox {
 
 namespace {
@@ -37,6 +40,7 @@ Expected<ShapePlan> plan_shapes(const Graph& g, SymbolBindings bindings,
     return "@" + g.name() + ": " + describe_node(g, n, names);
   };
   std::vector<TensorType> in_types;
+  const uint64_t max_bytes = max_tensor_bytes();
   for (const Node& n : g.nodes()) {
     in_types.clear();
     for (ValueId v : n.inputs) in_types.push_back(TensorType{g.type(v).dtype, make_shape(plan.dims[size_t(v)])});
@@ -51,6 +55,15 @@ Expected<ShapePlan> plan_shapes(const Graph& g, SymbolBindings bindings,
       std::vector<int64_t> dims = static_dims(t.shape);
       Status ok = check_declared(g.type(n.outputs[r]), dims, bindings);
       if (!ok.is_ok()) return ok.with_context(where(n));
+      // Within the element limit but beyond memory (a reduce of f32[0,2^48] to f32[2^48]): a
+      // message naming the node, not a failed allocation in the middle of the run.
+      const uint64_t bytes = uint64_t(product(dims)) * uint64_t(dtype_size(t.dtype));
+      if (bytes > max_bytes) {
+        return Status::execution(where(n) + ": result " + std::to_string(r) + " " + t.to_string() +
+                                 " needs " + format_byte_size(bytes) + ", over the " +
+                                 format_byte_size(max_bytes) +
+                                 " limit for a tensor (half the physical memory)");
+      }
       plan.dims[size_t(n.outputs[r])] = std::move(dims);
     }
   }

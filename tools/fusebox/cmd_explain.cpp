@@ -15,6 +15,8 @@
 #include "backends/registry/registry.h"
 #include "fusion/fuse.h"
 #include "fusion/pipeline_plan.h"
+#include "ir/shape_inference.h"
+#include "ir/size.h"
 #include "load_program.h"
 #include "runtime/file_io.h"
 #include "runtime/session.h"
@@ -139,6 +141,16 @@ int cmd_explain(const Args& args) {
   bool drawn = false;
   for (const Graph& g : m->functions) {
     if (!func.empty() && g.name() != func) continue;
+    // --dim sizes are held to the size limit as `run` holds them: an input over it is an error,
+    // not a byte estimate of zettabytes.
+    for (ValueId v : g.inputs()) {
+      const TensorType& t = g.type(v);
+      Status size = check_size(bind_shape(t.shape, sizes));
+      if (!size.is_ok()) {
+        return cl.error(
+            size.with_context("@" + g.name() + ": input %" + g.value(v).name + " " + t.to_string()));
+      }
+    }
     Fuse fuser(target, claim_table_of(target));
     fuser.options(*options).merge_env(env).report_sizes(sizes).evaluator(&evaluate_with_reference);
     Expected<FuseResult> r = fuser.run_with_report(g);
