@@ -129,10 +129,15 @@ std::string read_file(const fs::path& p) {
   return s.str();
 }
 
-Expected<Array> read_tensor(const fs::path& p) {
+// A data file; `elem_type` is the ONNX type the model declares for it. ONNX 1.12 wrote bfloat16
+// test data as UINT16 tensors holding the bfloat16 bits.
+Expected<Array> read_tensor(const fs::path& p, int32_t elem_type) {
   onnx::TensorProto t;
   std::string bytes = read_file(p);
   if (!t.ParseFromString(bytes)) return Status::invalid(p.filename().string() + " is not a TensorProto");
+  if (t.data_type() == onnx::TensorProto::UINT16 && elem_type == onnx::TensorProto::BFLOAT16) {
+    t.set_data_type(onnx::TensorProto::BFLOAT16);
+  }
   return onnx_import::tensor_to_array(t, p.filename().string(), onnx_import::ExternalDataDir{});
 }
 
@@ -180,11 +185,15 @@ Result run_node_test(const std::string& name) {
   onnx::ModelProto model;
   if (!model.ParseFromString(read_file(dir / "model.onnx"))) return {Outcome::Refused, "model.onnx does not parse"};
   std::vector<std::string> input_names;
+  std::vector<int32_t> input_types, output_types;
   for (const auto& vi : model.graph().input()) {
     bool is_initializer = false;
     for (const auto& t : model.graph().initializer()) is_initializer |= t.name() == vi.name();
-    if (!is_initializer) input_names.push_back(onnx_value_name(vi.name()));
+    if (is_initializer) continue;
+    input_names.push_back(onnx_value_name(vi.name()));
+    input_types.push_back(vi.type().tensor_type().elem_type());
   }
+  for (const auto& vi : model.graph().output()) output_types.push_back(vi.type().tensor_type().elem_type());
 
   std::vector<std::pair<const char*, Executable>> exes;
   for (bool fused : {true, false}) {
@@ -209,14 +218,14 @@ Result run_node_test(const std::string& name) {
       fs::path p = set / ("input_" + std::to_string(i) + ".pb");
       if (!fs::exists(p)) break;
       if (i >= input_names.size()) return {Outcome::Refused, "data: more input files than graph inputs"};
-      Expected<Array> a = read_tensor(p);
+      Expected<Array> a = read_tensor(p, input_types[i]);
       if (!a) return refused("data", a.status());
       inputs[input_names[i]] = std::move(*a);
     }
     for (size_t i = 0;; ++i) {
       fs::path p = set / ("output_" + std::to_string(i) + ".pb");
       if (!fs::exists(p)) break;
-      Expected<Array> a = read_tensor(p);
+      Expected<Array> a = read_tensor(p, i < output_types.size() ? output_types[i] : 0);
       if (!a) return refused("data", a.status());
       wants.push_back(std::move(*a));
     }
