@@ -305,13 +305,15 @@ TEST(OnnxImport, LayerNormalization) {
   m.input("x", {2, 3, 4});
   m.initializer("s", f32s({1, 2, 0.5f, -1}));
   m.initializer("b", f32s({0, 0.1f, 0.2f, 0.3f}));
-  set_attr(m.node("LayerNormalization", {"x", "s", "b"}, {"y"}), "epsilon", 1e-3f);
+  set_attr(m.node("LayerNormalization", {"x", "s", "b"}, {"y", "mean", "inv_std"}), "epsilon", 1e-3f);
   m.output("y");
+  m.output("mean");
+  m.output("inv_std");
   Array x = random_array(DType::F32, {2, 3, 4}, 12);
   std::vector<Array> out = import_and_run(m, {{"x", x}});
-  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(out.size(), 3u);
   const double s[] = {1, 2, 0.5, -1}, b[] = {0, double(0.1f), double(0.2f), double(0.3f)};
-  Array e(DType::F32, {2, 3, 4});
+  Array e(DType::F32, {2, 3, 4}), e_mean(DType::F32, {2, 3, 1}), e_inv(DType::F32, {2, 3, 1});
   for (int64_t r = 0; r < 6; ++r) {
     double mean = 0, var = 0;
     for (int64_t k = 0; k < 4; ++k) mean += x.get_f64(r * 4 + k) / 4;
@@ -319,8 +321,40 @@ TEST(OnnxImport, LayerNormalization) {
     for (int64_t k = 0; k < 4; ++k) {
       e.set_f64(r * 4 + k, (x.get_f64(r * 4 + k) - mean) / std::sqrt(var + double(1e-3f)) * s[k] + b[k]);
     }
+    e_mean.set_f64(r, mean);
+    e_inv.set_f64(r, 1 / std::sqrt(var + double(1e-3f)));
   }
   EXPECT_TRUE(arrays_close(out[0], e, 1e-5, 1e-5));
+  // The Mean and InvStdDev outputs keep the normalised axes as size-1 dims.
+  EXPECT_TRUE(arrays_close(out[1], e_mean, 1e-5, 1e-6));
+  EXPECT_TRUE(arrays_close(out[2], e_inv, 1e-5, 1e-6));
+}
+
+// select_last_index = 1 picks the last of equal extremes (reverse, arg-reduce, count from the end).
+TEST(OnnxImport, ArgMaxArgMinSelectLastIndex) {
+  Array x = array_f32({2, 4}, {1, 3, 3, 0, 2, 2, 1, 2});
+  for (const auto& [op, keepdims, want] :
+       {std::tuple<const char*, int64_t, std::vector<int64_t>>{"ArgMax", 1, {2, 3}}, {"ArgMin", 0, {3, 2}}}) {
+    SCOPED_TRACE(op);
+    OnnxModel m(13);
+    m.input("x", {2, 4});
+    auto& n = m.node(op, {"x"}, {"i"});
+    set_attr(n, "axis", int64_t(-1));
+    set_attr(n, "keepdims", keepdims);
+    set_attr(n, "select_last_index", int64_t(1));
+    m.output("i");
+    std::vector<Array> out = import_and_run(m, {{"x", x}});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].shape(), keepdims ? std::vector<int64_t>({2, 1}) : std::vector<int64_t>({2}));
+    EXPECT_EQ(to_ints(out[0]), want);
+  }
+  OnnxModel dynamic(13);
+  dynamic.input("x", {2, "N"});
+  auto& n = dynamic.node("ArgMax", {"x"}, {"i"}, "arg");
+  set_attr(n, "axis", int64_t(1));
+  set_attr(n, "select_last_index", int64_t(1));
+  dynamic.output("i");
+  EXPECT_NE(import_error(dynamic).find("needs a static size along the axis"), std::string::npos) << import_error(dynamic);
 }
 
 TEST(OnnxImport, BatchNormalizationAndGlobalAveragePool) {
