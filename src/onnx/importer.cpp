@@ -26,6 +26,7 @@ const ConverterTable& converters() {
     add_resize_converters(t);
     add_shape_converters(t);
     add_tensor_converters(t);
+    add_decomposed_converters(t);
     return t;
   }();
   return table;
