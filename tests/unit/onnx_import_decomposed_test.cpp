@@ -1,0 +1,165 @@
+// ONNX ops the importer writes as compositions of fusebox ops (src/onnx/convert_decomposed.cpp):
+// each model runs unfused on the reference kernels, compared with values computed here from
+// ONNX's definition (NaN, infinities and the edges of each branch included), and fused on the
+// CPU pipeline, compared with the unfused run.
+#ifndef FUSEBOX_HAVE_ONNX
+#include <gtest/gtest.h>
+TEST(OnnxImportDecomposed, Skipped) {
+  GTEST_SKIP() << "the ONNX component is not built (install libonnx-dev libprotobuf-dev protobuf-compiler)";
+}
+#else
+
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "onnx_test_model.h"
+#include "support/test_util.h"
+
+namespace fusebox::testing {
+namespace {
+
+using TP = onnx::TensorProto;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Runs the model unfused (reference) and fused (cpu); the two must agree (NaN equals NaN).
+std::vector<Array> run_both(const OnnxModel& m, const NamedArrays& inputs) {
+  std::vector<Array> ref = import_and_run(m, inputs);
+  Graph g = import_model(m);
+  CompileOptions options;
+  use_backend(options, kCpu);
+  Expected<Executable> exe = Session().compile(g, options);
+  EXPECT_TRUE(exe.has_value()) << exe.status().to_string();
+  if (!exe) return ref;
+  Expected<std::vector<Array>> fused = exe->run(inputs);
+  EXPECT_TRUE(fused.has_value()) << fused.status().to_string();
+  if (!fused) return ref;
+  EXPECT_EQ(fused->size(), ref.size());
+  for (size_t i = 0; i < ref.size() && i < fused->size(); ++i) {
+    EXPECT_TRUE(arrays_close((*fused)[i], ref[i], 1e-6, 1e-7)) << "fused output " << i;
+  }
+  return ref;
+}
+
+// A one-node model of a float input x[2,5] and output y.
+OnnxModel unary_model(const std::string& op, const std::function<void(onnx::NodeProto&)>& attrs = {}) {
+  OnnxModel m(17);
+  m.input("x", {2, 5});
+  auto& n = m.node(op, {"x"}, {"y"});
+  if (attrs) attrs(n);
+  m.output("y");
+  return m;
+}
+
+Array special_input() {
+  return array_f32({2, 5}, {-2.5f, -1, -0.25f, 0, 0.25f, 1, 2.5f, float(kInf), float(-kInf), float(kNaN)});
+}
+
+Array expected_of(const Array& x, DType dtype, const std::function<double(double)>& f) {
+  Array e(dtype, x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) e.set_f64(i, f(x.get_f64(i)));
+  return e;
+}
+
+TEST(OnnxImportDecomposed, UnaryOpsMatchTheirDefinitions) {
+  Array x = special_input();
+  struct Case {
+    std::string op;
+    std::function<void(onnx::NodeProto&)> attrs;
+    DType dtype;
+    std::function<double(double)> f;
+  };
+  std::vector<Case> cases = {
+      {"IsNaN", {}, DType::Bool, [](double v) { return std::isnan(v) ? 1.0 : 0.0; }},
+      {"IsInf", {}, DType::Bool, [](double v) { return std::isinf(v) ? 1.0 : 0.0; }},
+      {"IsInf", [](onnx::NodeProto& n) { set_attr(n, "detect_negative", int64_t(0)); }, DType::Bool,
+       [](double v) { return v == kInf ? 1.0 : 0.0; }},
+      {"IsInf", [](onnx::NodeProto& n) { set_attr(n, "detect_positive", int64_t(0)); }, DType::Bool,
+       [](double v) { return v == -kInf ? 1.0 : 0.0; }},
+      {"Sign", {}, DType::F32, [](double v) { return std::isnan(v) ? v : v > 0 ? 1.0 : v < 0 ? -1.0 : 0.0; }},
+      {"ThresholdedRelu", [](onnx::NodeProto& n) { set_attr(n, "alpha", 0.25f); }, DType::F32,
+       [](double v) { return v > 0.25 ? v : 0.0; }},
+      {"Shrink", [](onnx::NodeProto& n) { set_attr(n, "lambd", 1.0f), set_attr(n, "bias", 0.5f); }, DType::F32,
+       [](double v) { return v < -1 ? v + 0.5 : v > 1 ? v - 0.5 : 0.0; }},
+      {"Elu", [](onnx::NodeProto& n) { set_attr(n, "alpha", 2.0f); }, DType::F32,
+       [](double v) { return v < 0 ? 2 * (std::exp(v) - 1) : v; }},
+      {"Celu", [](onnx::NodeProto& n) { set_attr(n, "alpha", 2.0f); }, DType::F32,
+       [](double v) { return v < 0 ? 2 * (std::exp(v / 2) - 1) : v; }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.op);
+    std::vector<Array> out = run_both(unary_model(c.op, c.attrs), {{"x", x}});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(arrays_close(out[0], expected_of(x, c.dtype, c.f), 1e-6, 1e-7));
+  }
+}
+
+TEST(OnnxImportDecomposed, XorAndCastLike) {
+  OnnxModel m(16);
+  m.input("a", TP::BOOL, {2, 2});
+  m.input("b", TP::BOOL, {2});
+  m.input("x", TP::FLOAT, {3});
+  m.input("like", TP::INT32, {1});
+  m.node("Xor", {"a", "b"}, {"xor"});
+  m.node("CastLike", {"x", "like"}, {"cast"});
+  m.output("xor");
+  m.output("cast");
+  Array a = array_of(DType::Bool, {2, 2}, {0, 1, 1, 0}), b = array_of(DType::Bool, {2}, {1, 1});
+  Array x = array_f32({3}, {-2.75f, 0.5f, 3.25f});
+  std::vector<Array> out = run_both(m, {{"a", a}, {"b", b}, {"x", x}, {"like", array_of(DType::I32, {1}, {0})}});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_TRUE(out[0].same_data(array_of(DType::Bool, {2, 2}, {1, 0, 0, 1})));
+  EXPECT_TRUE(out[1].same_data(array_of(DType::I32, {3}, {-2, 0, 3})));
+}
+
+TEST(OnnxImportDecomposed, Reductions) {
+  Array x = random_array(DType::F32, {2, 3, 4}, 21, 0.1, 3);
+  x.set_f64(5, 90);  // exp(90) overflows f32: ReduceLogSumExp must still be finite
+  struct Case {
+    std::string op;
+    std::function<double(double)> pre;
+    std::function<double(double)> post;
+  };
+  std::vector<Case> cases = {
+      {"ReduceL1", [](double v) { return std::fabs(v); }, [](double s) { return s; }},
+      {"ReduceL2", [](double v) { return v * v; }, [](double s) { return std::sqrt(s); }},
+      {"ReduceSumSquare", [](double v) { return v * v; }, [](double s) { return s; }},
+      {"ReduceLogSum", [](double v) { return v; }, [](double s) { return std::log(s); }},
+      {"ReduceLogSumExp", [](double v) { return std::exp(v); }, [](double s) { return std::log(s); }},
+  };
+  for (const Case& c : cases) {
+    for (int64_t keepdims : {0, 1}) {
+      SCOPED_TRACE(c.op + " keepdims " + std::to_string(keepdims));
+      // Opset 13: axes as an attribute; reduce axis 1 of [2,3,4].
+      OnnxModel m(13);
+      m.input("x", {2, 3, 4});
+      auto& n = m.node(c.op, {"x"}, {"y"});
+      set_attr(n, "axes", std::vector<int64_t>{1});
+      set_attr(n, "keepdims", keepdims);
+      m.output("y");
+      std::vector<Array> out = run_both(m, {{"x", x}});
+      ASSERT_EQ(out.size(), 1u);
+      Array e(DType::F32, keepdims ? std::vector<int64_t>{2, 1, 4} : std::vector<int64_t>{2, 4});
+      for (int64_t i = 0; i < 2; ++i) {
+        for (int64_t k = 0; k < 4; ++k) {
+          double s = 0;
+          for (int64_t j = 0; j < 3; ++j) s += c.pre(x.get_f64((i * 3 + j) * 4 + k));
+          e.set_f64(i * 4 + k, c.post(s));
+        }
+      }
+      if (c.op == "ReduceLogSumExp") e.set_f64(1, 90 + std::log(1 + std::exp(x.get_f64(1) - 90) + std::exp(x.get_f64(9) - 90)));
+      EXPECT_TRUE(arrays_close(out[0], e, 1e-5, 1e-6));
+    }
+  }
+  OnnxModel noop(18);
+  noop.input("x", {2, 3});
+  set_attr(noop.node("ReduceL1", {"x"}, {"y"}, "l1"), "noop_with_empty_axes", int64_t(1));
+  noop.output("y");
+  EXPECT_NE(import_error(noop).find("noop_with_empty_axes"), std::string::npos) << import_error(noop);
+}
+
+}  // namespace
+}  // namespace fusebox::testing
+
+#endif  // FUSEBOX_HAVE_ONNX
