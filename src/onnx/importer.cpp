@@ -27,6 +27,7 @@ const ConverterTable& converters() {
     add_shape_converters(t);
     add_tensor_converters(t);
     add_decomposed_converters(t);
+    add_decomposed_tensor_converters(t);
     return t;
   }();
   return table;

@@ -159,6 +159,96 @@ TEST(OnnxImportDecomposed, Reductions) {
   EXPECT_NE(import_error(noop).find("noop_with_empty_axes"), std::string::npos) << import_error(noop);
 }
 
+TEST(OnnxImportDecomposed, TriluWithConstantK) {
+  Array x = random_array(DType::F32, {2, 3, 4}, 31);
+  for (int64_t upper : {0, 1}) {
+    for (int64_t k : {-1, 0, 2}) {
+      SCOPED_TRACE("upper " + std::to_string(upper) + " k " + std::to_string(k));
+      OnnxModel m(14);
+      m.input("x", {2, 3, 4});
+      m.initializer("k", array_of_ints(DType::I64, {}, {k}));
+      set_attr(m.node("Trilu", {"x", "k"}, {"y"}), "upper", upper);
+      m.output("y");
+      std::vector<Array> out = run_both(m, {{"x", x}});
+      ASSERT_EQ(out.size(), 1u);
+      Array e = expected_of(x, DType::F32, [](double v) { return v; });
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        int64_t r = (i / 4) % 3, c = i % 4;
+        if (upper ? c - r < k : c - r > k) e.set_f64(i, 0);
+      }
+      EXPECT_TRUE(arrays_close(out[0], e, 0, 0));
+    }
+  }
+  OnnxModel dynamic(14);
+  dynamic.input("x", {"N", 4});
+  dynamic.node("Trilu", {"x"}, {"y"}, "tri");
+  dynamic.output("y");
+  EXPECT_NE(import_error(dynamic).find("needs a static size along axis 0"), std::string::npos) << import_error(dynamic);
+}
+
+TEST(OnnxImportDecomposed, HardmaxMarksTheFirstMaximum) {
+  // Ties along axis 1 of [2,3,2]: the first of the equal maxima is 1.
+  Array x = array_f32({2, 3, 2}, {1, 5, 3, 5, 3, 0, -1, 2, -1, 2, -3, 2});
+  OnnxModel m(13);
+  m.input("x", {2, 3, 2});
+  set_attr(m.node("Hardmax", {"x"}, {"y"}), "axis", int64_t(1));
+  m.output("y");
+  std::vector<Array> out = run_both(m, {{"x", x}});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].same_data(array_f32({2, 3, 2}, {0, 1, 1, 0, 0, 0, 1, 1, 0, 0, 0, 0})));
+  // Before opset 13, the input is flattened at `axis`: refused unless it is the last axis.
+  OnnxModel old(11);
+  old.input("x", {2, 3, 2});
+  set_attr(old.node("Hardmax", {"x"}, {"y"}, "hm"), "axis", int64_t(1));
+  old.output("y");
+  EXPECT_NE(import_error(old).find("only the last axis"), std::string::npos) << import_error(old);
+}
+
+TEST(OnnxImportDecomposed, DepthToSpaceAndSpaceToDepth) {
+  // x[n, c, h, w] = 1000n + 100c + 10h + w; blocksize 2, C = 8, H = 2, W = 3.
+  Array x(DType::F32, {1, 8, 2, 3});
+  for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, 100 * (i / 6) + 10 * ((i / 3) % 2) + i % 3);
+  auto value = [&](int64_t c, int64_t h, int64_t w) { return x.get_f64((c * 2 + h) * 3 + w); };
+  for (const char* mode : {"DCR", "CRD"}) {
+    SCOPED_TRACE(mode);
+    OnnxModel m(13);
+    m.input("x", {"N", 8, 2, 3});
+    auto& n = m.node("DepthToSpace", {"x"}, {"y"});
+    set_attr(n, "blocksize", int64_t(2));
+    set_attr(n, "mode", mode);
+    auto& back = m.node("SpaceToDepth", {"y"}, {"z"});
+    set_attr(back, "blocksize", int64_t(2));
+    m.output("y");
+    m.output("z");
+    std::vector<Array> out = run_both(m, {{"x", x}});
+    ASSERT_EQ(out.size(), 2u);
+    // ONNX: DCR y[c, 2h+i, 2w+j] = x[(2i + j) * C' + c, h, w]; CRD: x[c * 4 + 2i + j, h, w].
+    Array e(DType::F32, {1, 2, 4, 6});
+    for (int64_t c = 0; c < 2; ++c)
+      for (int64_t yh = 0; yh < 4; ++yh)
+        for (int64_t yw = 0; yw < 6; ++yw) {
+          int64_t i = yh % 2, j = yw % 2;
+          int64_t src = std::string(mode) == "DCR" ? (2 * i + j) * 2 + c : c * 4 + 2 * i + j;
+          e.set_f64((c * 4 + yh) * 6 + yw, value(src, yh / 2, yw / 2));
+        }
+    EXPECT_TRUE(arrays_close(out[0], e, 0, 0));
+    // SpaceToDepth is DepthToSpace's DCR inverse.
+    if (std::string(mode) == "DCR") EXPECT_TRUE(arrays_close(out[1], x, 0, 0));
+  }
+}
+
+TEST(OnnxImportDecomposed, EyeLikeIsAConstant) {
+  OnnxModel m(9);
+  m.input("x", TP::INT32, {3, 4});
+  auto& n = m.node("EyeLike", {"x"}, {"y"});
+  set_attr(n, "k", int64_t(1));
+  set_attr(n, "dtype", int64_t(TP::FLOAT));
+  m.output("y");
+  std::vector<Array> out = run_both(m, {{"x", array_of(DType::I32, {3, 4}, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})}});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].same_data(array_f32({3, 4}, {0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1})));
+}
+
 }  // namespace
 }  // namespace fusebox::testing
 
