@@ -97,6 +97,17 @@ TEST(OnnxImport, AttributesOfHardSigmoidLeakyReluAndClip) {
     ASSERT_EQ(out.size(), 1u);
     EXPECT_TRUE(arrays_close(out[0], expected_from(x, [&](int64_t i) { return std::max(x.get_f64(i), -0.5); })));
   }
+  for (const auto& [lo, hi] : {std::pair<float, float>{-0.5f, 0.75f}, {1.0f, -1.0f}}) {
+    OnnxModel m(13);  // bounds computed at run time: min(max(x, min), max); min > max gives max
+    m.input("x", {3, 4});
+    m.input("lo", {});
+    m.input("hi", {});
+    m.node("Clip", {"x", "lo", "hi"}, {"y"});
+    m.output("y");
+    std::vector<Array> out = import_and_run(m, {{"x", x}, {"lo", scalar_f32(lo)}, {"hi", scalar_f32(hi)}});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(arrays_close(out[0], expected_from(x, [&](int64_t i) { return std::min(std::max(x.get_f64(i), double(lo)), double(hi)); })));
+  }
 }
 
 TEST(OnnxImport, PReluWithPerChannelSlope) {
