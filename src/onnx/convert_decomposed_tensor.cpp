@@ -7,6 +7,7 @@
 //   DepthToSpace        reshape -> transpose -> reshape (DCR and CRD modes)
 //   SpaceToDepth        reshape -> transpose -> reshape
 //   EyeLike(x)          a constant of x's static shape (ones on diagonal k)
+//   NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss: see convert_nll_loss
 #include "onnx/converters.h"
 #include "onnx/tensor_data.h"
 
@@ -121,9 +122,77 @@ Status convert_eye_like(ImportContext& ctx, OnnxNode& n) {
   return ctx.set_output_constant(n, 0, std::move(eye));
 }
 
+// NegativeLogLikelihoodLoss over input [N, C, d...] and target [N, d...] (C static):
+//   picked[n, d] = reduce_sum(where(eq(target[n, 1, d], iota_C), input, 0), axis 1)   (exact:
+//   one term is not zero), w = weight[target] (gather) times (target != ignore_index), loss =
+//   -picked * w; "sum" sums it, "mean" divides the sum by the sum of w (by the count without
+//   weights and ignore_index). SoftmaxCrossEntropyLoss is the same over log_softmax(scores, 1).
+Status convert_nll_loss(ImportContext& ctx, OnnxNode& n) {
+  bool softmax = n.op_type() == "SoftmaxCrossEntropyLoss";
+  std::string reduction = n.attr_string("reduction", "mean");
+  if (reduction != "mean" && reduction != "sum" && reduction != "none") {
+    return n.error("attribute 'reduction' = \"" + reduction + "\" is not supported");
+  }
+  std::optional<int64_t> ignore = n.attr_int("ignore_index");
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId t, ctx.value(n, 1));
+  const TensorType xt = ctx.type(x), tt = ctx.type(t);
+  if (!is_float(xt.dtype) || xt.rank() < 2) return n.error("input must be a float [N, C, ...] tensor, got " + xt.to_string());
+  if (!is_integer(tt.dtype) || tt.rank() != xt.rank() - 1) {
+    return n.error("target must be an integer [N, ...] tensor of rank " + std::to_string(xt.rank() - 1) + ", got " + tt.to_string());
+  }
+  FUSEBOX_ASSIGN_OR_RETURN(int64_t classes, static_dim(n, xt, 1));
+  if (softmax) {
+    x = ctx.emit(Op::LogSoftmax, {x}, {{"axis", int64_t(1)}});
+    if (n.has_output(1)) FUSEBOX_RETURN_IF_ERROR(ctx.set_output(n, 1, x));
+  }
+  if (tt.dtype != DType::I64) t = ctx.emit(Op::Cast, {t}, {{"to", DType::I64}});
+  Array zero_i(DType::I64, {});
+  zero_i.fill_bytes(0);
+  ValueId keep = kNoValue;  // target != ignore_index
+  if (ignore) {
+    Array ii(DType::I64, {});
+    ii.data<int64_t>()[0] = *ignore;
+    keep = ctx.emit(Op::NotEqual, {t, ctx.builder().constant(ii)});
+    t = ctx.emit(Op::Where, {keep, t, ctx.builder().constant(zero_i)});
+  }
+  Shape unsqueezed = tt.shape;
+  unsqueezed.insert(unsqueezed.begin() + 1, Dim(1));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId tu, ctx.reshape(n, t, unsqueezed));
+  std::vector<int64_t> iota_shape(size_t(xt.rank()), 1);
+  iota_shape[1] = classes;
+  Array iota(DType::I64, iota_shape);
+  for (int64_t c = 0; c < classes; ++c) iota.data<int64_t>()[c] = c;
+  Array zero(xt.dtype, {});
+  zero.fill_bytes(0);
+  ValueId z = ctx.builder().constant(zero);
+  ValueId hot = ctx.emit(Op::Equal, {tu, ctx.builder().constant(iota)});
+  ValueId picked = ctx.emit(Op::ReduceSum, {ctx.emit(Op::Where, {hot, x, z})},
+                            {{"axes", std::vector<int64_t>{1}}, {"keepdims", false}});
+  ValueId w = kNoValue;
+  if (n.has_input(2)) {
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId weight, ctx.value(n, 2));
+    w = ctx.emit(Op::Gather, {weight, t}, {{"axis", int64_t(0)}});
+  }
+  if (keep != kNoValue) {
+    ValueId k = ctx.emit(Op::Cast, {keep}, {{"to", xt.dtype}});
+    w = w == kNoValue ? k : ctx.emit(Op::Mul, {w, k});
+  }
+  ValueId loss = ctx.emit(Op::Neg, {w == kNoValue ? picked : ctx.emit(Op::Mul, {picked, w})});
+  Attrs all{{"axes", std::vector<int64_t>{}}, {"keepdims", false}};
+  if (reduction == "sum") loss = ctx.emit(Op::ReduceSum, {loss}, all);
+  if (reduction == "mean") {
+    loss = w == kNoValue ? ctx.emit(Op::ReduceMean, {loss}, all)
+                         : ctx.emit(Op::Div, {ctx.emit(Op::ReduceSum, {loss}, all), ctx.emit(Op::ReduceSum, {w}, all)});
+  }
+  return ctx.set_output(n, 0, loss);
+}
+
 }  // namespace
 
 void add_decomposed_tensor_converters(ConverterTable& table) {
+  table["NegativeLogLikelihoodLoss"] = convert_nll_loss;
+  table["SoftmaxCrossEntropyLoss"] = convert_nll_loss;
   table["Trilu"] = convert_trilu;
   table["Hardmax"] = convert_hardmax;
   table["DepthToSpace"] = convert_depth_space;

@@ -249,6 +249,54 @@ TEST(OnnxImportDecomposed, EyeLikeIsAConstant) {
   EXPECT_TRUE(out[0].same_data(array_f32({3, 4}, {0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1})));
 }
 
+// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss over [N=2, C=3, D=2] with weights and an
+// ignore_index, every reduction, against the definition computed here.
+TEST(OnnxImportDecomposed, NllAndSoftmaxCrossEntropyLoss) {
+  Array x = random_array(DType::F32, {2, 3, 2}, 41);
+  Array target = array_of_ints(DType::I64, {2, 2}, {2, 0, -1, 1});  // -1: ignored
+  Array weight = array_f32({3}, {0.5f, 2, 1.5f});
+  for (const char* op : {"NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"}) {
+    bool sce = std::string(op) == "SoftmaxCrossEntropyLoss";
+    // log_softmax over C for SoftmaxCrossEntropyLoss.
+    Array in = x.clone();
+    if (sce) {
+      for (int64_t nn = 0; nn < 2; ++nn)
+        for (int64_t d = 0; d < 2; ++d) {
+          double s = 0;
+          for (int64_t c = 0; c < 3; ++c) s += std::exp(x.get_f64((nn * 3 + c) * 2 + d));
+          for (int64_t c = 0; c < 3; ++c) in.set_f64((nn * 3 + c) * 2 + d, x.get_f64((nn * 3 + c) * 2 + d) - std::log(s));
+        }
+    }
+    Array none(DType::F32, {2, 2});
+    double sum = 0, wsum = 0;
+    for (int64_t nn = 0; nn < 2; ++nn)
+      for (int64_t d = 0; d < 2; ++d) {
+        int64_t t = target.get_i64(nn * 2 + d);
+        double w = t == -1 ? 0 : weight.get_f64(t);
+        double l = t == -1 ? 0 : -in.get_f64((nn * 3 + t) * 2 + d) * w;
+        none.set_f64(nn * 2 + d, l);
+        sum += l, wsum += w;
+      }
+    for (const char* reduction : {"none", "sum", "mean"}) {
+      SCOPED_TRACE(std::string(op) + " " + reduction);
+      OnnxModel m(13);
+      m.input("x", {2, 3, 2});
+      m.input("t", TP::INT64, {2, 2});
+      m.input("w", {3});
+      auto& n = m.node(op, {"x", "t", "w"}, {"loss"});
+      set_attr(n, "reduction", reduction);
+      set_attr(n, "ignore_index", int64_t(-1));
+      m.output("loss");
+      std::vector<Array> out = run_both(m, {{"x", x}, {"t", target}, {"w", weight}});
+      ASSERT_EQ(out.size(), 1u);
+      Array want = std::string(reduction) == "none"  ? none
+                   : std::string(reduction) == "sum" ? array_f32({}, {float(sum)})
+                                                     : array_f32({}, {float(sum / wsum)});
+      EXPECT_TRUE(arrays_close(out[0], want, 1e-5, 1e-6));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fusebox::testing
 
