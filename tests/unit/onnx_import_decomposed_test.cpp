@@ -159,6 +159,33 @@ TEST(OnnxImportDecomposed, Reductions) {
   EXPECT_NE(import_error(noop).find("noop_with_empty_axes"), std::string::npos) << import_error(noop);
 }
 
+// select_last_index = 1 picks the last of equal extremes (reverse, arg-reduce, count from the end).
+TEST(OnnxImportDecomposed, ArgMaxArgMinSelectLastIndex) {
+  Array x = array_f32({2, 4}, {1, 3, 3, 0, 2, 2, 1, 2});
+  for (const auto& [op, keepdims, want] :
+       {std::tuple<const char*, int64_t, std::vector<int64_t>>{"ArgMax", 1, {2, 3}}, {"ArgMin", 0, {3, 2}}}) {
+    SCOPED_TRACE(op);
+    OnnxModel m(13);
+    m.input("x", {2, 4});
+    auto& n = m.node(op, {"x"}, {"i"});
+    set_attr(n, "axis", int64_t(-1));
+    set_attr(n, "keepdims", keepdims);
+    set_attr(n, "select_last_index", int64_t(1));
+    m.output("i");
+    std::vector<Array> out = run_both(m, {{"x", x}});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].shape(), keepdims ? std::vector<int64_t>({2, 1}) : std::vector<int64_t>({2}));
+    EXPECT_EQ(to_ints(out[0]), want);
+  }
+  OnnxModel dynamic(13);
+  dynamic.input("x", {2, "N"});
+  auto& n = dynamic.node("ArgMax", {"x"}, {"i"}, "arg");
+  set_attr(n, "axis", int64_t(1));
+  set_attr(n, "select_last_index", int64_t(1));
+  dynamic.output("i");
+  EXPECT_NE(import_error(dynamic).find("needs a static size along the axis"), std::string::npos) << import_error(dynamic);
+}
+
 TEST(OnnxImportDecomposed, TriluWithConstantK) {
   Array x = random_array(DType::F32, {2, 3, 4}, 31);
   for (int64_t upper : {0, 1}) {

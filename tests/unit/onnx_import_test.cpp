@@ -140,36 +140,6 @@ TEST(OnnxImport, BinaryOpsBroadcast) {
   }
 }
 
-// Opsets 7 and 8: element-wise ops broadcast like numpy (no `broadcast` attribute since 7);
-// Upsample-7 takes its scales as an attribute; BatchNormalization-7's `spatial` is refused.
-TEST(OnnxImport, Opset7BroadcastsAndUpsampleTakesScalesAsAttribute) {
-  OnnxModel m(7);
-  m.input("a", {2, 3});
-  m.input("b", {3});
-  m.input("x", {1, 1, 2, 2});
-  m.node("Add", {"a", "b"}, {"sum"});
-  auto& up = m.node("Upsample", {"x"}, {"up"});
-  set_attr(up, "scales", std::vector<float>{1, 1, 2, 2});
-  set_attr(up, "mode", "nearest");
-  m.output("sum");
-  m.output("up");
-  Array a = random_array(DType::F32, {2, 3}, 3), b = random_array(DType::F32, {3}, 4);
-  Array x = random_array(DType::F32, {1, 1, 2, 2}, 5);
-  std::vector<Array> out = import_and_run(m, {{"a", a}, {"b", b}, {"x", x}});
-  ASSERT_EQ(out.size(), 2u);
-  EXPECT_TRUE(arrays_close(out[0], expected_from(a, [&](int64_t i) { return a.get_f64(i) + b.get_f64(i % 3); })));
-  Array want(DType::F32, {1, 1, 4, 4});
-  for (int64_t i = 0; i < 16; ++i) want.set_f64(i, x.get_f64((i / 4 / 2) * 2 + (i % 4) / 2));
-  EXPECT_TRUE(arrays_close(out[1], want, 0, 0));
-
-  OnnxModel bn(7);
-  bn.input("x", {1, 2, 2, 2});
-  for (const char* p : {"scale", "bias", "mean", "var"}) bn.initializer(p, f32s({1, 1}));
-  set_attr(bn.node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"y"}, "bn"), "spatial", int64_t(1));
-  bn.output("y");
-  EXPECT_NE(import_error(bn).find("spatial"), std::string::npos) << import_error(bn);
-}
-
 TEST(OnnxImport, PowWithIntegerExponentCastsTheExponent) {
   OnnxModel m(15);
   m.input("x", {4});
@@ -339,33 +309,6 @@ TEST(OnnxImport, LayerNormalization) {
   // The Mean and InvStdDev outputs keep the normalised axes as size-1 dims.
   EXPECT_TRUE(arrays_close(out[1], e_mean, 1e-5, 1e-6));
   EXPECT_TRUE(arrays_close(out[2], e_inv, 1e-5, 1e-6));
-}
-
-// select_last_index = 1 picks the last of equal extremes (reverse, arg-reduce, count from the end).
-TEST(OnnxImport, ArgMaxArgMinSelectLastIndex) {
-  Array x = array_f32({2, 4}, {1, 3, 3, 0, 2, 2, 1, 2});
-  for (const auto& [op, keepdims, want] :
-       {std::tuple<const char*, int64_t, std::vector<int64_t>>{"ArgMax", 1, {2, 3}}, {"ArgMin", 0, {3, 2}}}) {
-    SCOPED_TRACE(op);
-    OnnxModel m(13);
-    m.input("x", {2, 4});
-    auto& n = m.node(op, {"x"}, {"i"});
-    set_attr(n, "axis", int64_t(-1));
-    set_attr(n, "keepdims", keepdims);
-    set_attr(n, "select_last_index", int64_t(1));
-    m.output("i");
-    std::vector<Array> out = import_and_run(m, {{"x", x}});
-    ASSERT_EQ(out.size(), 1u);
-    EXPECT_EQ(out[0].shape(), keepdims ? std::vector<int64_t>({2, 1}) : std::vector<int64_t>({2}));
-    EXPECT_EQ(to_ints(out[0]), want);
-  }
-  OnnxModel dynamic(13);
-  dynamic.input("x", {2, "N"});
-  auto& n = dynamic.node("ArgMax", {"x"}, {"i"}, "arg");
-  set_attr(n, "axis", int64_t(1));
-  set_attr(n, "select_last_index", int64_t(1));
-  dynamic.output("i");
-  EXPECT_NE(import_error(dynamic).find("needs a static size along the axis"), std::string::npos) << import_error(dynamic);
 }
 
 TEST(OnnxImport, BatchNormalizationAndGlobalAveragePool) {
