@@ -8,6 +8,7 @@
 //   SpaceToDepth        reshape -> transpose -> reshape
 //   EyeLike(x)          a constant of x's static shape (ones on diagonal k)
 //   NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss: see convert_nll_loss
+//   GatherElements      see convert_gather_elements
 #include "onnx/converters.h"
 #include "onnx/tensor_data.h"
 
@@ -188,9 +189,64 @@ Status convert_nll_loss(ImportContext& ctx, OnnxNode& n) {
   return ctx.set_output(n, 0, loss);
 }
 
+// GatherElements(data, indices, axis a) over a static data size along a: the indices compared
+// with an iota of that size give a one-hot [indices..., D_a]; data with a moved last (sliced to
+// the indices' sizes elsewhere) selects through it, and a sum over the one-hot axis (one non-zero
+// term: exact) gives out[..] = data[.., indices[..], ..]. Negative indices count from the end.
+Status convert_gather_elements(ImportContext& ctx, OnnxNode& n) {
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId data, ctx.value(n, 0));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId idx, ctx.value(n, 1));
+  const TensorType dt = ctx.type(data), it = ctx.type(idx);
+  if (dt.dtype == DType::Bool) return n.error("bool data is not supported");
+  if (!is_integer(it.dtype) || it.rank() != dt.rank() || dt.rank() == 0) {
+    return n.error("indices must be integers of the data's rank, got " + it.to_string() + " for " + dt.to_string());
+  }
+  const int r = dt.rank();
+  FUSEBOX_ASSIGN_OR_RETURN(int a, normalize_onnx_axis(n, n.attr_int("axis", 0), r, "axis"));
+  FUSEBOX_ASSIGN_OR_RETURN(int64_t size, static_dim(n, dt, a));
+  // Data sliced to the indices' sizes on the other axes (they must be static where they differ).
+  std::vector<int64_t> starts, ends, axes;
+  for (int k = 0; k < r; ++k) {
+    if (k == a || it.shape[size_t(k)] == dt.shape[size_t(k)]) continue;
+    FUSEBOX_ASSIGN_OR_RETURN(int64_t want, static_dim(n, it, k));
+    starts.push_back(0), ends.push_back(want), axes.push_back(k);
+  }
+  if (!axes.empty()) data = ctx.emit(Op::Slice, {data}, {{"starts", starts}, {"ends", ends}, {"axes", axes}});
+  std::vector<int64_t> perm;
+  for (int k = 0; k < r; ++k) {
+    if (k != a) perm.push_back(k);
+  }
+  perm.push_back(a);
+  if (a != r - 1) data = ctx.emit(Op::Transpose, {data}, {{"perm", perm}});
+  if (data == kNoValue) return ctx.set_output(n, 0, data);
+  // [.., D_a] with the axis' place kept as a size-1 dim: [d0, .., 1 (at a), .., D_a].
+  Shape ds = ctx.type(data).shape;
+  ds.insert(ds.begin() + a, Dim(1));
+  FUSEBOX_ASSIGN_OR_RETURN(data, ctx.reshape(n, data, ds));
+  if (it.dtype != DType::I64) idx = ctx.emit(Op::Cast, {idx}, {{"to", DType::I64}});
+  Array zero_i(DType::I64, {}), size_i(DType::I64, {});
+  zero_i.fill_bytes(0);
+  size_i.data<int64_t>()[0] = size;
+  ValueId zi = ctx.builder().constant(zero_i);
+  idx = ctx.emit(Op::Where, {ctx.emit(Op::Less, {idx, zi}), ctx.emit(Op::Add, {idx, ctx.builder().constant(size_i)}), idx});
+  Shape is = it.shape;
+  is.push_back(Dim(1));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId iu, ctx.reshape(n, idx, is));
+  std::vector<int64_t> iota_shape(size_t(r + 1), 1);
+  iota_shape[size_t(r)] = size;
+  Array iota(DType::I64, iota_shape);
+  for (int64_t i = 0; i < size; ++i) iota.data<int64_t>()[i] = i;
+  ValueId hot = ctx.emit(Op::Equal, {iu, ctx.builder().constant(iota)});
+  Array zero(dt.dtype, {});
+  zero.fill_bytes(0);
+  ValueId picked = ctx.emit(Op::Where, {hot, data, ctx.builder().constant(zero)});
+  return ctx.set_output(n, 0, ctx.emit(Op::ReduceSum, {picked}, {{"axes", std::vector<int64_t>{r}}, {"keepdims", false}}));
+}
+
 }  // namespace
 
 void add_decomposed_tensor_converters(ConverterTable& table) {
+  table["GatherElements"] = convert_gather_elements;
   table["NegativeLogLikelihoodLoss"] = convert_nll_loss;
   table["SoftmaxCrossEntropyLoss"] = convert_nll_loss;
   table["Trilu"] = convert_trilu;

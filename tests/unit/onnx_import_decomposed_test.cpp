@@ -324,6 +324,32 @@ TEST(OnnxImportDecomposed, NllAndSoftmaxCrossEntropyLoss) {
   }
 }
 
+// GatherElements along axis 0 and 1, negative indices, indices smaller than the data elsewhere.
+TEST(OnnxImportDecomposed, GatherElements) {
+  Array data = random_array(DType::F32, {3, 4}, 51);
+  Array idx = array_of_ints(DType::I64, {2, 3}, {0, -1, 3, 2, 1, -4});
+  for (int64_t axis : {0, 1}) {
+    SCOPED_TRACE("axis " + std::to_string(axis));
+    Array ix = idx.clone();
+    if (axis == 0) ix = array_of_ints(DType::I64, {2, 3}, {0, -1, 2, 2, 1, -3});
+    OnnxModel m(13);
+    m.input("data", {3, 4});
+    m.input("idx", TP::INT64, {2, 3});
+    set_attr(m.node("GatherElements", {"data", "idx"}, {"y"}), "axis", axis);
+    m.output("y");
+    std::vector<Array> out = run_both(m, {{"data", data}, {"idx", ix}});
+    ASSERT_EQ(out.size(), 1u);
+    Array e(DType::F32, {2, 3});
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 3; ++j) {
+        int64_t k = ix.get_i64(i * 3 + j), d = axis == 0 ? 3 : 4;
+        if (k < 0) k += d;
+        e.set_f64(i * 3 + j, axis == 0 ? data.get_f64(k * 4 + j) : data.get_f64(i * 4 + k));
+      }
+    EXPECT_TRUE(arrays_close(out[0], e, 0, 0));
+  }
+}
+
 }  // namespace
 }  // namespace fusebox::testing
 
