@@ -3,15 +3,16 @@
 #
 # Required packages missing: as root, installs them (and the optional ones the archive has) with
 # apt-get; otherwise prints the exact apt-get command and exits 1. Optional packages (CPU code
-# generation, ONNX import, oneDNN, graphviz) are installed when available and only reported
-# when not: the build turns those components off (CMake prints which).
+# generation, ONNX import, ONNX's backend node tests, oneDNN, graphviz) are installed when
+# available and only reported when not: the build turns those components off (CMake prints which)
+# and onnx_node_tests_test skips.
 set -u
 
 required=(cmake ninja-build g++ make libgtest-dev libgmock-dev llvm-14-tools libbenchmark-dev)
 # `make fuzz` (FUSEBOX_SETUP_FUZZ=1) also needs clang and libFuzzer's runtime. The g++ sanitizer
 # runtimes (libasan8, libubsan1, libtsan2) come with g++ (libgcc-12-dev depends on them).
 [ -n "${FUSEBOX_SETUP_FUZZ:-}" ] && required+=(clang-14 libclang-rt-14-dev)
-optional=(llvm-14-dev libonnx-dev libprotobuf-dev protobuf-compiler libdnnl-dev graphviz)
+optional=(llvm-14-dev libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata libdnnl-dev graphviz)
 # Root tries to install missing optional packages once per build directory, not on every make.
 stamp=${FUSEBOX_BUILD_DIR:-build}/.setup-optional-tried
 

@@ -165,6 +165,19 @@ Status convert_clip(ImportContext& ctx, OnnxNode& n) {
     // Before opset 11 the bounds are attributes whose defaults are the float range: no bound.
     if (std::optional<float> lo = n.attr_float("min"); lo && *lo != -FLT_MAX) attrs.set("min", double(*lo));
     if (std::optional<float> hi = n.attr_float("max"); hi && *hi != FLT_MAX) attrs.set("max", double(*hi));
+  } else if ((n.has_input(1) && !ctx.constant(n, 1)) || (n.has_input(2) && !ctx.constant(n, 2))) {
+    // A bound computed at run time: min(max(x, min), max), which is Clip's definition (NaN stays
+    // NaN, min > max gives max; the bounds have x's type).
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId y, ctx.value(n, 0));
+    if (n.has_input(1)) {
+      FUSEBOX_ASSIGN_OR_RETURN(ValueId lo, ctx.value(n, 1));
+      y = ctx.emit(Op::Max, {y, lo});
+    }
+    if (n.has_input(2)) {
+      FUSEBOX_ASSIGN_OR_RETURN(ValueId hi, ctx.value(n, 2));
+      y = ctx.emit(Op::Min, {y, hi});
+    }
+    return ctx.set_output(n, 0, y);
   } else {
     if (n.has_input(1)) {
       FUSEBOX_ASSIGN_OR_RETURN(double lo, ctx.require_scalar(n, 1, "min"));

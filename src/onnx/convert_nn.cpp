@@ -2,6 +2,7 @@
 // reductions. Window attributes (kernel_shape, strides, pads, dilations, auto_pad) resolve to the
 // explicit [top, left, bottom, right] pads fusebox takes; the ONNX pads order for 2-D is the same.
 #include <algorithm>
+#include <limits>
 
 #include "onnx/converters.h"
 
@@ -267,7 +268,25 @@ Status convert_layer_norm(ImportContext& ctx, OnnxNode& n) {
     in.push_back(v);
   }
   if (in.size() < 2 || !n.has_input(1)) return n.error("Scale input is missing");
-  return ctx.set_output(n, 0, ctx.emit(Op::LayerNorm, std::move(in), {{"axis", axis}, {"eps", eps}}));
+  const TensorType xt = ctx.type(in[0]);
+  ValueId x = in[0];
+  FUSEBOX_RETURN_IF_ERROR(ctx.set_output(n, 0, ctx.emit(Op::LayerNorm, std::move(in), {{"axis", axis}, {"eps", eps}})));
+  if (!n.has_output(1) && !n.has_output(2)) return Status::ok();
+  // Mean and InvStdDev (decomposed): over the axes from `axis` on, kept as size-1 dims, in float
+  // (stash_type 1) as ONNX's function body computes them:
+  //   Mean = ReduceMean(X), InvStdDev = Reciprocal(Sqrt(ReduceMean((X - Mean)^2) + epsilon)).
+  FUSEBOX_ASSIGN_OR_RETURN(int first, normalize_onnx_axis(n, axis, xt.rank(), "axis"));
+  std::vector<int64_t> axes;
+  for (int i = first; i < xt.rank(); ++i) axes.push_back(i);
+  Attrs reduce{{"axes", axes}, {"keepdims", true}};
+  ValueId xs = xt.dtype == DType::F32 ? x : ctx.emit(Op::Cast, {x}, {{"to", DType::F32}});
+  ValueId mean = ctx.emit(Op::ReduceMean, {xs}, reduce);
+  if (n.has_output(1)) FUSEBOX_RETURN_IF_ERROR(ctx.set_output(n, 1, mean));
+  if (!n.has_output(2)) return Status::ok();
+  ValueId d = ctx.emit(Op::Sub, {xs, mean});
+  ValueId var = ctx.emit(Op::ReduceMean, {ctx.emit(Op::Mul, {d, d})}, reduce);
+  ValueId sd = ctx.emit(Op::Sqrt, {ctx.emit(Op::Add, {var, scalar_like(ctx, var, eps)})});
+  return ctx.set_output(n, 2, ctx.emit(Op::Reciprocal, {sd}));
 }
 
 Status convert_reduce(ImportContext& ctx, OnnxNode& n) {
@@ -296,9 +315,25 @@ Status convert_arg_reduce(ImportContext& ctx, OnnxNode& n) {
   Op op = n.op_type() == "ArgMax" ? Op::ArgMax : Op::ArgMin;
   int64_t axis = n.attr_int("axis", 0);
   bool keepdims = n.attr_int("keepdims", 1) != 0;
-  if (n.attr_int("select_last_index", 0) != 0) return n.error("attribute 'select_last_index' = 1 is not supported");
+  bool last = n.attr_int("select_last_index", 0) != 0;
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
-  return ctx.set_output(n, 0, ctx.emit(op, {x}, {{"axis", axis}, {"keepdims", keepdims}}));
+  if (!last) return ctx.set_output(n, 0, ctx.emit(op, {x}, {{"axis", axis}, {"keepdims", keepdims}}));
+  // select_last_index (decomposed): the first extremum of x reversed along the axis, counted from
+  // the end: (size - 1) - argmax(slice(x, step -1)).
+  const TensorType xt = ctx.type(x);
+  FUSEBOX_ASSIGN_OR_RETURN(int a, normalize_onnx_axis(n, axis, xt.rank(), "axis"));
+  const Dim& size = xt.shape[size_t(a)];
+  if (!size.is_static()) {
+    return n.error("attribute 'select_last_index' = 1 needs a static size along the axis, the input is " + xt.to_string());
+  }
+  ValueId rev = ctx.emit(Op::Slice, {x},
+                         {{"starts", std::vector<int64_t>{-1}},
+                          {"ends", std::vector<int64_t>{std::numeric_limits<int64_t>::min()}},
+                          {"axes", std::vector<int64_t>{a}},
+                          {"steps", std::vector<int64_t>{-1}}});
+  ValueId i = ctx.emit(op, {rev}, {{"axis", int64_t(a)}, {"keepdims", keepdims}});
+  if (i == kNoValue) return ctx.set_output(n, 0, i);
+  return ctx.set_output(n, 0, ctx.emit(Op::Sub, {scalar_like(ctx, i, double(size.value() - 1)), i}));
 }
 
 }  // namespace

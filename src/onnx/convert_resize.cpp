@@ -1,4 +1,4 @@
-// Resize (opset 10, 11, 13, 18, 19) and Upsample (opset 9) to fusebox `resize`.
+// Resize (opset 10, 11, 13, 18, 19) and Upsample (opset 7, 9) to fusebox `resize`.
 //
 // fusebox resize implements ONNX Resize without roi/antialias/cubic: output sizes from `sizes`
 // or floor(in * scale), coordinates from the given scales (or out/in for sizes), the four

@@ -25,6 +25,12 @@ void add_resize_converters(ConverterTable& table);
 void add_shape_converters(ConverterTable& table);
 // Transpose, Concat, Slice, Split, Gather, Expand, Pad (convert_tensor.cpp).
 void add_tensor_converters(ConverterTable& table);
+// Ops written as compositions of fusebox ops: Xor, IsNaN, IsInf, Sign, ThresholdedRelu, Shrink,
+// Elu, Celu, CastLike, ReduceL1/L2/SumSquare/LogSum/LogSumExp (convert_decomposed.cpp).
+void add_decomposed_converters(ConverterTable& table);
+// Trilu, Hardmax, DepthToSpace, SpaceToDepth, EyeLike with constants computed from static sizes
+// (convert_decomposed_tensor.cpp).
+void add_decomposed_tensor_converters(ConverterTable& table);
 
 // Every converter, by ONNX op type.
 const ConverterTable& converters();

@@ -26,6 +26,8 @@ const ConverterTable& converters() {
     add_resize_converters(t);
     add_shape_converters(t);
     add_tensor_converters(t);
+    add_decomposed_converters(t);
+    add_decomposed_tensor_converters(t);
     return t;
   }();
   return table;
@@ -33,10 +35,13 @@ const ConverterTable& converters() {
 
 namespace {
 
-// Opset 9 is the oldest whose op semantics the converters follow; 21 the newest checked against
-// the converters (an attribute or input added later is refused by the unread-attribute check, but
-// a semantic change without one would not be, so newer opsets are refused outright).
-constexpr int64_t kMinOpset = 9;
+// Opset 7 is the oldest whose op semantics the converters follow: from 7 on, element-wise ops
+// broadcast like numpy without a `broadcast` attribute, and every converted op's versions 7 and 8
+// differ from version 9 only in the types they allow or in attributes the converters read or
+// refuse (Upsample-7's `scales`, BatchNormalization-7's `spatial`). 21 is the newest checked
+// against the converters (an attribute or input added later is refused by the unread-attribute
+// check, but a semantic change without one would not be, so newer opsets are refused outright).
+constexpr int64_t kMinOpset = 7;
 constexpr int64_t kMaxOpset = 21;
 
 Expected<int64_t> default_opset(const onnx::ModelProto& m) {

@@ -1,4 +1,4 @@
-// ONNX import: an ONNX model (opset 9 and newer, default domain) becomes one verified
+// ONNX import: an ONNX model (opset 7 and newer, default domain) becomes one verified
 // fusebox::Graph. The optional component fusebox_onnx builds only when libonnx-dev and protobuf
 // are found; its consumers see the compile definition FUSEBOX_HAVE_ONNX.
 //

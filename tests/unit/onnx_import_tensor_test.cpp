@@ -232,6 +232,38 @@ TEST(OnnxImportTensor, ResizeNearestAndLinear) {
   EXPECT_TRUE(arrays_close(out[1], array_of(DType::F32, {1, 1, 3, 3}, {1, 1.5, 2, 2, 2.5, 3, 3, 3.5, 4}), 1e-6, 0));
 }
 
+// Opsets 7 and 8: element-wise ops broadcast like numpy (no `broadcast` attribute since 7);
+// Upsample-7 takes its scales as an attribute; BatchNormalization-7's `spatial` is refused.
+TEST(OnnxImportTensor, Opset7BroadcastsAndUpsampleTakesScalesAsAttribute) {
+  OnnxModel m(7);
+  m.input("a", {2, 3});
+  m.input("b", {3});
+  m.input("x", {1, 1, 2, 2});
+  m.node("Add", {"a", "b"}, {"sum"});
+  auto& up = m.node("Upsample", {"x"}, {"up"});
+  set_attr(up, "scales", std::vector<float>{1, 1, 2, 2});
+  set_attr(up, "mode", "nearest");
+  m.output("sum");
+  m.output("up");
+  Array a = random_array(DType::F32, {2, 3}, 3), b = random_array(DType::F32, {3}, 4);
+  Array x = random_array(DType::F32, {1, 1, 2, 2}, 5);
+  std::vector<Array> out = import_and_run(m, {{"a", a}, {"b", b}, {"x", x}});
+  ASSERT_EQ(out.size(), 2u);
+  Array sum(DType::F32, {2, 3});
+  for (int64_t i = 0; i < 6; ++i) sum.set_f64(i, a.get_f64(i) + b.get_f64(i % 3));
+  EXPECT_TRUE(arrays_close(out[0], sum));
+  Array want(DType::F32, {1, 1, 4, 4});
+  for (int64_t i = 0; i < 16; ++i) want.set_f64(i, x.get_f64((i / 4 / 2) * 2 + (i % 4) / 2));
+  EXPECT_TRUE(arrays_close(out[1], want, 0, 0));
+
+  OnnxModel bn(7);
+  bn.input("x", {1, 2, 2, 2});
+  for (const char* p : {"scale", "bias", "mean", "var"}) bn.initializer(p, f32s({1, 1}));
+  set_attr(bn.node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"y"}, "bn"), "spatial", int64_t(1));
+  bn.output("y");
+  EXPECT_NE(import_error(bn).find("spatial"), std::string::npos) << import_error(bn);
+}
+
 // Upsample (opset 9) and Resize-10 map coordinates asymmetrically and round nearest down when
 // upsampling, as ONNX Runtime does.
 TEST(OnnxImportTensor, LegacyUpsampleAndResize10) {

@@ -97,6 +97,17 @@ TEST(OnnxImport, AttributesOfHardSigmoidLeakyReluAndClip) {
     ASSERT_EQ(out.size(), 1u);
     EXPECT_TRUE(arrays_close(out[0], expected_from(x, [&](int64_t i) { return std::max(x.get_f64(i), -0.5); })));
   }
+  for (const auto& [lo, hi] : {std::pair<float, float>{-0.5f, 0.75f}, {1.0f, -1.0f}}) {
+    OnnxModel m(13);  // bounds computed at run time: min(max(x, min), max); min > max gives max
+    m.input("x", {3, 4});
+    m.input("lo", {});
+    m.input("hi", {});
+    m.node("Clip", {"x", "lo", "hi"}, {"y"});
+    m.output("y");
+    std::vector<Array> out = import_and_run(m, {{"x", x}, {"lo", scalar_f32(lo)}, {"hi", scalar_f32(hi)}});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(arrays_close(out[0], expected_from(x, [&](int64_t i) { return std::min(std::max(x.get_f64(i), double(lo)), double(hi)); })));
+  }
 }
 
 TEST(OnnxImport, PReluWithPerChannelSlope) {
@@ -275,13 +286,15 @@ TEST(OnnxImport, LayerNormalization) {
   m.input("x", {2, 3, 4});
   m.initializer("s", f32s({1, 2, 0.5f, -1}));
   m.initializer("b", f32s({0, 0.1f, 0.2f, 0.3f}));
-  set_attr(m.node("LayerNormalization", {"x", "s", "b"}, {"y"}), "epsilon", 1e-3f);
+  set_attr(m.node("LayerNormalization", {"x", "s", "b"}, {"y", "mean", "inv_std"}), "epsilon", 1e-3f);
   m.output("y");
+  m.output("mean");
+  m.output("inv_std");
   Array x = random_array(DType::F32, {2, 3, 4}, 12);
   std::vector<Array> out = import_and_run(m, {{"x", x}});
-  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(out.size(), 3u);
   const double s[] = {1, 2, 0.5, -1}, b[] = {0, double(0.1f), double(0.2f), double(0.3f)};
-  Array e(DType::F32, {2, 3, 4});
+  Array e(DType::F32, {2, 3, 4}), e_mean(DType::F32, {2, 3, 1}), e_inv(DType::F32, {2, 3, 1});
   for (int64_t r = 0; r < 6; ++r) {
     double mean = 0, var = 0;
     for (int64_t k = 0; k < 4; ++k) mean += x.get_f64(r * 4 + k) / 4;
@@ -289,8 +302,13 @@ TEST(OnnxImport, LayerNormalization) {
     for (int64_t k = 0; k < 4; ++k) {
       e.set_f64(r * 4 + k, (x.get_f64(r * 4 + k) - mean) / std::sqrt(var + double(1e-3f)) * s[k] + b[k]);
     }
+    e_mean.set_f64(r, mean);
+    e_inv.set_f64(r, 1 / std::sqrt(var + double(1e-3f)));
   }
   EXPECT_TRUE(arrays_close(out[0], e, 1e-5, 1e-5));
+  // The Mean and InvStdDev outputs keep the normalised axes as size-1 dims.
+  EXPECT_TRUE(arrays_close(out[1], e_mean, 1e-5, 1e-6));
+  EXPECT_TRUE(arrays_close(out[2], e_inv, 1e-5, 1e-6));
 }
 
 TEST(OnnxImport, BatchNormalizationAndGlobalAveragePool) {
