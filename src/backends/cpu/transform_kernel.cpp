@@ -1,0 +1,425 @@
+#include "backends/cpu/transform_kernel.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cpu/reference/dtype_dispatch.h"
+#include "backends/cpu/reference/resize_math.h"
+#include "ir/shape_inference.h"
+
+namespace fusebox::cpu {
+
+namespace {
+
+constexpr int64_t kConst = -1;  // a tap that reads a pad constant instead of the source
+
+struct Tap {
+  int64_t index;  // in the current axis, or kConst
+  int step;       // for kConst: the pad step whose constant it reads
+  double weight;
+};
+
+// One axis of the plan's output (or a phantom axis: a unit source axis a reshape removed).
+struct WorkAxis {
+  int cur;  // the axis of the tensor being walked, -1 when none
+  std::vector<std::vector<Tap>> taps;
+  int resize_pos = -1;  // its axis in the linear resize, ordering the weights
+};
+
+std::vector<int64_t> dims_of(const Graph& g, ValueId v) {
+  std::vector<int64_t> out;
+  for (const Dim& d : g.type(v).shape) out.push_back(d.value());
+  return out;
+}
+
+int norm_axis(int64_t a, size_t rank) { return static_cast<int>(a < 0 ? a + static_cast<int64_t>(rank) : a); }
+
+}  // namespace
+
+struct TransformPlan {
+  DType src_dtype, out_dtype, resize_dtype = DType::F32;
+  bool linear = false;
+  int resize_step = -1;
+  std::vector<int64_t> out_shape;  // the output axes, row-major over the result's memory
+  size_t out_axes = 0;             // axes_[0, out_axes) are output axes, the rest phantom
+  struct Axis {
+    std::vector<int64_t> off;    // 2 per index: source element offset, or kConst
+    std::vector<int32_t> step;   // 2 per index: the pad step of a kConst tap
+    std::vector<double> weight;  // 2 per index
+    std::vector<uint8_t> count;  // 1 or 2 per index
+    int resize_pos = -1;
+    bool contiguous = false;     // one tap per index, offsets off[0] + i, no constant
+  };
+  std::vector<Axis> axes;
+  std::vector<int> weight_order;       // axes in the linear resize's axis order
+  std::vector<double> const_value;     // per step (pad constants in their dtype, as double)
+  std::vector<std::vector<uint8_t>> const_bytes;  // per step: the constant's bytes
+};
+
+std::shared_ptr<const TransformPlan> plan_transform_region(const Node& region, std::string* why) {
+  auto fail = [why](std::string reason) -> std::shared_ptr<const TransformPlan> {
+    if (why) *why = std::move(reason);
+    return nullptr;
+  };
+  if (!region.body) return fail("no body");
+  const Graph& body = *region.body;
+  const auto& steps = body.nodes();
+  const int n = static_cast<int>(steps.size());
+  auto plan = std::make_shared<TransformPlan>();
+  plan->src_dtype = body.type(body.inputs()[0]).dtype;
+  plan->out_dtype = body.type(body.outputs()[0]).dtype;
+  plan->const_value.assign(static_cast<size_t>(n), 0.0);
+  plan->const_bytes.resize(static_cast<size_t>(n));
+
+  // Reshapes (and casts) at either end are views of the contiguous source or result.
+  auto view_only = [&](int k) { return steps[size_t(k)].op == Op::Reshape || steps[size_t(k)].op == Op::Cast; };
+  int lo = 0, hi = n;
+  while (lo < hi && view_only(lo)) ++lo;
+  while (hi > lo && view_only(hi - 1)) --hi;
+  ValueId src_view = lo == 0 ? body.inputs()[0] : steps[size_t(lo - 1)].outputs[0];
+  ValueId core = hi == lo ? src_view : steps[size_t(hi - 1)].outputs[0];
+  for (ValueId v : {body.inputs()[0], body.outputs()[0]}) {
+    for (int64_t d : dims_of(body, v))
+      if (d == 0) return fail("an empty axis");
+  }
+
+  std::vector<WorkAxis> work;
+  plan->out_shape = dims_of(body, core);
+  for (size_t d = 0; d < plan->out_shape.size(); ++d) {
+    WorkAxis a{static_cast<int>(d), {}, -1};
+    for (int64_t i = 0; i < plan->out_shape[d]; ++i) a.taps.push_back({{i, 0, 1.0}});
+    work.push_back(std::move(a));
+  }
+  plan->out_axes = work.size();
+  auto each_index_tap = [&](int axis, auto&& f) {
+    for (WorkAxis& w : work) {
+      if (w.cur != axis) continue;
+      for (auto& list : w.taps)
+        for (Tap& t : list)
+          if (t.index != kConst) f(t);
+    }
+  };
+
+  for (int k = hi - 1; k >= lo; --k) {
+    const Node& s = steps[size_t(k)];
+    std::vector<int64_t> in = dims_of(body, s.inputs[0]), out = dims_of(body, s.outputs[0]);
+    switch (s.op) {
+      case Op::Cast: break;
+      case Op::Reshape: {
+        std::vector<int> in_axes;  // the non-unit input axes, in order
+        std::vector<int64_t> in_big, out_big;
+        for (size_t a = 0; a < in.size(); ++a)
+          if (in[a] != 1) in_axes.push_back(int(a)), in_big.push_back(in[a]);
+        for (int64_t d : out)
+          if (d != 1) out_big.push_back(d);
+        if (in_big != out_big) return fail("a reshape inside the chain that merges or splits axes");
+        std::vector<int> out_to_in(out.size(), -1);
+        std::vector<bool> matched(in.size(), false);
+        for (size_t a = 0, j = 0; a < out.size(); ++a) {
+          if (out[a] == 1) continue;
+          out_to_in[a] = in_axes[j++];
+          matched[size_t(out_to_in[a])] = true;
+        }
+        for (WorkAxis& w : work)
+          if (w.cur >= 0) w.cur = out_to_in[size_t(w.cur)];
+        for (size_t a = 0; a < in.size(); ++a) {
+          if (!matched[a]) work.push_back(WorkAxis{int(a), {{{0, 0, 1.0}}}, -1});
+        }
+        break;
+      }
+      case Op::Transpose: {
+        const auto& perm = s.attr_i64s("perm");
+        for (WorkAxis& w : work)
+          if (w.cur >= 0) w.cur = norm_axis(perm[size_t(w.cur)], in.size());
+        break;
+      }
+      case Op::Slice: {
+        const auto& starts = s.attr_i64s("starts");
+        const auto& ends = s.attr_i64s("ends");
+        for (size_t i = 0; i < starts.size(); ++i) {
+          int a = s.has_attr("axes") ? norm_axis(s.attr_i64s("axes")[i], in.size()) : int(i);
+          int64_t st = s.has_attr("steps") ? s.attr_i64s("steps")[i] : 1;
+          SliceRange r = normalize_slice(in[size_t(a)], starts[i], ends[i], st);
+          each_index_tap(a, [&](Tap& t) { t.index = r.start + t.index * st; });
+        }
+        break;
+      }
+      case Op::Flip:
+        for (int64_t ax : s.attr_i64s("axes")) {
+          int a = norm_axis(ax, in.size());
+          each_index_tap(a, [&](Tap& t) { t.index = in[size_t(a)] - 1 - t.index; });
+        }
+        break;
+      case Op::Pad: {
+        const auto& pads = s.attr_i64s("pads");
+        const std::string& mode = s.attr_str("mode");
+        Array fill(body.type(s.inputs[0]).dtype, {1});
+        fill.set_f64(0, s.attr_f64("value"));
+        plan->const_value[size_t(k)] = fill.get_f64(0);
+        const auto* bytes = static_cast<const uint8_t*>(fill.raw());
+        plan->const_bytes[size_t(k)].assign(bytes, bytes + fill.nbytes());
+        for (size_t a = 0; a < in.size(); ++a) {
+          int64_t size = in[a], before = pads[a];
+          each_index_tap(int(a), [&](Tap& t) {
+            int64_t j = t.index - before;
+            if (j >= 0 && j < size) {
+              t.index = j;
+            } else if (mode == "constant") {
+              t = Tap{kConst, k, t.weight};
+            } else {
+              t.index = mode == "edge" ? std::clamp<int64_t>(j, 0, size - 1) : reflect_index(j, size);
+            }
+          });
+        }
+        break;
+      }
+      case Op::Resize: {
+        std::vector<float> scales = resize_scales(s, in, out);
+        for (float f : scales)
+          if (!(f > 0) || !std::isfinite(f)) return fail("a resize scale that is not positive and finite");
+        Coordinate coord = parse_coordinate(s.attr_str("coordinate"));
+        if (s.attr_str("mode") == "nearest") {
+          NearestMode mode = parse_nearest_mode(s.attr_str("nearest_mode"));
+          for (size_t a = 0; a < in.size(); ++a) {
+            each_index_tap(int(a), [&](Tap& t) {
+              t.index = nearest_index(source_coordinate(coord, t.index, scales[a], in[a], out[a]), mode, in[a]);
+            });
+          }
+          break;
+        }
+        if (plan->linear) return fail("two linear resizes in one chain");
+        plan->linear = true;
+        plan->resize_step = k;
+        plan->resize_dtype = body.type(s.inputs[0]).dtype;
+        for (WorkAxis& w : work) {
+          if (w.cur < 0) continue;
+          size_t a = size_t(w.cur);
+          AxisTaps taps = linear_taps(coord, scales[a], in[a], out[a], 1);
+          w.resize_pos = w.cur;
+          for (auto& list : w.taps) {
+            if (list.size() != 1 || list[0].index == kConst) continue;
+            auto x = static_cast<size_t>(list[0].index);
+            std::vector<Tap> split;
+            for (int j = 0; j < taps.count[x]; ++j) split.push_back({taps.offset[2 * x + size_t(j)], 0, taps.weight[2 * x + size_t(j)]});
+            list = std::move(split);
+          }
+        }
+        break;
+      }
+      default:
+        return fail(std::string(s.info().keyword) + " is not a transform step");
+    }
+  }
+
+  std::vector<int64_t> strides = contiguous_strides(dims_of(body, src_view));
+  for (const WorkAxis& w : work) {
+    TransformPlan::Axis a;
+    a.resize_pos = w.resize_pos;
+    int64_t stride = w.cur >= 0 ? strides[size_t(w.cur)] : 0;
+    a.contiguous = true;
+    for (size_t i = 0; i < w.taps.size(); ++i) {
+      const auto& list = w.taps[i];
+      a.count.push_back(static_cast<uint8_t>(list.size()));
+      for (size_t j = 0; j < 2; ++j) {
+        const Tap t = j < list.size() ? list[j] : Tap{0, 0, 0.0};
+        a.off.push_back(t.index == kConst ? kConst : t.index * stride);
+        a.step.push_back(t.step);
+        a.weight.push_back(t.weight);
+      }
+      a.contiguous = a.contiguous && list.size() == 1 && list[0].index != kConst &&
+                     a.off[2 * i] == a.off[0] + static_cast<int64_t>(i);
+    }
+    plan->axes.push_back(std::move(a));
+  }
+  for (size_t d = 0; d < plan->axes.size(); ++d)
+    if (plan->axes[d].resize_pos >= 0) plan->weight_order.push_back(int(d));
+  std::sort(plan->weight_order.begin(), plan->weight_order.end(),
+            [&](int a, int b) { return plan->axes[size_t(a)].resize_pos < plan->axes[size_t(b)].resize_pos; });
+  return plan;
+}
+
+namespace {
+
+template <DType D>
+double load_as(const void* p, int64_t i) {
+  using T = DTypeTraits<D>;
+  return static_cast<double>(T::load(static_cast<const typename T::Storage*>(p)[i]));
+}
+template <DType D>
+void store_as(void* p, int64_t i, double v) {
+  static_cast<typename DTypeTraits<D>::Storage*>(p)[i] = store_double<D>(v);
+}
+template <DType D>
+double round_to(double v) {
+  return static_cast<double>(DTypeTraits<D>::load(store_double<D>(v)));
+}
+
+using LoadFn = double (*)(const void*, int64_t);
+using StoreFn = void (*)(void*, int64_t, double);
+using RoundFn = double (*)(double);
+
+// Loads, stores and the rounding of the interpolation: fixed for the common dtypes (so the
+// compiler inlines them), through pointers for the rest.
+template <DType S, DType O, DType R>
+struct Fixed {
+  double load(const void* p, int64_t i) const { return load_as<S>(p, i); }
+  void store(void* p, int64_t i, double v) const { store_as<O>(p, i, v); }
+  double round(double v) const { return round_to<R>(v); }
+};
+struct Dynamic {
+  LoadFn l;
+  StoreFn s;
+  RoundFn r;
+  double load(const void* p, int64_t i) const { return l(p, i); }
+  void store(void* p, int64_t i, double v) const { s(p, i, v); }
+  double round(double v) const { return r(v); }
+};
+
+constexpr int kMaxAxes = 16;
+
+// Per element: a pad constant applied after the interpolation wins; otherwise the taps are
+// summed in the reference's order (weight-order axes lexicographic, the last fastest).
+template <typename IO>
+void run_rows(const TransformPlan& p, const IO& io, const void* src, void* dst) {
+  const size_t R = p.out_axes, A = p.axes.size();
+  const int64_t width = R ? p.out_shape[R - 1] : 1;
+  const int64_t rows = R ? product(std::span<const int64_t>(p.out_shape).subspan(0, R - 1)) : 1;
+  const int post_after = p.linear ? p.resize_step : -1;
+  std::vector<int> split_order;  // axes that may hold two taps, in weight order
+  for (int d : p.weight_order) split_order.push_back(d);
+#pragma omp parallel for schedule(static) if (rows * width >= (int64_t(1) << 14))
+  for (int64_t r = 0; r < rows; ++r) {
+    size_t index[kMaxAxes] = {};
+    int64_t rest = r;
+    for (size_t a = R ? R - 1 : 0; a-- > 0;) {
+      index[a] = static_cast<size_t>(rest % p.out_shape[a]);
+      rest /= p.out_shape[a];
+    }
+    for (int64_t c = 0; c < width; ++c) {
+      if (R) index[R - 1] = static_cast<size_t>(c);
+      int post = -1, pre = -1;
+      int64_t base = 0;
+      int splits = 0;
+      int split_axes[kMaxAxes];
+      for (size_t d = 0; d < A; ++d) {
+        const auto& ax = p.axes[d];
+        size_t k = 2 * index[d];
+        if (ax.count[index[d]] == 2) continue;
+        if (ax.off[k] == kConst) {
+          int st = ax.step[k];
+          if (st > post_after) post = std::max(post, st);
+          else pre = std::max(pre, st);
+        } else {
+          base += ax.off[k];
+        }
+      }
+      const int64_t o = r * width + c;
+      if (post >= 0) {
+        io.store(dst, o, p.const_value[size_t(post)]);
+        continue;
+      }
+      if (!p.linear) {
+        io.store(dst, o, io.load(src, base));
+        continue;
+      }
+      for (int d : split_order)
+        if (p.axes[size_t(d)].count[index[d]] == 2) split_axes[splits++] = d;
+      double acc = 0;
+      for (int combo = 0; combo < (1 << splits); ++combo) {
+        double w = 1;
+        int64_t off = base;
+        int cpre = pre;
+        for (int s = 0; s < splits; ++s) {
+          const auto& ax = p.axes[size_t(split_axes[s])];
+          size_t k = 2 * index[size_t(split_axes[s])] + size_t((combo >> (splits - 1 - s)) & 1);
+          w *= ax.weight[k];
+          if (ax.off[k] == kConst) cpre = std::max(cpre, int(ax.step[k]));
+          else off += ax.off[k];
+        }
+        acc += w * (cpre >= 0 ? p.const_value[size_t(cpre)] : io.load(src, off));
+      }
+      io.store(dst, o, io.round(acc));
+    }
+  }
+}
+
+// Same dtype, no interpolation: element copies, a whole row by memcpy when its map is a plain
+// offset.
+template <size_t E>
+void copy_rows(const TransformPlan& p, const uint8_t* src, uint8_t* dst) {
+  const size_t R = p.out_axes, A = p.axes.size();
+  const int64_t width = R ? p.out_shape[R - 1] : 1;
+  const int64_t rows = R ? product(std::span<const int64_t>(p.out_shape).subspan(0, R - 1)) : 1;
+  const TransformPlan::Axis* inner = R ? &p.axes[R - 1] : nullptr;
+#pragma omp parallel for schedule(static) if (rows * width >= (int64_t(1) << 15))
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t base = 0, rest = r;
+    int cstep = -1;
+    for (size_t d = 0; d < A; ++d) {
+      if (R && d == R - 1) continue;
+      int64_t i = 0;
+      if (d + 1 < R) {
+        int64_t rows_below = 1;
+        for (size_t b = d + 1; b + 1 < R; ++b) rows_below *= p.out_shape[b];
+        i = (rest / rows_below) % p.out_shape[d];
+      }
+      size_t k = 2 * static_cast<size_t>(i);
+      if (p.axes[d].off[k] == kConst) cstep = std::max(cstep, int(p.axes[d].step[k]));
+      else base += p.axes[d].off[k];
+    }
+    uint8_t* out = dst + static_cast<size_t>(r * width) * E;
+    if (cstep < 0 && inner && inner->contiguous) {
+      std::memcpy(out, src + static_cast<size_t>(base + inner->off[0]) * E, static_cast<size_t>(width) * E);
+      continue;
+    }
+    for (int64_t c = 0; c < width; ++c) {
+      int st = cstep;
+      int64_t off = base;
+      if (inner) {
+        size_t k = 2 * static_cast<size_t>(c);
+        if (inner->off[k] == kConst) st = std::max(st, int(inner->step[k]));
+        else off += inner->off[k];
+      }
+      const uint8_t* from = st >= 0 ? p.const_bytes[size_t(st)].data() : src + static_cast<size_t>(off) * E;
+      std::memcpy(out + static_cast<size_t>(c) * E, from, E);
+    }
+  }
+}
+
+}  // namespace
+
+Status run_transform_plan(const TransformPlan& p, const Array& in, Array& out) {
+  FUSEBOX_CHECK(in.dtype() == p.src_dtype && out.dtype() == p.out_dtype) << "transform plan: dtypes";
+  FUSEBOX_CHECK(p.axes.size() <= size_t(kMaxAxes)) << "transform plan: too many axes";
+  if (out.numel() == 0) return Status::ok();
+  const void* src = in.raw();
+  void* dst = out.raw();
+  if (!p.linear && p.src_dtype == p.out_dtype) {
+    auto* s = static_cast<const uint8_t*>(src);
+    auto* d = static_cast<uint8_t*>(dst);
+    switch (dtype_size(p.src_dtype)) {
+      case 1: copy_rows<1>(p, s, d); return Status::ok();
+      case 2: copy_rows<2>(p, s, d); return Status::ok();
+      case 4: copy_rows<4>(p, s, d); return Status::ok();
+      case 8: copy_rows<8>(p, s, d); return Status::ok();
+    }
+    FUSEBOX_CHECK(false) << "transform plan: element size";
+  }
+  const DType R = p.linear ? p.resize_dtype : p.out_dtype;
+  if (p.src_dtype == DType::U8 && p.out_dtype == DType::F32 && R == DType::F32) {
+    run_rows(p, Fixed<DType::U8, DType::F32, DType::F32>{}, src, dst);
+  } else if (p.src_dtype == DType::F32 && p.out_dtype == DType::F32 && R == DType::F32) {
+    run_rows(p, Fixed<DType::F32, DType::F32, DType::F32>{}, src, dst);
+  } else if (p.src_dtype == DType::U8 && p.out_dtype == DType::U8 && R == DType::U8) {
+    run_rows(p, Fixed<DType::U8, DType::U8, DType::U8>{}, src, dst);
+  } else {
+    Dynamic io{};
+    visit_dtype(p.src_dtype, [&]<DType D>() { io.l = &load_as<D>; });
+    visit_dtype(p.out_dtype, [&]<DType D>() { io.s = &store_as<D>; });
+    visit_dtype(R, [&]<DType D>() { io.r = &round_to<D>; });
+    run_rows(p, io, src, dst);
+  }
+  return Status::ok();
+}
+
+}  // namespace fusebox::cpu
