@@ -343,6 +343,103 @@ void run_rows(const TransformPlan& p, const IO& io, const void* src, void* dst) 
   }
 }
 
+// The interpolating path when the last output axis is the last axis of the interpolation's
+// weight order (HWC -> CHW keeps W last): the taps of the other axes are combined once per row
+// into at most kMaxCombos (offset, weight, constant) entries in the reference's summation order,
+// and each element adds its own one or two taps to each. Same arithmetic as run_rows.
+constexpr int kMaxCombos = 16;
+
+bool rows_combine(const TransformPlan& p) {
+  if (!p.linear || p.out_axes == 0) return false;
+  const int inner = int(p.out_axes) - 1;
+  if (p.axes[size_t(inner)].resize_pos >= 0 && p.weight_order.back() != inner) return false;
+  int outer_splits = 0;
+  for (int d : p.weight_order) outer_splits += d != inner;
+  return (1 << outer_splits) <= kMaxCombos;
+}
+
+template <typename IO>
+void run_rows_combined(const TransformPlan& p, const IO& io, const void* src, void* dst) {
+  const size_t R = p.out_axes, A = p.axes.size();
+  const int64_t width = p.out_shape[R - 1];
+  const int64_t rows = product(std::span<const int64_t>(p.out_shape).subspan(0, R - 1));
+  const TransformPlan::Axis& inner = p.axes[R - 1];
+  const int after = p.resize_step;
+#pragma omp parallel for schedule(static) if (rows * width >= (int64_t(1) << 14))
+  for (int64_t r = 0; r < rows; ++r) {
+    size_t index[kMaxAxes] = {};
+    int64_t rest = r;
+    for (size_t a = R - 1; a-- > 0;) {
+      index[a] = static_cast<size_t>(rest % p.out_shape[a]);
+      rest /= p.out_shape[a];
+    }
+    struct Combo {
+      int64_t off;
+      double w;
+      int pre;
+    };
+    Combo combos[kMaxCombos];
+    int n = 1;
+    combos[0] = {0, 1.0, -1};
+    int post = -1;
+    for (size_t d = 0; d < A; ++d) {
+      if (d == R - 1) continue;
+      const auto& ax = p.axes[d];
+      size_t k = 2 * index[d];
+      if (ax.count[index[d]] == 2) continue;
+      if (ax.off[k] == kConst) {
+        int st = ax.step[k];
+        if (st > after) post = std::max(post, st);
+        else combos[0].pre = std::max(combos[0].pre, st);
+      } else {
+        combos[0].off += ax.off[k];
+      }
+    }
+    for (int d : p.weight_order) {
+      if (size_t(d) == R - 1 || p.axes[size_t(d)].count[index[d]] != 2) continue;
+      const auto& ax = p.axes[size_t(d)];
+      size_t k = 2 * index[d];
+      for (int c = n - 1; c >= 0; --c) {  // in place, back to front: c -> 2c, 2c+1
+        for (int j = 1; j >= 0; --j) {
+          Combo e = combos[c];
+          e.w *= ax.weight[k + size_t(j)];
+          if (ax.off[k + size_t(j)] == kConst) e.pre = std::max(e.pre, int(ax.step[k + size_t(j)]));
+          else e.off += ax.off[k + size_t(j)];
+          combos[2 * c + j] = e;
+        }
+      }
+      n *= 2;
+    }
+    for (int64_t c = 0; c < width; ++c) {
+      const size_t k = 2 * static_cast<size_t>(c);
+      const int taps = inner.count[static_cast<size_t>(c)];
+      int pe = post;
+      if (taps == 1 && inner.off[k] == kConst && inner.step[k] > after) pe = std::max(pe, int(inner.step[k]));
+      const int64_t o = r * width + c;
+      if (pe >= 0) {
+        io.store(dst, o, p.const_value[size_t(pe)]);
+        continue;
+      }
+      double acc = 0;
+      for (int i = 0; i < n; ++i) {
+        for (int j = 0; j < taps; ++j) {
+          const double w = combos[i].w * inner.weight[k + size_t(j)];
+          int pre = combos[i].pre;
+          if (inner.off[k + size_t(j)] == kConst) pre = std::max(pre, int(inner.step[k + size_t(j)]));
+          acc += w * (pre >= 0 ? p.const_value[size_t(pre)] : io.load(src, combos[i].off + inner.off[k + size_t(j)]));
+        }
+      }
+      io.store(dst, o, io.round(acc));
+    }
+  }
+}
+
+template <typename IO>
+void run_any(const TransformPlan& p, const IO& io, const void* src, void* dst) {
+  if (rows_combine(p)) return run_rows_combined(p, io, src, dst);
+  run_rows(p, io, src, dst);
+}
+
 // Same dtype, no interpolation: element copies, a whole row by memcpy when its map is a plain
 // offset.
 template <size_t E>
@@ -407,17 +504,17 @@ Status run_transform_plan(const TransformPlan& p, const Array& in, Array& out) {
   }
   const DType R = p.linear ? p.resize_dtype : p.out_dtype;
   if (p.src_dtype == DType::U8 && p.out_dtype == DType::F32 && R == DType::F32) {
-    run_rows(p, Fixed<DType::U8, DType::F32, DType::F32>{}, src, dst);
+    run_any(p, Fixed<DType::U8, DType::F32, DType::F32>{}, src, dst);
   } else if (p.src_dtype == DType::F32 && p.out_dtype == DType::F32 && R == DType::F32) {
-    run_rows(p, Fixed<DType::F32, DType::F32, DType::F32>{}, src, dst);
+    run_any(p, Fixed<DType::F32, DType::F32, DType::F32>{}, src, dst);
   } else if (p.src_dtype == DType::U8 && p.out_dtype == DType::U8 && R == DType::U8) {
-    run_rows(p, Fixed<DType::U8, DType::U8, DType::U8>{}, src, dst);
+    run_any(p, Fixed<DType::U8, DType::U8, DType::U8>{}, src, dst);
   } else {
     Dynamic io{};
     visit_dtype(p.src_dtype, [&]<DType D>() { io.l = &load_as<D>; });
     visit_dtype(p.out_dtype, [&]<DType D>() { io.s = &store_as<D>; });
     visit_dtype(R, [&]<DType D>() { io.r = &round_to<D>; });
-    run_rows(p, io, src, dst);
+    run_any(p, io, src, dst);
   }
   return Status::ok();
 }
