@@ -434,8 +434,122 @@ void run_rows_combined(const TransformPlan& p, const IO& io, const void* src, vo
   }
 }
 
+// Whether the last two output axes end the weight order, the second-last first (HWC images:
+// W then C), so run_rows_combined2 may combine W's taps once per (row, w).
+bool rows_combine2(const TransformPlan& p) {
+  if (!p.linear || p.out_axes < 2) return false;
+  const int w = int(p.out_axes) - 2, c = int(p.out_axes) - 1;
+  std::vector<int> tail;
+  int outer_splits = 0;
+  for (int d : p.weight_order) {
+    if (d == w || d == c) tail.push_back(d);
+    else if (!tail.empty()) return false;
+    else ++outer_splits;
+  }
+  if (tail.size() == 2 && tail[0] != w) return false;
+  return (1 << outer_splits) <= kMaxCombos;
+}
+
+// run_rows_combined with rows over all but the last two axes: a narrow last axis (the 3
+// channels of an HWC image) would otherwise pay the per-row work for every 3 elements.
+template <typename IO>
+void run_rows_combined2(const TransformPlan& p, const IO& io, const void* src, void* dst) {
+  const size_t R = p.out_axes, A = p.axes.size();
+  const int64_t W = p.out_shape[R - 2], C = p.out_shape[R - 1];
+  const int64_t rows = product(std::span<const int64_t>(p.out_shape).subspan(0, R - 2));
+  const TransformPlan::Axis& mid = p.axes[R - 2];
+  const TransformPlan::Axis& inner = p.axes[R - 1];
+  const int after = p.resize_step;
+  struct Combo {
+    int64_t off;
+    double w;
+    int pre;
+  };
+#pragma omp parallel for schedule(static) if (rows * W * C >= (int64_t(1) << 14))
+  for (int64_t r = 0; r < rows; ++r) {
+    size_t index[kMaxAxes] = {};
+    int64_t rest = r;
+    for (size_t a = R - 2; a-- > 0;) {
+      index[a] = static_cast<size_t>(rest % p.out_shape[a]);
+      rest /= p.out_shape[a];
+    }
+    Combo combos[kMaxCombos];
+    int n = 1;
+    combos[0] = {0, 1.0, -1};
+    int post = -1;
+    for (size_t d = 0; d < A; ++d) {
+      if (d == R - 2 || d == R - 1) continue;
+      const auto& ax = p.axes[d];
+      size_t k = 2 * index[d];
+      if (ax.count[index[d]] == 2) continue;
+      if (ax.off[k] == kConst) {
+        int st = ax.step[k];
+        if (st > after) post = std::max(post, st);
+        else combos[0].pre = std::max(combos[0].pre, st);
+      } else {
+        combos[0].off += ax.off[k];
+      }
+    }
+    for (int d : p.weight_order) {
+      if (size_t(d) >= R - 2 && size_t(d) < R) continue;
+      if (p.axes[size_t(d)].count[index[d]] != 2) continue;
+      const auto& ax = p.axes[size_t(d)];
+      size_t k = 2 * index[d];
+      for (int c = n - 1; c >= 0; --c) {
+        for (int j = 1; j >= 0; --j) {
+          Combo e = combos[c];
+          e.w *= ax.weight[k + size_t(j)];
+          if (ax.off[k + size_t(j)] == kConst) e.pre = std::max(e.pre, int(ax.step[k + size_t(j)]));
+          else e.off += ax.off[k + size_t(j)];
+          combos[2 * c + j] = e;
+        }
+      }
+      n *= 2;
+    }
+    for (int64_t x = 0; x < W; ++x) {
+      const size_t kw = 2 * static_cast<size_t>(x);
+      const int tw = mid.count[static_cast<size_t>(x)];
+      int post2 = post;
+      if (tw == 1 && mid.off[kw] == kConst && mid.step[kw] > after) post2 = std::max(post2, int(mid.step[kw]));
+      Combo c2[2 * kMaxCombos];
+      int n2 = 0;
+      for (int i = 0; i < n; ++i) {
+        for (int j = 0; j < tw; ++j) {
+          Combo e = combos[i];
+          e.w *= mid.weight[kw + size_t(j)];
+          if (mid.off[kw + size_t(j)] == kConst) e.pre = std::max(e.pre, int(mid.step[kw + size_t(j)]));
+          else e.off += mid.off[kw + size_t(j)];
+          c2[n2++] = e;
+        }
+      }
+      for (int64_t c = 0; c < C; ++c) {
+        const size_t k = 2 * static_cast<size_t>(c);
+        const int taps = inner.count[static_cast<size_t>(c)];
+        int pe = post2;
+        if (taps == 1 && inner.off[k] == kConst && inner.step[k] > after) pe = std::max(pe, int(inner.step[k]));
+        const int64_t o = (r * W + x) * C + c;
+        if (pe >= 0) {
+          io.store(dst, o, p.const_value[size_t(pe)]);
+          continue;
+        }
+        double acc = 0;
+        for (int i = 0; i < n2; ++i) {
+          for (int j = 0; j < taps; ++j) {
+            const double w = c2[i].w * inner.weight[k + size_t(j)];
+            int pre = c2[i].pre;
+            if (inner.off[k + size_t(j)] == kConst) pre = std::max(pre, int(inner.step[k + size_t(j)]));
+            acc += w * (pre >= 0 ? p.const_value[size_t(pre)] : io.load(src, c2[i].off + inner.off[k + size_t(j)]));
+          }
+        }
+        io.store(dst, o, io.round(acc));
+      }
+    }
+  }
+}
+
 template <typename IO>
 void run_any(const TransformPlan& p, const IO& io, const void* src, void* dst) {
+  if (rows_combine2(p) && p.out_shape[p.out_axes - 1] < 64) return run_rows_combined2(p, io, src, dst);
   if (rows_combine(p)) return run_rows_combined(p, io, src, dst);
   run_rows(p, io, src, dst);
 }
