@@ -843,6 +843,26 @@ Expected<Types> infer_elementwise_region(const Ctx& c) {
   return out;
 }
 
+// The body maps its one parameter to its one result; the operand must have the parameter's type.
+Expected<Types> infer_transform_region(const Ctx& c) {
+  const Graph* body = c.node.body.get();
+  if (!body) return c.fail("has no body");
+  if (body->inputs().size() != 1 || body->outputs().size() != 1) {
+    return c.fail("body must take one value and return one value");
+  }
+  const TensorType& param = body->type(body->inputs()[0]);
+  const TensorType& x = c.operand(0);
+  Shape want = c.bindings ? bind_shape(param.shape, *c.bindings) : param.shape;
+  bool same = x.dtype == param.dtype && x.rank() == param.rank();
+  for (size_t d = 0; same && d < want.size(); ++d) {
+    if (x.shape[d].is_static() && want[d].is_static()) same = x.shape[d].value() == want[d].value();
+  }
+  if (!same) return c.fail("operand is " + type_str(x) + " but the body reads " + type_str(param));
+  TensorType out = body->type(body->outputs()[0]);
+  if (c.bindings) out.shape = bind_shape(out.shape, *c.bindings);
+  return Types{out};
+}
+
 }  // namespace
 
 Shape bind_shape(const Shape& s, const SymbolBindings& bindings) {
@@ -941,6 +961,7 @@ Expected<Types> infer_by_op(const Ctx& c) {
     case Op::FusedSwiglu: return infer_fused_swiglu(c);
     case Op::FusedAttention: return infer_fused_attention(c.node, c.in);
     case Op::ElementwiseRegion: return infer_elementwise_region(c);
+    case Op::TransformRegion: return infer_transform_region(c);
     case Op::Constant: {
       const Array& a = node.attr_array("value");
       return Types{TensorType{a.dtype(), make_shape(a.shape())}};

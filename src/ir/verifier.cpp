@@ -6,6 +6,7 @@
 #include "ir/outline.h"
 #include "ir/shape_inference.h"
 #include "ir/size.h"
+#include "ir/transform_region.h"
 
 namespace fusebox {
 
@@ -97,6 +98,24 @@ Status verify_body(const Graph& body, const std::string& where) {
   return Status::ok();
 }
 
+// A transform_region body: whole tensors, every node an index-only step (ir/transform_region.h).
+Status verify_transform_body(const Graph& body, const std::string& where) {
+  Status s = verify(body);
+  if (!s.is_ok()) return s.with_context(where + ": body");
+  if (body.inputs().size() != 1 || body.outputs().size() != 1) {
+    return Status::invalid(where + ": body must take one value and return one value");
+  }
+  std::vector<std::string> names = value_display_names(body);
+  for (const Node& n : body.nodes()) {
+    std::string why;
+    if (is_transform_step(body, n, &why)) continue;
+    return Status::invalid(where + ": body: " + describe_node(body, n, names) + ": not a transform step (" +
+                           why + "); a transform_region body holds slice, transpose, flip, pad, resize, "
+                           "reshape and value-preserving casts");
+  }
+  return Status::ok();
+}
+
 Status verify(const Graph& g) {
   std::vector<std::string> names = value_display_names(g);
   std::string fn = "@" + g.name();
@@ -137,7 +156,11 @@ Status verify(const Graph& g) {
     if (n.body && info.num_outputs >= 0) {
       return Status::invalid(where() + ": " + std::string(info.keyword) + " takes no body");
     }
-    if (n.body) FUSEBOX_RETURN_IF_ERROR(verify_body(*n.body, where()));
+    if (n.body && n.op == Op::TransformRegion) {
+      FUSEBOX_RETURN_IF_ERROR(verify_transform_body(*n.body, where()));
+    } else if (n.body) {
+      FUSEBOX_RETURN_IF_ERROR(verify_body(*n.body, where()));
+    }
     for (const auto& [name, value] : n.attrs.entries()) {
       if (const Shape* s = std::get_if<Shape>(&value)) {
         FUSEBOX_RETURN_IF_ERROR(check_symbols_bound(*s, bound, [&, &attr = name] { return where() + ": attribute '" + attr + "'"; }));

@@ -9,6 +9,7 @@
 #include "backends/cpu/onednn/onednn_kernels.h"
 #include "backends/cpu/reference_backend.h"
 #include "backends/cpu/row_kernels.h"
+#include "backends/cpu/transform_kernel.h"
 #include "backends/host_backend.h"
 
 namespace fusebox {
@@ -60,6 +61,20 @@ class RegionKernel final : public Kernel {
   bool region_;
 };
 
+// A transform_region as one pass over its output (transform_kernel.h).
+class TransformKernel final : public Kernel {
+ public:
+  explicit TransformKernel(std::shared_ptr<const TransformPlan> p) : plan_(std::move(p)) {}
+  Status run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const override {
+    std::vector<Array> ins = arrays_over(in), outs = arrays_over(out);
+    return run_transform_plan(*plan_, ins[0], outs[0]);
+  }
+  std::string_view kind() const override { return "transform"; }
+
+ private:
+  std::shared_ptr<const TransformPlan> plan_;
+};
+
 class CpuBackend final : public HostBackend {
  public:
   explicit CpuBackend(const CpuBackendOptions& options) : options_(options) {}
@@ -78,6 +93,11 @@ class CpuBackend final : public HostBackend {
   Expected<std::shared_ptr<const Kernel>> compile(const Graph& g, const Node& n) const override {
     std::vector<TensorType> in;
     for (ValueId v : n.inputs) in.push_back(g.type(v));
+    if (n.op == Op::TransformRegion) {
+      // Chains the plan does not cover run their steps one by one (the reference kernel).
+      if (auto plan = plan_transform_region(n)) return std::shared_ptr<const Kernel>(std::make_shared<TransformKernel>(std::move(plan)));
+      return make_reference_kernel(n);
+    }
     bool region = n.op == Op::ElementwiseRegion;
     if (region || (n.outputs.size() == 1 && RegionProgram::supports(n, in, g.type(n.outputs[0])))) {
       FUSEBOX_ASSIGN_OR_RETURN(auto program, RegionProgram::compile(n, in, options_.codegen));

@@ -11,6 +11,7 @@
 
 #include "backends/cpu/reference/dtype_dispatch.h"
 #include "backends/cpu/reference/reference.h"
+#include "backends/cpu/reference/resize_math.h"
 #include "ir/layout.h"
 #include "ir/shape_inference.h"
 
@@ -55,16 +56,6 @@ int checked_axis(int64_t axis, int rank, const char* op) {
   return *a;
 }
 
-// Index into an axis of size n for a position `j` outside [0, n) of a padded axis.
-int64_t reflect_index(int64_t j, int64_t n) {
-  if (n == 1) return 0;
-  // numpy 'reflect' mirrors about the edge elements without repeating them; the pattern has
-  // period 2(n-1), which also covers pads wider than the axis.
-  int64_t period = 2 * (n - 1);
-  int64_t m = j % period;
-  if (m < 0) m += period;
-  return m < n ? m : period - m;
-}
 
 }  // namespace
 

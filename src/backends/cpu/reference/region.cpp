@@ -50,4 +50,30 @@ Status ref_ElementwiseRegion(const KernelArgs& args) {
   return Status::ok();
 }
 
+// Reference kernel of transform_region: its steps run one by one on whole arrays, exactly as the
+// unfused chain would.
+Status ref_TransformRegion(const KernelArgs& args) {
+  const Graph* body = args.node.body.get();
+  if (!body) return Status::internal("transform_region without a body");
+  std::map<ValueId, Array> values;
+  values[body->inputs()[0]] = args.in[0];
+  for (const Node& n : body->nodes()) {
+    std::vector<Array> in;
+    for (ValueId v : n.inputs) in.push_back(values.at(v));
+    std::vector<Array> out;
+    for (ValueId v : n.outputs) {
+      const Shape& s = body->type(v).shape;
+      std::vector<int64_t> dims;
+      for (const Dim& d : s) dims.push_back(d.value());
+      out.emplace_back(body->type(v).dtype, dims);
+    }
+    FUSEBOX_RETURN_IF_ERROR(run_reference(n, in, out));
+    for (size_t r = 0; r < out.size(); ++r) values[n.outputs[r]] = std::move(out[r]);
+  }
+  const Array& v = values.at(body->outputs()[0]);
+  FUSEBOX_CHECK(v.nbytes() == args.out[0].nbytes()) << "transform_region: result size";
+  if (v.nbytes() > 0) std::memcpy(args.out[0].raw(), v.raw(), v.nbytes());
+  return Status::ok();
+}
+
 }  // namespace fusebox::cpu
