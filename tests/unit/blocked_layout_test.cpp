@@ -218,23 +218,6 @@ TEST(BlockedLayout, LoweringKeepsActivationsBlockedBetweenConvs) {
   EXPECT_EQ(lowered->type(lowered->outputs()[1]).to_string(), "f32[N,16,1,1]");
 }
 
-// `auto` takes the host's block unless a smaller one keeps more convolutions blocked.
-TEST(BlockedLayout, AutoBlockPrefersTheWidestBlockThatLosesNoConv) {
-  Graph all16 = parse_one(kResidualBlock);  // every conv 16 -> 16
-  EXPECT_EQ(cpu::auto_block(all16, 16), 16);
-  EXPECT_EQ(cpu::auto_block(all16, 8), 8);
-  Graph mixed = parse_one(R"(
-func @mixed(%x: f32[1,16,4,4], %a: f32[24,16,1,1], %b: f32[16,24,1,1]) -> f32[1,16,4,4] {
-  %0 = conv2d %x, %a : f32[1,24,4,4]
-  %1 = relu %0 : f32[1,24,4,4]
-  %y = conv2d %1, %b : f32[1,16,4,4]
-  return %y
-}
-)");
-  EXPECT_EQ(cpu::auto_block(mixed, 16), 8);  // 16 would leave both convs plain
-  EXPECT_EQ(cpu::auto_block(mixed, 8), 8);
-}
-
 TEST(BlockedLayout, ChannelCountsTheBlockDoesNotDivideStayPlain) {
   Graph g = parse_one(kSqueezeExcite);
   Expected<Graph> lowered = cpu::assign_blocked_layout(g, 8);

@@ -272,22 +272,6 @@ Expected<Graph> assign_blocked_layout(const Graph& g, int64_t block) {
   return Lowering(g, block).run();
 }
 
-int64_t auto_block(const Graph& g, int64_t preferred) {
-  auto blockable = [&g](int64_t b) {
-    int count = 0;
-    for (const Node& n : g.nodes()) {
-      if (n.op != Op::Conv2d && n.op != Op::FusedConvBiasAct) continue;
-      const Shape& x = g.type(n.inputs[0]).shape;
-      const Shape& y = g.type(n.outputs[0]).shape;
-      if (x.size() != 4 || y.size() != 4 || !x[1].is_static() || !y[1].is_static()) continue;
-      count += x[1].value() % b == 0 && y[1].value() % b == 0;
-    }
-    return count;
-  };
-  if (preferred <= 8) return preferred;
-  return blockable(preferred) < blockable(8) ? 8 : preferred;
-}
-
 LayoutSummary summarize_layout(const Graph& g) {
   LayoutSummary s;
   for (const Node& n : g.nodes()) {

@@ -38,12 +38,6 @@ struct LayoutSummary {
 // block: 4, 8 or 16 (what oneDNN has formats for).
 Expected<Graph> assign_blocked_layout(const Graph& g, int64_t block);
 
-// The block `auto` uses for `g`: the host's preferred block (16 with AVX-512), unless a smaller
-// one (8) keeps more of g's convolutions blocked. A conv whose channel counts 16 does not divide
-// (EfficientNet's 24 and 40) would leave the blocked form twice with full-size reorders, which
-// costs more than the narrower vectors of the 8-blocked kernels.
-int64_t auto_block(const Graph& g, int64_t preferred);
-
 // Counts what a lowered graph holds.
 LayoutSummary summarize_layout(const Graph& g);
 

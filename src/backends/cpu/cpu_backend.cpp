@@ -85,9 +85,8 @@ class CpuBackend final : public HostBackend {
     bool has_conv = std::any_of(g.nodes().begin(), g.nodes().end(),
                                 [](const Node& n) { return n.op == Op::Conv2d || n.op == Op::FusedConvBiasAct; });
     if (!has_conv) return g;
-    int64_t block = options_.nchwc_block == CpuBackendOptions::kAutoBlock
-                        ? auto_block(g, onednn::preferred_nchwc_block())
-                        : options_.nchwc_block;
+    int64_t block = options_.nchwc_block == CpuBackendOptions::kAutoBlock ? onednn::preferred_nchwc_block()
+                                                                          : options_.nchwc_block;
     return assign_blocked_layout(g, block);
   }
   Expected<std::shared_ptr<const Kernel>> compile(const Graph& g, const Node& n) const override {
