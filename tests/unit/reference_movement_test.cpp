@@ -64,6 +64,29 @@ TEST(ReferenceMovement, ReshapeCopiesEveryDType) {
   EXPECT_EQ(e[0].numel(), 0);
 }
 
+// Transposes that keep the last axis and slices of whole rows copy row by row (in parallel
+// when large); each element is checked against index arithmetic written out here, at a small
+// size and at one large enough to spread over threads, outputs poisoned first.
+TEST(ReferenceMovement, RowCopiesMatchIndexArithmetic) {
+  for (int64_t a : {3, 70}) {
+    const int64_t b = 17, c = 64;
+    Array x = random_array(DType::F32, {a, b, c}, 31);
+    std::vector<double> xs = to_doubles(x);
+    std::vector<Array> t = run_reference_poisoned(Op::Transpose, {x}, {{"perm", I64s{1, 0, 2}}});
+    std::vector<double> ts = to_doubles(t[0]);
+    ASSERT_EQ(t[0].shape(), (I64s{b, a, c}));
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t j = 0; j < a; ++j)
+        for (int64_t k = 0; k < c; ++k) ASSERT_EQ(ts[size_t((i * a + j) * c + k)], xs[size_t((j * b + i) * c + k)]);
+    std::vector<Array> sl = run_reference_poisoned(Op::Slice, {x}, {{"starts", I64s{1, 16}}, {"ends", I64s{a, 48}}, {"axes", I64s{0, 2}}});
+    std::vector<double> ss = to_doubles(sl[0]);
+    ASSERT_EQ(sl[0].shape(), (I64s{a - 1, b, 32}));
+    for (int64_t i = 0; i + 1 < a; ++i)
+      for (int64_t j = 0; j < b; ++j)
+        for (int64_t k = 0; k < 32; ++k) ASSERT_EQ(ss[size_t((i * b + j) * 32 + k)], xs[size_t(((i + 1) * b + j) * c + 16 + k)]);
+  }
+}
+
 TEST(ReferenceMovement, TransposeHandCase) {
   auto y = run_reference_poisoned(Op::Transpose, {iota(DType::F32, {2, 3})}, {{"perm", I64s{1, 0}}});
   ASSERT_EQ(y.size(), 1u);
