@@ -122,6 +122,30 @@ void run_rows(const TransformPlan& p, const IO& io, const void* src, void* dst) 
 // and each element adds its own one or two taps to each. Same arithmetic as run_rows.
 constexpr int kMaxCombos = 16;
 
+// One way a row's taps reach the source: the element offset so far, the product of their
+// weights, and the latest pad step passed before the resize (-1: none).
+struct Combo {
+  int64_t off;
+  double w;
+  int pre;
+};
+
+// Splits each of combos[0, n) into its two taps along `ax` at `index`, in place, back to front
+// (c -> 2c, 2c+1: the reference's summation order); returns the new count.
+int split_taps(Combo* combos, int n, const TransformPlan::Axis& ax, size_t index) {
+  const size_t k = 2 * index;
+  for (int c = n - 1; c >= 0; --c) {
+    for (int j = 1; j >= 0; --j) {
+      Combo e = combos[c];
+      e.w *= ax.weight[k + size_t(j)];
+      if (ax.off[k + size_t(j)] == kConst) e.pre = std::max(e.pre, int(ax.step[k + size_t(j)]));
+      else e.off += ax.off[k + size_t(j)];
+      combos[2 * c + j] = e;
+    }
+  }
+  return 2 * n;
+}
+
 bool rows_combine(const TransformPlan& p) {
   if (!p.linear || p.out_axes == 0) return false;
   const int inner = int(p.out_axes) - 1;
@@ -146,11 +170,6 @@ void run_rows_combined(const TransformPlan& p, const IO& io, const void* src, vo
       index[a] = static_cast<size_t>(rest % p.out_shape[a]);
       rest /= p.out_shape[a];
     }
-    struct Combo {
-      int64_t off;
-      double w;
-      int pre;
-    };
     Combo combos[kMaxCombos];
     int n = 1;
     combos[0] = {0, 1.0, -1};
@@ -170,18 +189,7 @@ void run_rows_combined(const TransformPlan& p, const IO& io, const void* src, vo
     }
     for (int d : p.weight_order) {
       if (size_t(d) == R - 1 || p.axes[size_t(d)].count[index[d]] != 2) continue;
-      const auto& ax = p.axes[size_t(d)];
-      size_t k = 2 * index[d];
-      for (int c = n - 1; c >= 0; --c) {  // in place, back to front: c -> 2c, 2c+1
-        for (int j = 1; j >= 0; --j) {
-          Combo e = combos[c];
-          e.w *= ax.weight[k + size_t(j)];
-          if (ax.off[k + size_t(j)] == kConst) e.pre = std::max(e.pre, int(ax.step[k + size_t(j)]));
-          else e.off += ax.off[k + size_t(j)];
-          combos[2 * c + j] = e;
-        }
-      }
-      n *= 2;
+      n = split_taps(combos, n, p.axes[size_t(d)], index[d]);
     }
     for (int64_t c = 0; c < width; ++c) {
       const size_t k = 2 * static_cast<size_t>(c);
@@ -233,11 +241,6 @@ void run_rows_combined2(const TransformPlan& p, const IO& io, const void* src, v
   const TransformPlan::Axis& mid = p.axes[R - 2];
   const TransformPlan::Axis& inner = p.axes[R - 1];
   const int after = p.resize_step;
-  struct Combo {
-    int64_t off;
-    double w;
-    int pre;
-  };
 #pragma omp parallel for schedule(static) if (rows * W * C >= (int64_t(1) << 14))
   for (int64_t r = 0; r < rows; ++r) {
     size_t index[kMaxAxes] = {};
@@ -266,18 +269,7 @@ void run_rows_combined2(const TransformPlan& p, const IO& io, const void* src, v
     for (int d : p.weight_order) {
       if (size_t(d) >= R - 2 && size_t(d) < R) continue;
       if (p.axes[size_t(d)].count[index[d]] != 2) continue;
-      const auto& ax = p.axes[size_t(d)];
-      size_t k = 2 * index[d];
-      for (int c = n - 1; c >= 0; --c) {
-        for (int j = 1; j >= 0; --j) {
-          Combo e = combos[c];
-          e.w *= ax.weight[k + size_t(j)];
-          if (ax.off[k + size_t(j)] == kConst) e.pre = std::max(e.pre, int(ax.step[k + size_t(j)]));
-          else e.off += ax.off[k + size_t(j)];
-          combos[2 * c + j] = e;
-        }
-      }
-      n *= 2;
+      n = split_taps(combos, n, p.axes[size_t(d)], index[d]);
     }
     for (int64_t x = 0; x < W; ++x) {
       const size_t kw = 2 * static_cast<size_t>(x);
