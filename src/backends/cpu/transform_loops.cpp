@@ -146,6 +146,32 @@ int split_taps(Combo* combos, int n, const TransformPlan::Axis& ax, size_t index
   return 2 * n;
 }
 
+// Output element o from the row's tap combinations and the innermost axis's own one or two taps
+// at `index`: a pad constant when a constant tap comes after the resize (`post`, or this axis's
+// own), else the weighted sum in the reference's order, rounded once.
+template <typename IO>
+void store_combined(const TransformPlan& p, const IO& io, const void* src, void* dst, int64_t o, const Combo* combos,
+                    int n, const TransformPlan::Axis& inner, size_t index, int post) {
+  const size_t k = 2 * index;
+  const int taps = inner.count[index];
+  const int after = p.resize_step;
+  if (taps == 1 && inner.off[k] == kConst && inner.step[k] > after) post = std::max(post, int(inner.step[k]));
+  if (post >= 0) {
+    io.store(dst, o, p.const_value[size_t(post)]);
+    return;
+  }
+  double acc = 0;
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < taps; ++j) {
+      const double w = combos[i].w * inner.weight[k + size_t(j)];
+      int pre = combos[i].pre;
+      if (inner.off[k + size_t(j)] == kConst) pre = std::max(pre, int(inner.step[k + size_t(j)]));
+      acc += w * (pre >= 0 ? p.const_value[size_t(pre)] : io.load(src, combos[i].off + inner.off[k + size_t(j)]));
+    }
+  }
+  io.store(dst, o, io.round(acc));
+}
+
 bool rows_combine(const TransformPlan& p) {
   if (!p.linear || p.out_axes == 0) return false;
   const int inner = int(p.out_axes) - 1;
@@ -192,25 +218,7 @@ void run_rows_combined(const TransformPlan& p, const IO& io, const void* src, vo
       n = split_taps(combos, n, p.axes[size_t(d)], index[d]);
     }
     for (int64_t c = 0; c < width; ++c) {
-      const size_t k = 2 * static_cast<size_t>(c);
-      const int taps = inner.count[static_cast<size_t>(c)];
-      int pe = post;
-      if (taps == 1 && inner.off[k] == kConst && inner.step[k] > after) pe = std::max(pe, int(inner.step[k]));
-      const int64_t o = r * width + c;
-      if (pe >= 0) {
-        io.store(dst, o, p.const_value[size_t(pe)]);
-        continue;
-      }
-      double acc = 0;
-      for (int i = 0; i < n; ++i) {
-        for (int j = 0; j < taps; ++j) {
-          const double w = combos[i].w * inner.weight[k + size_t(j)];
-          int pre = combos[i].pre;
-          if (inner.off[k + size_t(j)] == kConst) pre = std::max(pre, int(inner.step[k + size_t(j)]));
-          acc += w * (pre >= 0 ? p.const_value[size_t(pre)] : io.load(src, combos[i].off + inner.off[k + size_t(j)]));
-        }
-      }
-      io.store(dst, o, io.round(acc));
+      store_combined(p, io, src, dst, r * width + c, combos, n, inner, size_t(c), post);
     }
   }
 }
@@ -288,25 +296,7 @@ void run_rows_combined2(const TransformPlan& p, const IO& io, const void* src, v
         }
       }
       for (int64_t c = 0; c < C; ++c) {
-        const size_t k = 2 * static_cast<size_t>(c);
-        const int taps = inner.count[static_cast<size_t>(c)];
-        int pe = post2;
-        if (taps == 1 && inner.off[k] == kConst && inner.step[k] > after) pe = std::max(pe, int(inner.step[k]));
-        const int64_t o = (r * W + x) * C + c;
-        if (pe >= 0) {
-          io.store(dst, o, p.const_value[size_t(pe)]);
-          continue;
-        }
-        double acc = 0;
-        for (int i = 0; i < n2; ++i) {
-          for (int j = 0; j < taps; ++j) {
-            const double w = c2[i].w * inner.weight[k + size_t(j)];
-            int pre = c2[i].pre;
-            if (inner.off[k + size_t(j)] == kConst) pre = std::max(pre, int(inner.step[k + size_t(j)]));
-            acc += w * (pre >= 0 ? p.const_value[size_t(pre)] : io.load(src, c2[i].off + inner.off[k + size_t(j)]));
-          }
-        }
-        io.store(dst, o, io.round(acc));
+        store_combined(p, io, src, dst, (r * W + x) * C + c, c2, n2, inner, size_t(c), post2);
       }
     }
   }
