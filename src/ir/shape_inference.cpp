@@ -924,7 +924,8 @@ Expected<Types> infer_by_op(const Ctx& c) {
     case Op::Neg: case Op::Abs: case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Rsqrt:
     case Op::Reciprocal: case Op::Tanh: case Op::Sigmoid: case Op::Relu: case Op::LeakyRelu:
     case Op::Gelu: case Op::Silu: case Op::Erf: case Op::HardSigmoid: case Op::HardSwish:
-    case Op::Sin: case Op::Cos: case Op::Floor: case Op::Ceil: case Op::Round: case Op::Not:
+    case Op::Sin: case Op::Cos: case Op::Tan: case Op::Asin: case Op::Acos: case Op::Atan:
+    case Op::Sinh: case Op::Cosh: case Op::Asinh: case Op::Acosh: case Op::Atanh: case Op::Floor: case Op::Ceil: case Op::Round: case Op::Not:
     case Op::Clip: case Op::Identity: case Op::Cast:
       return infer_unary(c);
     case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Pow: case Op::Max:

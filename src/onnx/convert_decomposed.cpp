@@ -8,6 +8,11 @@
 //   Shrink(x)            where(x < -lambd, x + bias, where(x > lambd, x - bias, 0))
 //   Elu(x)               where(x < 0, alpha * (exp(x) - 1), x)
 //   Celu(x)              where(x < 0, alpha * (exp(x / alpha) - 1), x)
+//   Selu(x)              gamma * where(x > 0, x, alpha * (exp(x) - 1))
+//   Softplus(x)          where(x > 0, x + log(1 + exp(-x)), log(1 + exp(x)))   (no overflow)
+//   Softsign(x)          x / (1 + abs(x))
+//   InstanceNormalization(x, s, b)   (x - m) * rsqrt(v + eps) * s + b, m and v the mean and
+//                        variance over the spatial axes (2..), s and b per channel
 //   CastLike(x, like)    cast(x, to = like's type)
 //   ReduceL1             reduce_sum(abs(x))
 //   ReduceL2             sqrt(reduce_sum(x * x))
@@ -93,6 +98,56 @@ Status convert_elu(ImportContext& ctx, OnnxNode& n) {
   return ctx.set_output(n, 0, ctx.emit(Op::Where, {ctx.emit(Op::Less, {x, scalar(ctx, t, 0)}), neg, x}));
 }
 
+Status convert_selu(ImportContext& ctx, OnnxNode& n) {
+  double alpha = n.attr_float("alpha", 1.67326319217681884765625f);
+  double gamma = n.attr_float("gamma", 1.05070102214813232421875f);
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
+  DType t = ctx.type(x).dtype;
+  if (!is_float(t)) return n.error("input must be a float tensor, got " + ctx.type(x).to_string());
+  ValueId neg = ctx.emit(Op::Mul, {scalar(ctx, t, alpha), ctx.emit(Op::Sub, {ctx.emit(Op::Exp, {x}), scalar(ctx, t, 1)})});
+  ValueId y = ctx.emit(Op::Where, {ctx.emit(Op::Greater, {x, scalar(ctx, t, 0)}), x, neg});
+  return ctx.set_output(n, 0, ctx.emit(Op::Mul, {scalar(ctx, t, gamma), y}));
+}
+
+Status convert_softplus_softsign(ImportContext& ctx, OnnxNode& n) {
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
+  DType t = ctx.type(x).dtype;
+  if (!is_float(t)) return n.error("input must be a float tensor, got " + ctx.type(x).to_string());
+  ValueId one = scalar(ctx, t, 1);
+  if (n.op_type() == "Softsign") {
+    return ctx.set_output(n, 0, ctx.emit(Op::Div, {x, ctx.emit(Op::Add, {one, ctx.emit(Op::Abs, {x})})}));
+  }
+  // log(1 + exp(x)) = x + log(1 + exp(-x)): the second form for x > 0 keeps exp from overflowing.
+  ValueId pos = ctx.emit(Op::Add, {x, ctx.emit(Op::Log, {ctx.emit(Op::Add, {one, ctx.emit(Op::Exp, {ctx.emit(Op::Neg, {x})})})})});
+  ValueId neg = ctx.emit(Op::Log, {ctx.emit(Op::Add, {one, ctx.emit(Op::Exp, {x})})});
+  return ctx.set_output(n, 0, ctx.emit(Op::Where, {ctx.emit(Op::Greater, {x, scalar(ctx, t, 0)}), pos, neg}));
+}
+
+Status convert_instance_norm(ImportContext& ctx, OnnxNode& n) {
+  double eps = n.attr_float("epsilon", 1e-5f);
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId s, ctx.value(n, 1));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId b, ctx.value(n, 2));
+  const TensorType xt = ctx.type(x);
+  if (!is_float(xt.dtype)) return n.error("input must be a float tensor, got " + xt.to_string());
+  if (xt.rank() < 3) return n.error("input must have rank >= 3 ([N, C, spatial...]), got " + xt.to_string());
+  std::vector<int64_t> axes;
+  for (int64_t i = 2; i < xt.rank(); ++i) axes.push_back(i);
+  Attrs reduce{{"axes", axes}, {"keepdims", true}};
+  // The per-channel vectors as [C, 1, ...] so they broadcast over the spatial axes.
+  if (ctx.type(s).rank() != 1 || ctx.type(b).rank() != 1) {
+    return n.error("scale and B must be vectors of C values, got " + ctx.type(s).to_string() + " and " + ctx.type(b).to_string());
+  }
+  Shape per_channel{ctx.type(s).shape[0]};
+  for (int64_t i = 2; i < xt.rank(); ++i) per_channel.push_back(Dim(1));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId sc, ctx.reshape(n, s, per_channel));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId bc, ctx.reshape(n, b, per_channel));
+  ValueId d = ctx.emit(Op::Sub, {x, ctx.emit(Op::ReduceMean, {x}, reduce)});
+  ValueId var = ctx.emit(Op::ReduceMean, {ctx.emit(Op::Mul, {d, d})}, reduce);
+  ValueId inv = ctx.emit(Op::Rsqrt, {ctx.emit(Op::Add, {var, scalar(ctx, xt.dtype, eps)})});
+  return ctx.set_output(n, 0, ctx.emit(Op::Add, {ctx.emit(Op::Mul, {ctx.emit(Op::Mul, {d, inv}), sc}), bc}));
+}
+
 Status convert_cast_like(ImportContext& ctx, OnnxNode& n) {
   n.accept_attr("saturate");  // only affects float8 targets, which fusebox lacks
   FUSEBOX_ASSIGN_OR_RETURN(TensorType like, ctx.type_of(n, 1));
@@ -150,6 +205,10 @@ void add_decomposed_converters(ConverterTable& table) {
   table["Elu"] = convert_elu;
   table["Celu"] = convert_elu;
   table["CastLike"] = convert_cast_like;
+  table["Selu"] = convert_selu;
+  table["Softplus"] = convert_softplus_softsign;
+  table["Softsign"] = convert_softplus_softsign;
+  table["InstanceNormalization"] = convert_instance_norm;
   for (const char* r : {"ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"}) {
     table[r] = convert_reduce_composite;
   }

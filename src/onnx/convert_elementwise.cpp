@@ -17,7 +17,9 @@ const std::map<std::string, Op, std::less<>>& unary_ops() {
       {"Sqrt", Op::Sqrt},   {"Reciprocal", Op::Reciprocal}, {"Exp", Op::Exp},     {"Log", Op::Log},
       {"Neg", Op::Neg},     {"Abs", Op::Abs},               {"Floor", Op::Floor}, {"Ceil", Op::Ceil},
       {"Sin", Op::Sin},     {"Cos", Op::Cos},               {"Round", Op::Round}, {"Not", Op::Not},
-      {"HardSwish", Op::HardSwish},
+      {"HardSwish", Op::HardSwish}, {"Tan", Op::Tan},   {"Asin", Op::Asin},   {"Acos", Op::Acos},
+      {"Atan", Op::Atan},   {"Sinh", Op::Sinh},   {"Cosh", Op::Cosh},   {"Asinh", Op::Asinh},
+      {"Acosh", Op::Acosh}, {"Atanh", Op::Atanh},
   };
   return ops;
 }

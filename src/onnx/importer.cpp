@@ -10,6 +10,7 @@
 #include <climits>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "onnx/converters.h"
@@ -35,21 +36,25 @@ const ConverterTable& converters() {
 
 namespace {
 
-// Opset 7 is the oldest whose op semantics the converters follow: from 7 on, element-wise ops
+// Opset 7 is the oldest whose op semantics every converter follows: from 7 on, element-wise ops
 // broadcast like numpy without a `broadcast` attribute, and every converted op's versions 7 and 8
 // differ from version 9 only in the types they allow or in attributes the converters read or
-// refuse (Upsample-7's `scales`, BatchNormalization-7's `spatial`). 21 is the newest checked
-// against the converters (an attribute or input added later is refused by the unread-attribute
-// check, but a semantic change without one would not be, so newer opsets are refused outright).
+// refuse (Upsample-7's `scales`, BatchNormalization-7's `spatial`). Models of opsets 1 to 6 are
+// imported when every node is one of the ops below, whose versions before 7 compute what version
+// 7 computes (they differ only in the legacy `consumed_inputs` attribute, which is ignored, and in
+// the types they allow). 21 is the newest checked against the converters (an attribute or input
+// added later is refused by the unread-attribute check, but a semantic change without one would
+// not be, so newer opsets are refused outright).
 constexpr int64_t kMinOpset = 7;
+constexpr int64_t kOldestOpset = 1;
 constexpr int64_t kMaxOpset = 21;
 
 Expected<int64_t> default_opset(const onnx::ModelProto& m) {
   for (const auto& o : m.opset_import()) {
     if (o.domain().empty() || o.domain() == "ai.onnx") {
-      if (o.version() < kMinOpset) {
+      if (o.version() < kOldestOpset) {
         return Status::unimplemented("opset " + std::to_string(o.version()) + " is older than the oldest supported (" +
-                                     std::to_string(kMinOpset) + ")");
+                                     std::to_string(kOldestOpset) + ")");
       }
       if (o.version() > kMaxOpset) {
         return Status::unimplemented("opset " + std::to_string(o.version()) + " is newer than the newest supported (" +
@@ -59,6 +64,18 @@ Expected<int64_t> default_opset(const onnx::ModelProto& m) {
     }
   }
   return Status::invalid("the model imports no opset of the default ONNX domain");
+}
+
+// The ops whose versions before opset 7 mean what version 7 means (see kMinOpset).
+bool same_meaning_before_opset7(std::string_view op_type) {
+  static const std::set<std::string, std::less<>> ops = {
+      "Abs", "ArgMax", "ArgMin", "AveragePool", "Ceil", "Clip", "Conv", "Elu", "Exp", "Floor",
+      "GlobalAveragePool", "GlobalMaxPool", "HardSigmoid", "Identity", "InstanceNormalization",
+      "LeakyRelu", "Log", "LogSoftmax", "MatMul", "MaxPool", "Neg", "Not", "Reciprocal", "ReduceL1",
+      "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin",
+      "ReduceProd", "ReduceSum", "ReduceSumSquare", "Relu", "Selu", "Sigmoid", "Softmax", "Softplus",
+      "Softsign", "Sqrt", "Tanh", "Transpose"};
+  return ops.contains(op_type);
 }
 
 Status declare_input(ImportContext& ctx, const onnx::ValueInfoProto& vi) {
@@ -96,6 +113,13 @@ Status convert_node(ImportContext& ctx, const onnx::NodeProto& proto, int index)
   const ConverterTable& table = converters();
   auto it = table.find(proto.op_type());
   if (it == table.end()) return n.error("op type '" + proto.op_type() + "' is not supported (docs/onnx.md lists the supported ops)");
+  if (ctx.opset() < kMinOpset) {
+    if (!same_meaning_before_opset7(proto.op_type())) {
+      return n.error("at opset " + std::to_string(ctx.opset()) + ", older than " + std::to_string(kMinOpset) +
+                     ", only ops whose meaning did not change since are imported (docs/onnx.md lists them)");
+    }
+    n.accept_attr("consumed_inputs");  // legacy (opsets 1-5): in-place hints with no effect on values
+  }
   for (int i = 0; i < proto.output_size(); ++i) {
     if (!proto.output(i).empty() && ctx.defined(proto.output(i))) {
       return n.error("output '" + proto.output(i) + "' is already defined");

@@ -83,12 +83,20 @@ TEST(OnnxImportErrors, ValuesThatMustBeKnownAtImportTime) {
 }
 
 TEST(OnnxImportErrors, OpsetAndDomain) {
-  // Before opset 7, element-wise ops broadcast only with a `broadcast` attribute.
+  // Before opset 7, element-wise ops broadcast only with a `broadcast` attribute: such ops are
+  // refused at old opsets, by name.
   OnnxModel old(6);
   old.input("x", {2});
-  old.node("Relu", {"x"}, {"y"});
+  old.node("Relu", {"x"}, {"r"});
+  old.node("Add", {"r", "x"}, {"y"}, "sum");
   old.output("y");
-  EXPECT_CONTAINS(import_error(old), "opset 6 is older than the oldest supported (7)");
+  EXPECT_CONTAINS(import_error(old), "Add node 'sum': at opset 6, older than 7, only ops whose meaning did not change");
+
+  OnnxModel ancient(0);
+  ancient.input("x", {2});
+  ancient.node("Relu", {"x"}, {"y"});
+  ancient.output("y");
+  EXPECT_CONTAINS(import_error(ancient), "opset 0 is older than the oldest supported (1)");
 
   OnnxModel future(40);
   future.input("x", {2});

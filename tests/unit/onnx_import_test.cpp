@@ -51,6 +51,18 @@ TEST(OnnxImport, UnaryOpsMatchTheirDefinitions) {
       {"HardSigmoid", [](double x) { return std::clamp(0.2 * x + 0.5, 0.0, 1.0); }, -5, 5},
       {"LeakyRelu", [](double x) { return x > 0 ? x : 0.01 * x; }},
       {"Identity", [](double x) { return x; }},
+      {"Tan", [](double x) { return std::tan(x); }, -1.2, 1.2},
+      {"Asin", [](double x) { return std::asin(x); }, -0.95, 0.95},
+      {"Acos", [](double x) { return std::acos(x); }, -0.95, 0.95},
+      {"Atan", [](double x) { return std::atan(x); }, -6, 6},
+      {"Sinh", [](double x) { return std::sinh(x); }},
+      {"Cosh", [](double x) { return std::cosh(x); }},
+      {"Asinh", [](double x) { return std::asinh(x); }, -6, 6},
+      {"Acosh", [](double x) { return std::acosh(x); }, 1.05, 8},
+      {"Atanh", [](double x) { return std::atanh(x); }, -0.9, 0.9},
+      {"Selu", [](double x) { return 1.0507009873554805 * (x > 0 ? x : 1.6732632423543772 * (std::exp(x) - 1)); }},
+      {"Softplus", [](double x) { return std::log1p(std::exp(x)); }, -30, 30},
+      {"Softsign", [](double x) { return x / (1 + std::fabs(x)); }},
   };
   for (const UnaryCase& c : cases) {
     SCOPED_TRACE(c.op);
@@ -63,6 +75,37 @@ TEST(OnnxImport, UnaryOpsMatchTheirDefinitions) {
     ASSERT_EQ(out.size(), 1u);
     EXPECT_TRUE(arrays_close(out[0], expected_from(x, [&](int64_t i) { return c.f(x.get_f64(i)); }), 1e-5, 1e-6));
   }
+}
+
+// Opsets before 7: ops whose meaning did not change import (their legacy `consumed_inputs` is
+// ignored) and compute what the current version computes.
+TEST(OnnxImport, OpsetSixModelOfUnchangedOps) {
+  OnnxModel m(6);
+  m.input("x", {2, 3, 4, 5});
+  m.input("s", {3});
+  m.input("b", {3});
+  set_attr(m.node("Elu", {"x"}, {"e"}), "consumed_inputs", std::vector<int64_t>{0});
+  set_attr(m.node("InstanceNormalization", {"e", "s", "b"}, {"y"}), "epsilon", 0.01f);
+  m.output("y");
+  Array x = random_array(DType::F32, {2, 3, 4, 5}, 17, -3, 3);
+  Array s = random_array(DType::F32, {3}, 18, 0.5, 2);
+  Array b = random_array(DType::F32, {3}, 19, -1, 1);
+  std::vector<Array> out = import_and_run(m, {{"x", x}, {"s", s}, {"b", b}});
+  ASSERT_EQ(out.size(), 1u);
+  Array want(DType::F32, {2, 3, 4, 5});
+  for (int64_t nc = 0; nc < 6; ++nc) {
+    double e[20], mean = 0, var = 0;
+    for (int64_t i = 0; i < 20; ++i) {
+      double v = x.get_f64(nc * 20 + i);
+      e[i] = v < 0 ? std::exp(v) - 1 : v;
+      mean += e[i] / 20;
+    }
+    for (double v : e) var += (v - mean) * (v - mean) / 20;
+    for (int64_t i = 0; i < 20; ++i) {
+      want.set_f64(nc * 20 + i, (e[i] - mean) / std::sqrt(var + 0.01) * s.get_f64(nc % 3) + b.get_f64(nc % 3));
+    }
+  }
+  EXPECT_TRUE(arrays_close(out[0], want, 1e-5, 1e-5));
 }
 
 TEST(OnnxImport, AttributesOfHardSigmoidLeakyReluAndClip) {

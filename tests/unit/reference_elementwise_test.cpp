@@ -91,6 +91,45 @@ TEST(ReferenceUnary, FloatOpsMatchDoubleFormulasInEveryFloatDtype) {
   }
 }
 
+// The trigonometric and hyperbolic ops (and their inverses) on the domain where each is defined
+// and well conditioned, every float dtype, against <cmath> in double.
+TEST(ReferenceUnary, TrigAndHyperbolicOpsOnTheirDomains) {
+  struct Case {
+    Op op;
+    double lo, hi;
+    double (*f)(double);
+  };
+  const Case cases[] = {
+      {Op::Tan, -1.2, 1.2, [](double x) { return std::tan(x); }},
+      {Op::Asin, -0.95, 0.95, [](double x) { return std::asin(x); }},
+      {Op::Acos, -0.95, 0.95, [](double x) { return std::acos(x); }},
+      {Op::Atan, -6.0, 6.0, [](double x) { return std::atan(x); }},
+      {Op::Sinh, -4.0, 4.0, [](double x) { return std::sinh(x); }},
+      {Op::Cosh, -4.0, 4.0, [](double x) { return std::cosh(x); }},
+      {Op::Asinh, -6.0, 6.0, [](double x) { return std::asinh(x); }},
+      {Op::Acosh, 1.05, 8.0, [](double x) { return std::acosh(x); }},
+      {Op::Atanh, -0.9, 0.9, [](double x) { return std::atanh(x); }},
+  };
+  struct Tol {
+    DType dtype;
+    double rtol, atol;
+  };
+  for (Tol t : {Tol{DType::F32, 2e-6, 1e-6}, Tol{DType::F64, 1e-13, 1e-14}, Tol{DType::F16, 2e-3, 1e-3},
+                Tol{DType::BF16, 1.6e-2, 8e-3}}) {
+    for (const Case& c : cases) {
+      Array in = random_array(t.dtype, {3, 17}, 21 + static_cast<int>(c.op), c.lo, c.hi);
+      Array got = run_op1(c.op, {in});
+      EXPECT_TRUE(arrays_close(got, map_expected(in, t.dtype, c.f), t.rtol, t.atol))
+          << op_keyword(c.op) << " on " << dtype_name(t.dtype);
+    }
+  }
+  // Outside the domain: NaN, as <cmath> and ONNX say.
+  Array bad = array_of(DType::F32, {3}, {1.5, -2.0, 0.5});
+  EXPECT_TRUE(std::isnan(run_op1(Op::Asin, {bad}).get_f64(0)));
+  EXPECT_TRUE(std::isnan(run_op1(Op::Atanh, {bad}).get_f64(1)));
+  EXPECT_TRUE(std::isnan(run_op1(Op::Acosh, {bad}).get_f64(2)));
+}
+
 TEST(ReferenceUnary, ClosedFormValues) {
   Array x = array_of(DType::F64, {7}, {0.0, 1.0, -1.0, 0.5, 3.0, -3.0, 40.0});
   auto at = [](const Array& a, int64_t i) { return a.get_f64(i); };

@@ -232,6 +232,15 @@ Status ref_HardSwish(const KernelArgs& a) {
 
 Status ref_Sin(const KernelArgs& a) { return float_unary(a, [](auto x) { return std::sin(x); }); }
 Status ref_Cos(const KernelArgs& a) { return float_unary(a, [](auto x) { return std::cos(x); }); }
+Status ref_Tan(const KernelArgs& a) { return float_unary(a, [](auto x) { return std::tan(x); }); }
+Status ref_Asin(const KernelArgs& a) { return float_unary(a, [](auto x) { return std::asin(x); }); }
+Status ref_Acos(const KernelArgs& a) { return float_unary(a, [](auto x) { return std::acos(x); }); }
+Status ref_Atan(const KernelArgs& a) { return float_unary(a, [](auto x) { return std::atan(x); }); }
+Status ref_Sinh(const KernelArgs& a) { return float_unary(a, [](auto x) { return std::sinh(x); }); }
+Status ref_Cosh(const KernelArgs& a) { return float_unary(a, [](auto x) { return std::cosh(x); }); }
+Status ref_Asinh(const KernelArgs& a) { return float_unary(a, [](auto x) { return std::asinh(x); }); }
+Status ref_Acosh(const KernelArgs& a) { return float_unary(a, [](auto x) { return std::acosh(x); }); }
+Status ref_Atanh(const KernelArgs& a) { return float_unary(a, [](auto x) { return std::atanh(x); }); }
 Status ref_Floor(const KernelArgs& a) { return float_unary(a, [](auto x) { return std::floor(x); }); }
 Status ref_Ceil(const KernelArgs& a) { return float_unary(a, [](auto x) { return std::ceil(x); }); }
 
