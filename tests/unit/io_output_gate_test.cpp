@@ -70,10 +70,10 @@ TEST(IoOutputGate, CpuKeepsTheSpectrumAndItsValuesMatchTheReference) {
 
 TEST(IoOutputGate, AnUnmaterialisedSlotRunsAsAnEmptyArrayInItsPlace) {
   Expected<Module> m = parse_module(
-      "func @f(%x: f32[2,16]) -> f32[2,9], f32[2,2], i64[2,2] {\n"
+      "func @f(%x: f32[2,16]) -> (f32[2,9], f32[2,2], i64[2,2]) {\n"
       "  %s = fft_magnitude %x : f32[2,9]\n"
       "  %p:2 = peaks %s {k = 2} : f32[2,2], i64[2,2]\n"
-      "  return %s, %p, %p#1 {optional = [0], unmaterialized = [0]}\n"
+      "  return %s, %p#0, %p#1 {optional = [0], unmaterialized = [0]}\n"
       "}\n");
   ASSERT_TRUE(m) << m.status().to_string();
   EXPECT_EQ(print_graph(m->functions[0]).find("{optional = [0], unmaterialized = [0]}") != std::string::npos, true);
