@@ -19,8 +19,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 build="${1:-build}"
 iters="${2:-10}"
-fusebox="$build/fusebox"
-[ -x "$fusebox" ] || fusebox="$root/$build/fusebox"
+fusebox="$build/tools/fusebox/fusebox"
+[ -x "$fusebox" ] || fusebox="$root/$build/tools/fusebox/fusebox"
 [ -x "$fusebox" ] || { echo "run_preprocess_bench: no fusebox binary in $build (build it first)" >&2; exit 1; }
 export OMP_NUM_THREADS=2
 
@@ -55,7 +55,7 @@ row() {  # NAME ARGS...: one fusebox row
   printf '  %-14s %9.2f ms\n' "$name" "$(echo "$line" | sed -E 's/.*: ([0-9.]+) ms per run.*/\1/')"
 }
 
-echo "fusebox preprocess ($("$fusebox" preprocess --help > /dev/null 2>&1 && echo cpu backend), OMP_NUM_THREADS=2)"
+echo "fusebox preprocess (cpu backend, OMP_NUM_THREADS=2)"
 row frame_1080p --size 540x960 --interp bilinear
 row crops64_nn "${crops64[@]}" --size 224x224 --interp nearest
 row crops64_bl "${crops64[@]}" --size 224x224 --interp bilinear
