@@ -184,6 +184,9 @@ TEST(Preprocess, TheGraphIsPlainOpsAndRunsAgain) {
   EXPECT_EQ(testing::count_op(pre->graph(), Op::Slice), 2u);
   EXPECT_EQ(testing::count_op(pre->graph(), Op::Resize), 2u);
   EXPECT_EQ(testing::count_op(pre->graph(), Op::Concat), 1u);
+  // It fuses: fewer kernels run than ops were written (on the default cpu target).
+  EXPECT_LT(pre->executable().report().kernels_after, pre->executable().report().kernels_before)
+      << pre->executable().report().to_string();
   // The printed graph parses back (what `fusebox explain` reads).
   EXPECT_TRUE(parse_module(print_graph(pre->graph())));
   Array a = random_image({16, 16, 3}, 6), b = random_image({16, 16, 3}, 7);
