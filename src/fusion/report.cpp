@@ -109,6 +109,7 @@ FusionReport make_fusion_report(const Graph& before, const Graph& after, FusionT
     r.fused.push_back(std::move(e));
   }
   r.missed = remarks.missed;
+  r.notes = remarks.notes;
   const std::string skipped = "pipeline.skipped.";
   for (const auto& [key, value] : stats)
     if (key.rfind(skipped, 0) == 0) r.skipped_passes.push_back(key.substr(skipped.size()));
@@ -139,6 +140,11 @@ std::string FusionReport::to_string() const {
     s += "  missed   " + m.pattern + " at " + m.node + ": " + miss_reason_name(m.reason) + ": " + m.detail;
     if (!m.hint.empty()) s += " (hint: " + m.hint + ")";
     s += "\n";
+  }
+  for (const auto& [topic, line] : notes) {
+    std::string label = topic;
+    if (label.size() < 8) label.resize(8, ' ');
+    s += "  " + label + " " + line + "\n";
   }
   if (!skipped_passes.empty()) {
     std::string list;

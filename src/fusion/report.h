@@ -37,6 +37,7 @@ struct FusionReport {
   std::string size_note;                         // how symbols were sized for the byte estimate
   std::vector<FusedEntry> fused;
   std::vector<MissedFusion> missed;
+  std::vector<std::pair<std::string, std::string>> notes;  // (topic, line): FusionRemarks::notes
   std::vector<std::string> skipped_passes;       // planned but not in this build
 
   std::string to_string() const;

@@ -46,6 +46,10 @@ struct MissedFusion {
 
 struct FusionRemarks {
   std::vector<MissedFusion> missed;
+  // Decisions that are not missed fusions, one line each for the report: "<topic>  <text>"
+  // (the IO output gate's estimate, spec §4.6).
+  std::vector<std::pair<std::string, std::string>> notes;
+  void note(std::string topic, std::string text) { notes.emplace_back(std::move(topic), std::move(text)); }
   void miss(std::string pattern, std::string node, MissReason reason, std::string detail,
             std::string hint = {}) {
     missed.push_back({std::move(pattern), std::move(node), reason, std::move(detail), std::move(hint)});

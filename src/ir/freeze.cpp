@@ -43,6 +43,8 @@ Expected<Graph> freeze_inputs(const Graph& g, const std::map<std::string, Array,
     out.add_node(std::move(copy));
   }
   for (ValueId v : g.outputs()) out.add_output(map[size_t(v)]);
+  out.set_optional_outputs(g.optional_outputs());
+  out.set_unmaterialized_outputs(g.unmaterialized_outputs());
   return out;
 }
 

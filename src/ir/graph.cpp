@@ -51,7 +51,9 @@ Graph::Graph(const Graph& other)
       values_(other.values_),
       inputs_(other.inputs_),
       nodes_(other.nodes_),
-      outputs_(other.outputs_) {
+      outputs_(other.outputs_),
+      optional_outputs_(other.optional_outputs_),
+      unmaterialized_outputs_(other.unmaterialized_outputs_) {
   for (Node& n : nodes_)
     if (n.body) n.body = std::make_shared<Graph>(*n.body);
 }
@@ -59,6 +61,24 @@ Graph::Graph(const Graph& other)
 Graph& Graph::operator=(const Graph& other) {
   if (this != &other) *this = Graph(other);
   return *this;
+}
+
+namespace {
+std::vector<int64_t> sorted_unique(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+}  // namespace
+
+void Graph::set_optional_outputs(std::vector<int64_t> slots) { optional_outputs_ = sorted_unique(std::move(slots)); }
+
+void Graph::set_unmaterialized_outputs(std::vector<int64_t> slots) {
+  unmaterialized_outputs_ = sorted_unique(std::move(slots));
+}
+
+bool Graph::output_materialized(size_t slot) const {
+  return !std::binary_search(unmaterialized_outputs_.begin(), unmaterialized_outputs_.end(), int64_t(slot));
 }
 
 ValueId Graph::add_value(TensorType type, std::string name) {

@@ -92,6 +92,14 @@ class Graph {
   std::vector<Node>& mutable_nodes() { return nodes_; }
   const std::vector<ValueId>& outputs() const { return outputs_; }
   std::vector<ValueId>& mutable_outputs() { return outputs_; }
+  // Output slots by position (spec §4.6): those the caller marked optional, and the subset the
+  // IO output gate left unmaterialised (the slot stays in outputs(); running the graph does not
+  // hand its value back). Both sorted, no repeats; printed on the return line.
+  const std::vector<int64_t>& optional_outputs() const { return optional_outputs_; }
+  const std::vector<int64_t>& unmaterialized_outputs() const { return unmaterialized_outputs_; }
+  void set_optional_outputs(std::vector<int64_t> slots);
+  void set_unmaterialized_outputs(std::vector<int64_t> slots);
+  bool output_materialized(size_t slot) const;
 
   // Index of the input with this name, or -1.
   int find_input(std::string_view name) const;
@@ -104,6 +112,8 @@ class Graph {
   std::vector<ValueId> inputs_;
   std::vector<Node> nodes_;
   std::vector<ValueId> outputs_;
+  std::vector<int64_t> optional_outputs_;
+  std::vector<int64_t> unmaterialized_outputs_;
 };
 
 // Display names of all values, as the printer writes them (without '%'): a value's own name, or

@@ -74,6 +74,7 @@ class Parser {
   Status parse_node(Scope& scope, int depth);
   Status parse_use(Scope& scope, ValueId* value);
   Status parse_attrs(Node& node);
+  Status parse_output_slots(Graph& g);
   Status check_new_name(const Scope& scope, std::string_view name, size_t offset);
   Status verify_function(const Graph& g, SourceLoc func_loc) const;
 
@@ -206,6 +207,51 @@ Status Parser::parse_return_types(std::vector<TensorType>* types) {
   }
 }
 
+// The output slot lists after the return values (spec §4.6):
+//   '{' ('optional' | 'unmaterialized') '=' '[' slot { ',' slot } ']' [',' ...] '}'
+// Slots are output positions; an unmaterialised slot must also be optional.
+Status Parser::parse_output_slots(Graph& g) {
+  lex_.consume('{');
+  std::vector<int64_t> optional, unmaterialized;
+  bool have_optional = false, have_unmaterialized = false;
+  while (true) {
+    size_t at = lex_.skip_blanks();
+    std::string key(lex_.identifier());
+    bool is_optional = key == "optional";
+    if (!is_optional && key != "unmaterialized") {
+      return error_at(at, "unknown output list '" + key + "' after return (known: optional, unmaterialized)");
+    }
+    bool& seen = is_optional ? have_optional : have_unmaterialized;
+    if (seen) return error_at(at, "'" + key + "' is given twice");
+    seen = true;
+    if (!lex_.consume('=')) return expected("'=' after '" + key + "'");
+    if (!lex_.consume('[')) return expected("'[' and the output positions of '" + key + "'");
+    std::vector<int64_t>& slots = is_optional ? optional : unmaterialized;
+    while (!lex_.consume(']')) {
+      size_t slot_at = lex_.skip_blanks();
+      int64_t v = 0;
+      bool overflow = false;
+      if (!lex_.integer(&v, &overflow)) return expected("an output position in '" + key + "'");
+      if (overflow || v < 0 || v >= int64_t(g.outputs().size())) {
+        return error_at(slot_at, "'" + key + "' names output " + std::string(lex_.text().substr(slot_at, lex_.pos() - slot_at)) +
+                                     " but the function returns " + std::to_string(g.outputs().size()) + " values");
+      }
+      slots.push_back(v);
+      if (!lex_.consume(',') && lex_.peek() != ']') return expected("',' or ']' in '" + key + "'");
+    }
+    if (!lex_.consume(',')) break;
+  }
+  if (!lex_.consume('}')) return expected("'}' closing the output lists");
+  for (int64_t u : unmaterialized) {
+    if (std::find(optional.begin(), optional.end(), u) == optional.end()) {
+      return error_at(lex_.pos(), "output " + std::to_string(u) + " is unmaterialized but not optional");
+    }
+  }
+  g.set_optional_outputs(std::move(optional));
+  g.set_unmaterialized_outputs(std::move(unmaterialized));
+  return Status::ok();
+}
+
 // { node } 'return' value { ',' value } '}'. *return_offsets gets the offset of 'return' and
 // then of each returned value, for messages about them.
 Status Parser::parse_block(Scope& scope, int depth, std::vector<size_t>* return_offsets) {
@@ -222,8 +268,9 @@ Status Parser::parse_block(Scope& scope, int depth, std::vector<size_t>* return_
           if (!lex_.consume(',')) break;
         }
       }
-      if (!lex_.consume('}')) return expected("'}' after the return values");
       if (scope.graph->outputs().empty()) return error_at(at, "'return' needs at least one value");
+      if (lex_.peek() == '{') FUSEBOX_RETURN_IF_ERROR(parse_output_slots(*scope.graph));
+      if (!lex_.consume('}')) return expected("'}' after the return values");
       return Status::ok();
     }
     char c = lex_.peek();

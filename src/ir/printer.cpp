@@ -34,11 +34,25 @@ class GraphPrinter {
     for (const Node& n : g_.nodes()) node(out, n, indent);
     out += indent + "return";
     for (size_t i = 0; i < g_.outputs().size(); ++i) out += (i ? ", " : " ") + use(g_.outputs()[i]);
+    out += output_slots();
     out += "\n";
     out += indent.substr(2) + "}\n";
   }
 
  private:
+  // " {optional = [0], unmaterialized = [0]}" when some output is optional (spec §4.6).
+  std::string output_slots() const {
+    if (g_.optional_outputs().empty() && g_.unmaterialized_outputs().empty()) return "";
+    auto list = [](const std::vector<int64_t>& v) {
+      std::string t = "[";
+      for (size_t i = 0; i < v.size(); ++i) t += (i ? ", " : "") + std::to_string(v[i]);
+      return t + "]";
+    };
+    std::string t = " {optional = " + list(g_.optional_outputs());
+    if (!g_.unmaterialized_outputs().empty()) t += ", unmaterialized = " + list(g_.unmaterialized_outputs());
+    return t + "}";
+  }
+
   std::string use(ValueId v) const {
     if (!g_.valid(v)) return "%<invalid>";
     return "%" + names_[static_cast<size_t>(v)];

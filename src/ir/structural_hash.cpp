@@ -68,6 +68,9 @@ class GraphHasher {
     }
     h_.add(g.outputs().size());
     for (ValueId v : g.outputs()) use(v);
+    for (int64_t k : g.optional_outputs()) h_.add(uint64_t(k) + 1);
+    h_.add(uint64_t(0));
+    for (int64_t k : g.unmaterialized_outputs()) h_.add(uint64_t(k) + 1);
   }
   uint64_t value() const { return h_.value(); }
 
@@ -151,7 +154,8 @@ uint64_t structural_hash(const Graph& g) {
 
 bool identical(const Graph& a, const Graph& b) {
   if (a.name() != b.name() || a.num_values() != b.num_values() || a.inputs() != b.inputs() ||
-      a.outputs() != b.outputs() || a.nodes().size() != b.nodes().size()) {
+      a.outputs() != b.outputs() || a.nodes().size() != b.nodes().size() ||
+      a.optional_outputs() != b.optional_outputs() || a.unmaterialized_outputs() != b.unmaterialized_outputs()) {
     return false;
   }
   for (size_t v = 0; v < a.num_values(); ++v) {

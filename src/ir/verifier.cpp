@@ -195,6 +195,19 @@ Status verify(const Graph& g) {
       return Status::invalid(fn + ": returns a value that is not defined");
     }
   }
+  const int64_t n_out = int64_t(g.outputs().size());
+  for (int64_t k : g.optional_outputs()) {
+    if (k < 0 || k >= n_out) {
+      return Status::invalid(fn + ": optional output " + std::to_string(k) + " is not one of its " +
+                             std::to_string(n_out) + " outputs");
+    }
+  }
+  for (int64_t k : g.unmaterialized_outputs()) {
+    const auto& opt = g.optional_outputs();
+    if (!std::binary_search(opt.begin(), opt.end(), k)) {
+      return Status::invalid(fn + ": output " + std::to_string(k) + " is unmaterialized but not optional");
+    }
+  }
   return Status::ok();
 }
 

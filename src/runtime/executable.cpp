@@ -12,6 +12,7 @@ const Graph& Executable::graph() const { return plan_->graph; }
 const FusionReport& Executable::report() const { return plan_->report; }
 const Placement& Executable::placement() const { return plan_->placement; }
 const std::vector<std::string>& Executable::output_names() const { return plan_->output_names; }
+bool Executable::output_materialized(size_t slot) const { return plan_->graph.output_materialized(slot); }
 
 PoolStats Executable::pool_stats() const {
   PoolStats total;
@@ -233,7 +234,14 @@ Expected<std::vector<Array>> Executable::execute(std::span<const Array* const> i
   for (const auto& b : place.backends) FUSEBOX_RETURN_IF_ERROR(b->stream().sync());
   std::vector<Array> results;
   results.reserve(place.output_resident.size());
-  for (int r : place.output_resident) results.push_back(residents[size_t(r)].to_array());
+  for (size_t k = 0; k < place.output_resident.size(); ++k) {
+    // A slot the IO output gate left unmaterialised is not read back: an empty array of its dtype.
+    if (!g.output_materialized(k)) {
+      results.emplace_back(g.type(g.outputs()[k]).dtype, std::vector<int64_t>{0});
+      continue;
+    }
+    results.push_back(residents[size_t(place.output_resident[k])].to_array());
+  }
   return results;
 }
 

@@ -69,7 +69,23 @@ Session::Session(size_t max_cached_plans) : cache_(std::make_shared<PlanCache>(m
 
 Session::Stats Session::stats() const { return cache_->stats(); }
 
-Expected<Executable> Session::compile(const Graph& graph, const CompileOptions& options) const {
+Expected<Executable> Session::compile(const Graph& graph_in, const CompileOptions& options) const {
+  // The caller's optional outputs join the graph's own (a copy only when there are any).
+  std::optional<Graph> with_optional;
+  if (!options.optional_outputs.empty()) {
+    for (int64_t k : options.optional_outputs) {
+      if (k < 0 || k >= int64_t(graph_in.outputs().size())) {
+        return Status::invalid("CompileOptions::optional_outputs: @" + graph_in.name() + " has no output " +
+                               std::to_string(k) + " (it returns " + std::to_string(graph_in.outputs().size()) +
+                               " values)");
+      }
+    }
+    with_optional.emplace(graph_in);
+    std::vector<int64_t> slots = graph_in.optional_outputs();
+    slots.insert(slots.end(), options.optional_outputs.begin(), options.optional_outputs.end());
+    with_optional->set_optional_outputs(std::move(slots));
+  }
+  const Graph& graph = with_optional ? *with_optional : graph_in;
   if (options.target != FusionTarget::Cpu) {
     return Status::unimplemented("target " + std::string(target_name(options.target)) +
                                  " has no executor in this build; `fusebox opt --target " +

@@ -53,6 +53,11 @@ struct CompileOptions {
 #endif
   // Sizes of symbols for the report's byte estimate.
   SymbolBindings report_sizes;
+  // Output positions the caller can do without (spec §4.6): on a target where reading one back
+  // costs more than the IO output gate's minimum gain, select-peaks-only-outputs leaves it
+  // unmaterialised; the output list keeps its arity and that slot comes back as an empty array
+  // (Executable::output_materialized says which). Leave a slot out to request it explicitly.
+  std::vector<int64_t> optional_outputs;
 };
 
 using NamedArrays = std::map<std::string, Array, std::less<>>;
@@ -68,6 +73,9 @@ class Executable {
   const Placement& placement() const;
   // Output names: the value's name when it has one, else "out<k>".
   const std::vector<std::string>& output_names() const;
+  // False for an output slot the IO output gate left unmaterialised (run returns an empty array
+  // of its dtype there).
+  bool output_materialized(size_t slot) const;
 
   // Runs the plan. Errors: a missing or unknown input, a wrong dtype, rank or static dim, a
   // symbol bound to two sizes, a run-time failure of a kernel. Outputs follow graph order.

@@ -303,6 +303,10 @@ int cmd_run(const Args& args) {
     c.add((*outs)[i]);
     // Values print as in the IR (%y, %3); an output without a value name as its position (out0).
     const bool is_value = !graph->value(graph->outputs()[i]).name.empty();
+    if (!exe->output_materialized(i)) {  // an optional output the IO output gate left unread
+      std::printf("%s%s  not materialised\n", is_value ? "%" : "", names[i].c_str());
+      continue;
+    }
     std::printf("%s%s  %s  %s\n", is_value ? "%" : "", names[i].c_str(), (*outs)[i].type_string().c_str(),
                 c.to_string().c_str());
   }

@@ -13,5 +13,6 @@ int cmd_run(const Args& args);
 int cmd_opt(const Args& args);
 int cmd_demo(const Args& args);
 int cmd_explain(const Args& args);
+int cmd_preprocess(const Args& args);
 
 }  // namespace fusebox::cli

@@ -19,6 +19,7 @@ constexpr const char* kUsage =
     "  opt FILE.fbir   parse, verify, run passes and print the IR (the pass test driver)\n"
     "  explain FILE    print the fusion report: what was fused, what was not and why\n"
     "  demo            run the built-in example programs\n"
+    "  preprocess IMG  crop, resize, normalise and batch a u8 image (.npy) into f32\n"
     "\n"
     "`fusebox <command> --help` describes each command's options.\n";
 
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
     if (cmd == "opt") rc = fusebox::cli::cmd_opt(args);
     if (cmd == "demo") rc = fusebox::cli::cmd_demo(args);
     if (cmd == "explain") rc = fusebox::cli::cmd_explain(args);
+    if (cmd == "preprocess") rc = fusebox::cli::cmd_preprocess(args);
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "fusebox: out of memory\n");
     return 1;

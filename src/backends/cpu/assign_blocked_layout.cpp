@@ -38,6 +38,8 @@ class Lowering {
       FUSEBOX_ASSIGN_OR_RETURN(ValueId p, plain(v));
       out_.add_output(p);
     }
+    out_.set_optional_outputs(g_.optional_outputs());
+    out_.set_unmaterialized_outputs(g_.unmaterialized_outputs());
     return std::move(out_);
   }
 
