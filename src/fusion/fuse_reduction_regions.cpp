@@ -8,6 +8,9 @@
 // rsqrt(var + eps)), and further reductions of S over the same axes. So the softmax and norm
 // diamonds written out in primitives that canonicalize does not recognise (an extra step, a
 // variance written another way, a log-sum-exp, sum(a * b), mean(relu(x))) become one kernel.
+// A softmax, log_softmax, layer_norm or rms_norm over the last axis that an element-wise step of
+// its row reads or feeds (canonicalize recognised part of a written-out form) is written back as
+// primitives first (expand_row_ops.h) and joins too, when all of it lands in one region.
 // Produces: one reduction_region per group holding a reduction and at least one other step;
 // every member read outside the group, or returned, becomes a result (computed once).
 // Requires: a verified graph; the target claims reduction_region; f32 values (the row kernel's
@@ -26,8 +29,10 @@
 //   materialize  outline_reduction_regions() (ir/reduction_region.h)
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <set>
 
+#include "fusion/expand_row_ops.h"
 #include "fusion/pass.h"
 #include "ir/outline.h"
 #include "ir/reduction_region.h"
@@ -47,8 +52,9 @@ struct RowKey {
 
 class Grouper {
  public:
-  Grouper(const Graph& g, PassContext& ctx)
-      : g_(g), ctx_(ctx), uses_(compute_uses(g)), names_(value_display_names(g)), taken_(g.nodes().size(), false) {}
+  Grouper(const Graph& g, PassContext& ctx, FusionRemarks& remarks)
+      : g_(g), ctx_(ctx), remarks_(remarks), uses_(compute_uses(g)), names_(value_display_names(g)),
+        taken_(g.nodes().size(), false) {}
 
   std::vector<ReductionGroup> run() {
     std::vector<ReductionGroup> groups;
@@ -71,7 +77,7 @@ class Grouper {
 
   void miss(size_t i, MissReason reason, const std::string& why, std::string hint = {}) {
     if (!remarked_.insert({i, static_cast<int>(reason)}).second) return;  // once per node and reason
-    ctx_.remarks.miss(std::string(kPattern), desc(i), reason, why, std::move(hint));
+    remarks_.miss(std::string(kPattern), desc(i), reason, why, std::move(hint));
   }
 
   // Whether an element-wise neighbour could have joined: refusals of lone reductions are noise.
@@ -275,19 +281,82 @@ class Grouper {
 
   const Graph& g_;
   PassContext& ctx_;
+  FusionRemarks& remarks_;
   UseInfo uses_;
   std::vector<std::string> names_;
   std::vector<bool> taken_;
   std::set<std::pair<size_t, int>> remarked_;
 };
 
+// Row ops (softmax, norms) that an element-wise step of their row reads or feeds: written out as
+// primitives they may join that step's region (expand_row_ops.h).
+std::set<ValueId> row_ops_next_to_steps(const Graph& g, const PassContext& ctx) {
+  UseInfo uses = compute_uses(g);
+  std::set<ValueId> out;
+  if (!ctx.table().claims_dtype(DType::F32)) return out;
+  auto row_step = [&](int i, const Shape& row) {
+    if (i < 0) return false;
+    const Node& s = g.nodes()[static_cast<size_t>(i)];
+    return is_region_step(g, s) && g.type(s.outputs[0]).dtype == DType::F32 && g.type(s.outputs[0]).shape == row;
+  };
+  for (const Node& n : g.nodes()) {
+    if (!is_expandable_row_op(g, n)) continue;
+    const Shape& row = g.type(n.inputs[0]).shape;
+    bool next = row_step(uses.producer[static_cast<size_t>(n.inputs[0])], row);
+    for (int u : uses.users[static_cast<size_t>(n.outputs[0])]) next = next || row_step(u, row);
+    if (next) out.insert(n.outputs[0]);
+  }
+  return out;
+}
+
 }  // namespace
 
+// Decides on a copy where the chosen row ops are written out; a row op whose primitives do not
+// all land in one region is left named (its row kernel beats loose primitives) and the decision
+// is taken again without it.
 Status run_fuse_reduction_regions(Graph& g, PassContext& ctx) {
   if (!ctx.table().claims(FusedKind::ReductionRegion)) return Status::ok();
-  std::vector<ReductionGroup> groups = Grouper(g, ctx).run();
-  ctx.count("fuse-reduction-regions", "regions", static_cast<int64_t>(groups.size()));
-  return outline_reduction_regions(g, groups);
+  std::set<ValueId> expand = row_ops_next_to_steps(g, ctx);
+  while (true) {
+    Graph h = g;
+    std::map<ValueId, std::vector<ValueId>> written;  // row op result -> its primitives' values
+    if (!expand.empty()) {
+      std::vector<Node> nodes;
+      const std::vector<Node> old = h.nodes();
+      for (const Node& n : old) {
+        if (!expand.count(n.outputs[0])) {
+          nodes.push_back(n);
+          continue;
+        }
+        for (Node& p : expand_row_op(h, n)) {
+          written[n.outputs[0]].push_back(p.outputs[0]);
+          nodes.push_back(std::move(p));
+        }
+      }
+      h.mutable_nodes() = std::move(nodes);
+    }
+    FusionRemarks remarks;
+    std::vector<ReductionGroup> groups = Grouper(h, ctx, remarks).run();
+    UseInfo uses = compute_uses(h);
+    std::vector<int> group_of(h.nodes().size(), -1);
+    for (size_t k = 0; k < groups.size(); ++k)
+      for (size_t i : groups[k].nodes) group_of[i] = static_cast<int>(k);
+    std::set<ValueId> split;
+    for (const auto& [op, values] : written) {
+      std::set<int> in;
+      for (ValueId v : values) in.insert(group_of[static_cast<size_t>(uses.producer[static_cast<size_t>(v)])]);
+      if (in.size() != 1 || *in.begin() < 0) split.insert(op);
+    }
+    if (split.empty()) {
+      for (MissedFusion& m : remarks.missed) ctx.remarks.missed.push_back(std::move(m));
+      ctx.count("fuse-reduction-regions", "regions", static_cast<int64_t>(groups.size()));
+      ctx.count("fuse-reduction-regions", "row ops written out", static_cast<int64_t>(written.size()));
+      FUSEBOX_RETURN_IF_ERROR(outline_reduction_regions(h, groups));
+      g = std::move(h);
+      return Status::ok();
+    }
+    for (ValueId v : split) expand.erase(v);
+  }
 }
 
 }  // namespace fusebox

@@ -409,30 +409,24 @@ class ReductionKernel final : public Kernel {
     }
   }
 
-  // Folds `len` values into a row's accumulator: sums in 8 f32 lanes per tile, the tile's total
-  // in double (row_kernels.h's rule); max/min exact with NaN propagating; products in double.
+  // Folds `len` values into a row's accumulator exactly as the reference kernel does: sums and
+  // products in double, element by element in row order (so the rounded result is the
+  // reference's, bit for bit); max and min in f32 with NaN propagating.
   static void accumulate(Op op, const float* a, int sa, int64_t len, double& acc) {
     if (op == Op::ReduceSum || op == Op::ReduceMean) {
-      if (sa == 0) {
-        acc += double(a[0]) * double(len);
-        return;
-      }
-      float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      int64_t i = 0;
-      for (; i + 8 <= len; i += 8)
-        for (int l = 0; l < 8; ++l) lane[l] += a[i + l];
-      for (; i < len; ++i) lane[0] += a[i];
-      float t = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-      acc += double(t);
+      double s = acc;
+      for (int64_t i = 0; i < len; ++i) s += double(a[i * sa]);
+      acc = s;
       return;
     }
     if (op == Op::ReduceProd) {
-      for (int64_t i = 0; i < len; ++i) acc *= double(a[i * sa]);
+      double s = acc;
+      for (int64_t i = 0; i < len; ++i) s *= double(a[i * sa]);
+      acc = s;
       return;
     }
     const bool is_max = op == Op::ReduceMax;
     float m = static_cast<float>(acc);
-    if (acc != acc) return;  // NaN already in
     for (int64_t i = 0; i < len; ++i) m = is_max ? nan_max(m, a[i * sa]) : nan_min(m, a[i * sa]);
     acc = double(m);
   }

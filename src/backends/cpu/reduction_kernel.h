@@ -9,12 +9,12 @@
 //   between passes  finish the reductions; evaluate the per-row steps that now have operands
 //   pass P          evaluate the row-shaped results and write them
 //
-// Accuracy: element-wise steps round in f32 exactly as the reference kernels do (the same
-// <cmath> calls in the same order), so a result that depends on no sum is bit-exact. Sums and
-// means accumulate in f32 over tiles of 256 elements, each tile's total added in double, as the
-// row kernels do (row_kernels.h); a product accumulates in double; max and min are exact and
-// propagate NaN. Results are within 1e-4 relative plus 1e-5 absolute of the reference on sums
-// whose terms do not cancel (tests/unit/reduction_region_test.cpp).
+// Accuracy: the region is bit-exact to the reference. Element-wise steps round in f32 exactly
+// as the reference kernels do (the same <cmath> calls, one step at a time); sums, means and
+// products accumulate in double element by element in row order, as the reference's fold does,
+// and round once; max and min propagate NaN. (Splitting the sums into vector lanes would be
+// faster and lose that; tests/unit/reduction_region_test.cpp checks within 1e-4 relative plus
+// 1e-5 absolute, so such a change is measured against the same bound.)
 //
 // Bodies with a step the interpreter does not have (or a dtype other than f32) run the
 // reference kernel: correct, unfused speed.
