@@ -84,6 +84,12 @@ func @log_sum_exp(%x: f32[N,D]) -> (f32[N,D], f32[N,1]) {
   %y = sub %x, %lse : f32[N,D]
   return %y, %lse
 }
+func @row_gather(%x: f32[N,H,W], %c: f32[H,1]) -> f32[N,H,W] {
+  %y = mul %x, %c : f32[N,H,W]
+  %m = reduce_mean %y {axes = [1, 2], keepdims = true} : f32[N,1,1]
+  %z = sub %y, %m : f32[N,H,W]
+  return %z
+}
 func @row_bias(%x: f32[N,D], %bias: f32[N,1]) -> f32[N,D] {
   %a = add %x, %bias : f32[N,D]
   %m = reduce_min %a {axes = [-1], keepdims = true} : f32[N,1]
@@ -153,6 +159,8 @@ const std::vector<Case> kFusedCases = {
     {"mean_relu", {{{"N", 1}, {"H", 1}, {"W", 1}}, {{"N", 4}, {"H", 7}, {"W", 9}}, {{"N", 2}, {"H", 33}, {"W", 65}}}},
     {"log_sum_exp", {{{"N", 1}, {"D", 3}}, {{"N", 11}, {"D", 600}}, {{"N", 4}, {"D", 1}}}},
     {"row_bias", {{{"N", 1}, {"D", 1}}, {{"N", 6}, {"D", 300}}}},
+    // an operand that broadcasts along one axis of a two-axis row: read through an offset table
+    {"row_gather", {{{"N", 1}, {"H", 1}, {"W", 1}}, {{"N", 3}, {"H", 5}, {"W", 7}}, {{"N", 2}, {"H", 40}, {"W", 9}}}},
 };
 
 TEST(ReductionRegions, WrittenOutFormsBecomeOneKernelAndMatchTheReference) {

@@ -191,6 +191,31 @@ float unary(const Step& s, float x) {
   }
 }
 
+// One unary step over a tile; the op is chosen once per tile, not per element.
+template <typename F>
+void unary_loop(float* out, const float* a, int sa, int64_t n, F f) {
+  if (sa == 0) {
+    const float v = f(a[0]);
+    for (int64_t i = 0; i < n; ++i) out[i] = v;
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) out[i] = f(a[i]);
+}
+
+void unary_tile(const Step& s, float* out, const float* a, int sa, int64_t n) {
+  switch (s.op) {
+    case Op::Neg: return unary_loop(out, a, sa, n, [](float x) { return -x; });
+    case Op::Abs: return unary_loop(out, a, sa, n, [](float x) { return std::fabs(x); });
+    case Op::Exp: return unary_loop(out, a, sa, n, [](float x) { return std::exp(x); });
+    case Op::Log: return unary_loop(out, a, sa, n, [](float x) { return std::log(x); });
+    case Op::Sqrt: return unary_loop(out, a, sa, n, [](float x) { return std::sqrt(x); });
+    case Op::Rsqrt: return unary_loop(out, a, sa, n, [](float x) { return 1.0f / std::sqrt(x); });
+    case Op::Reciprocal: return unary_loop(out, a, sa, n, [](float x) { return 1.0f / x; });
+    case Op::Relu: return unary_loop(out, a, sa, n, [](float x) { return x != x ? x : (x > 0.0f ? x : 0.0f); });
+    default: return unary_loop(out, a, sa, n, [&s](float x) { return unary(s, x); });
+  }
+}
+
 template <int SA, int SB, typename F>
 void binary_loop(float* out, const float* a, const float* b, int64_t n, F f) {
   for (int64_t i = 0; i < n; ++i) out[i] = f(a[i * SA], b[i * SB]);
@@ -372,7 +397,7 @@ class ReductionKernel final : public Kernel {
           float* o = tile(s.out);
           auto [a, sa] = operand(s.a, tile(s.a));
           if (s.b < 0) {
-            for (int64_t i = 0; i < len; ++i) o[i] = unary(s, a[i * sa]);
+            unary_tile(s, o, a, sa, len);
           } else {
             auto [b, sb] = operand(s.b, tile(s.b));
             binary(s.op, o, a, sa, b, sb, len);
