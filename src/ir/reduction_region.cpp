@@ -58,12 +58,11 @@ Status check_reduction_body(const Graph& body, int64_t row_axes) {
     }
   }
   if (!row) return Status::invalid("body holds no reduction (reduce_sum, _mean, _max, _min or _prod)");
+  auto shape_str = [](const Shape& s) { return TensorType{DType::F32, s}.to_string().substr(3); };
   if (row_axes < 1 || row_axes > static_cast<int64_t>(row->size())) {
-    return Status::invalid("row_axes = " + std::to_string(row_axes) + " does not fit the row shape " +
-                           TensorType{DType::F32, *row}.to_string());
+    return Status::invalid("row_axes = " + std::to_string(row_axes) + " does not fit the row shape " + shape_str(*row));
   }
   const Shape per_row = per_row_shape(*row, row_axes);
-  auto shape_str = [](const Shape& s) { return TensorType{DType::F32, s}.to_string().substr(3); };
   for (ValueId p : body.inputs()) {
     std::optional<Shape> b = broadcast_shapes(body.type(p).shape, *row, nullptr);
     if (!b || !(*b == *row)) {
