@@ -57,14 +57,13 @@ bool interpreted(Op op) {
 }
 
 // A parameter is row-shaped unless its row dims are all 1 (or absent).
-bool param_is_row(const Shape& param, size_t row_rank, int64_t row_axes) {
+bool param_is_row(const Shape& param, int64_t row_axes) {
   for (int64_t k = 0; k < row_axes; ++k) {
     int64_t d = static_cast<int64_t>(param.size()) - 1 - k;
     if (d < 0) break;
     const Dim& dim = param[static_cast<size_t>(d)];
     if (!(dim.is_static() && dim.value() == 1)) return true;
   }
-  (void)row_rank;
   return false;
 }
 
@@ -78,10 +77,9 @@ std::shared_ptr<const Plan> make_plan(const Node& n) {
   std::vector<int> avail(plan->slots, 0);  // row: its pass; per-row: ready before this pass
   for (size_t v = 0; v < plan->slots; ++v)
     if (body.type(static_cast<ValueId>(v)).dtype != DType::F32) return nullptr;
-  const Shape& row_shape = body_row_shape(body);
   for (ValueId p : body.inputs()) {
     plan->input_slot.push_back(p);
-    plan->row[static_cast<size_t>(p)] = param_is_row(body.type(p).shape, row_shape.size(), plan->row_axes);
+    plan->row[static_cast<size_t>(p)] = param_is_row(body.type(p).shape, plan->row_axes);
   }
   for (const Node& b : body.nodes()) {
     if (b.op == Op::Constant) {
