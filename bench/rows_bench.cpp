@@ -5,6 +5,8 @@
 //   residual_rms  rms_norm(x + r, g)                  fused: fused_residual_rms_norm
 //   residual_ln   layer_norm(x + r, g, h)             fused: fused_residual_layer_norm
 //   softmax       softmax(x) over rows                one row kernel either way
+//   softmax_temp  exp((x - max) * 0.5) / sum(...)     fused: one reduction_region (a softmax
+//                 with a temperature, which recognition does not name); unfused: seven ops
 //
 // Unfused: the same graph compiled with fusion off (every op alone, on the same kernels: the
 // element-wise ops as one-op regions, the norms on the row kernels). Each iteration times fused,
@@ -64,6 +66,17 @@ func @residual_ln(%x: f32[N,D], %r: f32[N,D], %g: f32[D], %h: f32[D]) -> f32[N,D
     {"softmax", R"(
 func @softmax(%x: f32[N,D]) -> f32[N,D] {
   %y = softmax %x : f32[N,D]
+  return %y
+})", {"x"}, {}, 2},
+    {"softmax_temp", R"(
+func @softmax_temp(%x: f32[N,D]) -> f32[N,D] {
+  %m = reduce_max %x {axes = [-1], keepdims = true} : f32[N,1]
+  %d = sub %x, %m : f32[N,D]
+  %half = constant {value = dense<f32[]: [0.5]>} : f32[]
+  %t = mul %d, %half : f32[N,D]
+  %e = exp %t : f32[N,D]
+  %s = reduce_sum %e {axes = [-1], keepdims = true} : f32[N,1]
+  %y = div %e, %s : f32[N,D]
   return %y
 })", {"x"}, {}, 2},
 };

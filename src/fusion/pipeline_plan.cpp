@@ -47,8 +47,10 @@ std::vector<std::string> plan_pipeline(const ClaimTable& table, const FusionOpti
   if (claims(FusedKind::ResidualLayerNorm)) add(pass_name::kFuseResidualLayerNorm);
   if (claims(FusedKind::ResidualRmsNorm)) add(pass_name::kFuseResidualRmsNorm);
 
-  // 3. Element-wise regions, where they survive.
+  // 3. Element-wise regions, where they survive; first the reductions with the element-wise
+  // steps around them (spec §4.4), so the norm and softmax diamonds are not split up.
   bool keeps_regions = target_keeps_regions(table, o);
+  if (keeps_regions && claims(FusedKind::ReductionRegion)) add(pass_name::kFuseReductionRegions);
   if (keeps_regions) add(pass_name::kMarkElementwiseRegions);
 
   // 4. FK passes.

@@ -35,7 +35,8 @@ namespace fusebox {
   X(ResidualLayerNorm, "fused_residual_layer_norm")          \
   X(ResidualRmsNorm, "fused_residual_rms_norm")              \
   X(SwiGLU, "fused_swiglu")                                  \
-  X(FftPeaks, "fft_peaks")
+  X(FftPeaks, "fft_peaks")                                   \
+  X(ReductionRegion, "reduction_region")
 
 enum class FusedKind : uint8_t {
 #define FUSEBOX_FUSED_KIND_ENUM(name, text) name,

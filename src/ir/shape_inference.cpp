@@ -863,6 +863,36 @@ Expected<Types> infer_transform_region(const Ctx& c) {
   return Types{out};
 }
 
+// The body's nodes inferred in order from the operand types: the results are what running the
+// body one node at a time gives (ir/reduction_region.h).
+Expected<Types> infer_reduction_region(const Ctx& c) {
+  const Graph* body = c.node.body.get();
+  if (!body) return c.fail("has no body");
+  if (body->inputs().size() != c.in.size()) {
+    return c.fail("body takes " + std::to_string(body->inputs().size()) + " values but the region has " +
+                  std::to_string(c.in.size()) + " operands");
+  }
+  std::vector<TensorType> types(body->num_values());
+  for (size_t i = 0; i < c.in.size(); ++i) {
+    const TensorType& param = body->type(body->inputs()[i]);
+    if (c.operand(i).dtype != param.dtype || c.operand(i).rank() != param.rank()) {
+      return c.fail("operand " + std::to_string(i) + " is " + type_str(c.operand(i)) + " but the body reads " +
+                    type_str(param));
+    }
+    types[static_cast<size_t>(body->inputs()[i])] = c.operand(i);
+  }
+  for (const Node& n : body->nodes()) {
+    std::vector<TensorType> in;
+    for (ValueId v : n.inputs) in.push_back(types[static_cast<size_t>(v)]);
+    Expected<Types> r = infer_result_types(n, in, c.bindings);
+    if (!r) return c.fail("body: " + r.status().message());
+    for (size_t k = 0; k < n.outputs.size() && k < r->size(); ++k) types[static_cast<size_t>(n.outputs[k])] = (*r)[k];
+  }
+  Types out;
+  for (ValueId v : body->outputs()) out.push_back(types[static_cast<size_t>(v)]);
+  return out;
+}
+
 }  // namespace
 
 Shape bind_shape(const Shape& s, const SymbolBindings& bindings) {
@@ -963,6 +993,7 @@ Expected<Types> infer_by_op(const Ctx& c) {
     case Op::FusedAttention: return infer_fused_attention(c.node, c.in);
     case Op::ElementwiseRegion: return infer_elementwise_region(c);
     case Op::TransformRegion: return infer_transform_region(c);
+    case Op::ReductionRegion: return infer_reduction_region(c);
     case Op::Constant: {
       const Array& a = node.attr_array("value");
       return Types{TensorType{a.dtype(), make_shape(a.shape())}};

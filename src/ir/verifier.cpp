@@ -6,6 +6,7 @@
 #include "ir/outline.h"
 #include "ir/shape_inference.h"
 #include "ir/size.h"
+#include "ir/reduction_region.h"
 #include "ir/transform_region.h"
 
 namespace fusebox {
@@ -98,6 +99,15 @@ Status verify_body(const Graph& body, const std::string& where) {
   return Status::ok();
 }
 
+// A reduction_region body: whole tensors, the rules of ir/reduction_region.h.
+Status verify_reduction_body(const Graph& body, int64_t row_axes, const std::string& where) {
+  Status s = verify(body);
+  if (!s.is_ok()) return s.with_context(where + ": body");
+  s = check_reduction_body(body, row_axes);
+  if (!s.is_ok()) return s.with_context(where);
+  return Status::ok();
+}
+
 // A transform_region body: whole tensors, every node an index-only step (ir/transform_region.h).
 Status verify_transform_body(const Graph& body, const std::string& where) {
   Status s = verify(body);
@@ -158,6 +168,8 @@ Status verify(const Graph& g) {
     }
     if (n.body && n.op == Op::TransformRegion) {
       FUSEBOX_RETURN_IF_ERROR(verify_transform_body(*n.body, where()));
+    } else if (n.body && n.op == Op::ReductionRegion) {
+      FUSEBOX_RETURN_IF_ERROR(verify_reduction_body(*n.body, n.attr_i64("row_axes"), where()));
     } else if (n.body) {
       FUSEBOX_RETURN_IF_ERROR(verify_body(*n.body, where()));
     }

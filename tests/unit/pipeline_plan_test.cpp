@@ -48,6 +48,7 @@ const Passes kFull = {"canonicalize",
                       "fuse-attention",
                       "fuse-residual-layer-norm",
                       "fuse-residual-rms-norm",
+                      "fuse-reduction-regions",
                       "mark-elementwise-regions",
                       "mark-batch-slice-regions",
                       "mark-transform-regions",
@@ -104,7 +105,7 @@ TEST(Claims, KindNamesRoundTrip) {
       "elementwise_region",        "transform_region",      "batch_elementwise_region",
       "fused_matmul_bias_act",     "fused_matmul_residual", "fused_conv_bias_act",
       "fused_attention",           "fused_residual_layer_norm", "fused_residual_rms_norm",
-      "fused_swiglu",              "fft_peaks"};
+      "fused_swiglu",              "fft_peaks",             "reduction_region"};
   ASSERT_EQ(int(names.size()), kNumFusedKinds);
   for (int i = 0; i < kNumFusedKinds; ++i) {
     EXPECT_EQ(fused_kind_name(FusedKind(i)), names[i]);
@@ -132,10 +133,12 @@ TEST(Claims, KindsPerTarget) {
   EXPECT_EQ(claimed_kinds(FusionTarget::Cpu), all_but({}));
   EXPECT_EQ(claimed_kinds(FusionTarget::Cuda), all_but({}));
   EXPECT_EQ(claimed_kinds(FusionTarget::Rocm), all_but({}));
-  EXPECT_EQ(claimed_kinds(FusionTarget::Metal), all_but({K::ConvBiasAct, K::Attention}));
-  EXPECT_EQ(claimed_kinds(FusionTarget::Mlx), all_but({K::ConvBiasAct, K::Attention}));
-  EXPECT_EQ(claimed_kinds(FusionTarget::Wgpu), all_but({K::ConvBiasAct}));
-  EXPECT_EQ(claimed_kinds(FusionTarget::Tpu), all_but({K::ResidualRmsNorm}));
+  // The reference system has no reduction regions, so the targets whose claims come from it
+  // leave them out.
+  EXPECT_EQ(claimed_kinds(FusionTarget::Metal), all_but({K::ConvBiasAct, K::Attention, K::ReductionRegion}));
+  EXPECT_EQ(claimed_kinds(FusionTarget::Mlx), all_but({K::ConvBiasAct, K::Attention, K::ReductionRegion}));
+  EXPECT_EQ(claimed_kinds(FusionTarget::Wgpu), all_but({K::ConvBiasAct, K::ReductionRegion}));
+  EXPECT_EQ(claimed_kinds(FusionTarget::Tpu), all_but({K::ResidualRmsNorm, K::ReductionRegion}));
   EXPECT_FALSE(target_claims(FusionTarget::Metal, K::Attention));
   EXPECT_TRUE(target_claims(FusionTarget::Wgpu, K::Attention));
 }
@@ -314,7 +317,7 @@ TEST(PipelinePlan, SkipFusionLeavesCanonicalizeAndDce) {
 TEST(PipelinePlan, UnfuseAndKeep) {
   FusionOptions unfuse;
   unfuse.unfuse_elementwise_regions = true;
-  Passes cpu_unfused = without(kFull, {"mark-elementwise-regions"});
+  Passes cpu_unfused = without(kFull, {"fuse-reduction-regions", "mark-elementwise-regions"});
   cpu_unfused.insert(cpu_unfused.end() - 2, "unfuse-elementwise-regions");
   EXPECT_EQ(plan(FusionTarget::Cpu, unfuse), cpu_unfused);
 
@@ -335,7 +338,7 @@ TEST(PipelinePlan, UnfuseAndKeep) {
                        "dce"};
   EXPECT_EQ(plan(FusionTarget::Metal, keep), metal_kept);
   EXPECT_EQ(plan(FusionTarget::Mlx, keep), metal_kept);
-  Passes wgpu_kept = without(kFull, {"fuse-conv-bias-act"});
+  Passes wgpu_kept = without(kFull, {"fuse-conv-bias-act", "fuse-reduction-regions"});
   EXPECT_EQ(plan(FusionTarget::Wgpu, keep), wgpu_kept);
   // keep + explicit unfuse: unfuse stands.
   FusionOptions both = keep;

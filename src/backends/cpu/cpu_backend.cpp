@@ -7,6 +7,7 @@
 #include "backends/cpu/attention_kernel.h"
 #include "backends/cpu/contraction_kernel.h"
 #include "backends/cpu/onednn/onednn_kernels.h"
+#include "backends/cpu/reduction_kernel.h"
 #include "backends/cpu/reference_backend.h"
 #include "backends/cpu/row_kernels.h"
 #include "backends/cpu/transform_kernel.h"
@@ -95,6 +96,11 @@ class CpuBackend final : public HostBackend {
     if (n.op == Op::TransformRegion) {
       // Chains the plan does not cover run their steps one by one (the reference kernel).
       if (auto plan = plan_transform_region(n)) return std::shared_ptr<const Kernel>(std::make_shared<TransformKernel>(std::move(plan)));
+      return make_reference_kernel(n);
+    }
+    if (n.op == Op::ReductionRegion) {
+      // Bodies the row interpreter does not cover run their nodes one by one (the reference).
+      if (auto rows = make_reduction_kernel(g, n)) return rows;
       return make_reference_kernel(n);
     }
     bool region = n.op == Op::ElementwiseRegion;

@@ -8,7 +8,7 @@ namespace fusebox {
 // of GPU buffers into host arrays, so read-back is a memcpy, not free.
 const ClaimTable& metal_claims() {
   using namespace claim_bits;
-  static constexpr ClaimTable kTable{"metal", kinds_except({FusedKind::ConvBiasAct, FusedKind::Attention}), kSpecActs, dtypes_except({DType::F64}),
+  static constexpr ClaimTable kTable{"metal", kinds_except({FusedKind::ConvBiasAct, FusedKind::Attention, FusedKind::ReductionRegion}), kSpecActs, dtypes_except({DType::F64}),
     /*has_executor=*/false, /*unified_memory=*/false, /*forces_unfuse_regions=*/true,
     {10, 400, 60, 50, 100}};
   return kTable;

@@ -7,7 +7,7 @@ namespace fusebox {
 // TPU, so they are not claimed.
 const ClaimTable& tpu_claims() {
   using namespace claim_bits;
-  static constexpr ClaimTable kTable{"tpu", kinds_except({FusedKind::ResidualRmsNorm}), kSpecActs, dtypes_except({DType::F64, DType::I64}),
+  static constexpr ClaimTable kTable{"tpu", kinds_except({FusedKind::ResidualRmsNorm, FusedKind::ReductionRegion}), kSpecActs, dtypes_except({DType::F64, DType::I64}),
     /*has_executor=*/false, /*unified_memory=*/false, /*forces_unfuse_regions=*/false,
     {15, 1200, 10, 50, 100}};
   return kTable;

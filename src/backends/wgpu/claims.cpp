@@ -8,7 +8,7 @@ namespace fusebox {
 // buffer with an asynchronous round trip.
 const ClaimTable& wgpu_claims() {
   using namespace claim_bits;
-  static constexpr ClaimTable kTable{"wgpu", kinds_except({FusedKind::ConvBiasAct}), kSpecActs, dtypes_only({DType::F32, DType::F16, DType::I32}),
+  static constexpr ClaimTable kTable{"wgpu", kinds_except({FusedKind::ConvBiasAct, FusedKind::ReductionRegion}), kSpecActs, dtypes_only({DType::F32, DType::F16, DType::I32}),
     /*has_executor=*/false, /*unified_memory=*/false, /*forces_unfuse_regions=*/true,
     {20, 300, 8, 200, 100}};
   return kTable;

@@ -5,6 +5,7 @@
 
 #include "backends/cpu/reference/dtype_dispatch.h"
 #include "backends/cpu/reference/reference.h"
+#include "ir/shape_inference.h"
 
 namespace fusebox::cpu {
 
@@ -73,6 +74,34 @@ Status ref_TransformRegion(const KernelArgs& args) {
   const Array& v = values.at(body->outputs()[0]);
   FUSEBOX_CHECK(v.nbytes() == args.out[0].nbytes()) << "transform_region: result size";
   if (v.nbytes() > 0) std::memcpy(args.out[0].raw(), v.raw(), v.nbytes());
+  return Status::ok();
+}
+
+// Reference kernel of reduction_region: the body runs node by node on whole arrays, exactly as
+// the unfused graph would, each node at the shape inference gives it for these operands.
+Status ref_ReductionRegion(const KernelArgs& args) {
+  const Graph* body = args.node.body.get();
+  if (!body) return Status::internal("reduction_region without a body");
+  std::map<ValueId, Array> values;
+  for (size_t i = 0; i < body->inputs().size(); ++i) values[body->inputs()[i]] = args.in[i];
+  for (const Node& n : body->nodes()) {
+    std::vector<Array> in;
+    std::vector<TensorType> in_types;
+    for (ValueId v : n.inputs) {
+      in.push_back(values.at(v));
+      in_types.push_back(TensorType{in.back().dtype(), make_shape(in.back().shape())});
+    }
+    FUSEBOX_ASSIGN_OR_RETURN(std::vector<TensorType> types, infer_result_types(n, in_types));
+    std::vector<Array> out;
+    for (const TensorType& t : types) out.emplace_back(t.dtype, static_dims(t.shape));
+    FUSEBOX_RETURN_IF_ERROR(run_reference(n, in, out));
+    for (size_t r = 0; r < out.size(); ++r) values[n.outputs[r]] = std::move(out[r]);
+  }
+  for (size_t r = 0; r < body->outputs().size(); ++r) {
+    const Array& v = values.at(body->outputs()[r]);
+    FUSEBOX_CHECK(v.nbytes() == args.out[r].nbytes()) << "reduction_region: result " << r << " size";
+    if (v.nbytes() > 0) std::memcpy(args.out[r].raw(), v.raw(), v.nbytes());
+  }
   return Status::ok();
 }
 
