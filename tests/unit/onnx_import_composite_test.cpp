@@ -125,6 +125,65 @@ TEST(OnnxImportComposite, ScatterAndGatherOps) {
   EXPECT_NE(import_error(m).find("attribute 'reduction' = \"max\" is not supported"), std::string::npos);
 }
 
+// CumSum (constant and run-time axis), ReverseSequence, Det, Mod fmod = 1 and cubic Resize map to
+// one fusebox op each with the node's attributes: the import equals that op run directly.
+TEST(OnnxImportComposite, OneOpConversionsKeepTheirAttributes) {
+  Array x = random_array(DType::F32, {3, 4}, 31);
+  {
+    OnnxModel m(14);
+    m.input("x", {3, 4});
+    m.input("axis", TP::INT64, {});
+    m.initializer("one", array_of_ints(DType::I64, {}, {1}));
+    auto& a = m.node("CumSum", {"x", "one"}, {"y"});
+    set_attr(a, "exclusive", int64_t(1));
+    set_attr(m.node("CumSum", {"x", "axis"}, {"z"}), "reverse", int64_t(1));
+    m.output("y");
+    m.output("z");
+    std::vector<Array> out = run_both(m, {{"x", x}, {"axis", array_of_ints(DType::I64, {}, {-2})}});
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_TRUE(arrays_close(out[0], run_op1(Op::CumSum, {x}, {{"axis", int64_t(1)}, {"exclusive", true}}), 0, 0));
+    EXPECT_TRUE(arrays_close(out[1], run_op1(Op::CumSum, {x}, {{"axis", int64_t(0)}, {"reverse", true}}), 0, 0));
+  }
+  {
+    OnnxModel m(11);
+    m.input("x", {3, 4});
+    m.input("lens", TP::INT64, {4});
+    m.input("b", {3, 4});
+    m.input("sq", {2, 3, 3});
+    auto& r = m.node("ReverseSequence", {"x", "lens"}, {"y"});
+    set_attr(r, "batch_axis", int64_t(1));
+    set_attr(r, "time_axis", int64_t(0));
+    set_attr(m.node("Mod", {"x", "b"}, {"z"}), "fmod", int64_t(1));
+    m.node("Det", {"sq"}, {"d"});
+    m.output("y");
+    m.output("z");
+    m.output("d");
+    Array lens = array_of_ints(DType::I64, {4}, {3, 0, 2, 1}), b = random_array(DType::F32, {3, 4}, 32, 0.5, 3);
+    Array sq = random_array(DType::F32, {2, 3, 3}, 33);
+    std::vector<Array> out = run_both(m, {{"x", x}, {"lens", lens}, {"b", b}, {"sq", sq}});
+    ASSERT_EQ(out.size(), 3u);
+    EXPECT_TRUE(arrays_close(out[0], run_op1(Op::ReverseSequence, {x, lens}), 0, 0));
+    EXPECT_TRUE(arrays_close(out[1], run_op1(Op::Mod, {x, b}, {{"fmod", true}}), 0, 0));
+    EXPECT_TRUE(arrays_close(out[2], run_op1(Op::Det, {sq}), 0, 0));
+  }
+  {
+    OnnxModel m(13);
+    Array img = random_array(DType::F32, {1, 1, 4, 4}, 34);
+    m.input("x", {1, 1, 4, 4});
+    m.initializer("scales", f32s({1, 1, 2, 1.5f}));
+    auto& r = m.node("Resize", {"x", "", "scales"}, {"y"});
+    set_attr(r, "mode", "cubic");
+    set_attr(r, "cubic_coeff_a", -0.5f);
+    set_attr(r, "exclude_outside", int64_t(1));
+    m.output("y");
+    std::vector<Array> out = run_both(m, {{"x", img}});
+    ASSERT_EQ(out.size(), 1u);
+    Attrs attrs{{"scales", std::vector<double>{1, 1, 2, 1.5}}, {"mode", std::string("cubic")},
+                {"coordinate", std::string("half_pixel")}, {"cubic_coeff_a", -0.5}, {"exclude_outside", true}};
+    EXPECT_TRUE(arrays_close(out[0], run_op1(Op::Resize, {img}, attrs), 0, 0));
+  }
+}
+
 // LRN on [N, C, H, W] with even and odd window sizes, against the definition's loop.
 TEST(OnnxImportComposite, LrnMatchesTheDefinition) {
   const int64_t N = 2, C = 5, H = 3, W = 2;

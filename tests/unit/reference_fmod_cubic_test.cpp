@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "fusebox/session.h"
+#include "ir/parser.h"
 #include "support/test_util.h"
 
 namespace fusebox {
@@ -43,6 +45,44 @@ TEST(ReferenceFmod, TruncatedModuloTakesTheDividendsSign) {
   y = run_reference_poisoned(Op::Mod, {ia, ib});
   ASSERT_EQ(y.size(), 1u);
   EXPECT_TRUE(arrays_close(y[0], array_of_ints(DType::I64, {6}, {2, -2, -1, 1, 0, 0}), 0, 0));
+}
+
+// mod {fmod = true} inside a fused element-wise region (the region's interpreter runs the
+// reference kernel for mod, attributes included; the code generator does not take mod) equals
+// the unfused graph, on the interpreter and the code generator alike; so does a cubic resize
+// next to transform steps, which stays out of the transform region.
+TEST(ReferenceFmod, FusedRegionsMatchTheReference) {
+  Expected<Graph> g = parse_graph(R"(func @f(%a: f32[4,16], %b: f32[4,16], %img: f32[1,2,6,6]) -> (f32[4,16], f32[2,1,12,12]) {
+  %0 = mod %a, %b {fmod = true} : f32[4,16]
+  %1 = mul %0, %a : f32[4,16]
+  %2 = add %1, %b : f32[4,16]
+  %3 = flip %img {axes = [3]} : f32[1,2,6,6]
+  %4 = resize %3 {scales = [1.0, 1.0, 2.0, 2.0], mode = "cubic"} : f32[1,2,12,12]
+  %5 = transpose %4 {perm = [1, 0, 2, 3]} : f32[2,1,12,12]
+  return %2, %5
+})");
+  ASSERT_TRUE(g.has_value()) << g.status().to_string();
+  NamedArrays in{{"a", random_array(DType::F32, {4, 16}, 1, -9, 9)}, {"b", random_array(DType::F32, {4, 16}, 2, -3, 3)},
+                 {"img", random_array(DType::F32, {1, 2, 6, 6}, 3)}};
+  auto run = [&](bool fuse, testing::BackendChoice c) {
+    CompileOptions o;
+    o.fuse = fuse;
+    testing::use_backend(o, c);
+    Expected<Executable> exe = Session().compile(*g, o);
+    EXPECT_TRUE(exe.has_value()) << exe.status().to_string();
+    if (!exe) return std::vector<Array>{};
+    Expected<std::vector<Array>> out = exe->run(in);
+    EXPECT_TRUE(out.has_value()) << out.status().to_string();
+    return out ? *out : std::vector<Array>{};
+  };
+  std::vector<Array> want = run(false, testing::kReference);
+  ASSERT_EQ(want.size(), 2u);
+  for (testing::BackendChoice c : {testing::kCpuInterpreter, testing::kCpuJit, testing::kCpu}) {
+    std::vector<Array> got = run(true, c);
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_TRUE(arrays_close(got[0], want[0], 1e-6, 1e-6)) << c.backend;
+    EXPECT_TRUE(arrays_close(got[1], want[1], 0, 0)) << c.backend;
+  }
 }
 
 // ONNX's cubic interpolation of one axis at coordinate x: (source index, weight) pairs.
