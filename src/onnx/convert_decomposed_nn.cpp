@@ -33,10 +33,12 @@ ValueId scalar(ImportContext& ctx, DType dtype, double v) {
 Status convert_lrn(ImportContext& ctx, OnnxNode& n) {
   std::optional<int64_t> size = n.attr_int("size");
   if (!size || *size < 1) return n.error("attribute 'size' must be given and >= 1");
-  const double alpha = n.attr_float("alpha", 1e-4f), beta = n.attr_float("beta", 0.75f), bias = n.attr_float("bias", 1.0f);
+  const double alpha = n.attr_float("alpha", 1e-4f), beta = n.attr_float("beta", 0.75f),
+               bias = n.attr_float("bias", 1.0f);
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
   const TensorType xt = ctx.type(x);
-  if (!is_float(xt.dtype) || xt.rank() < 2) return n.error("input must be a float tensor [N, C, ...], got " + xt.to_string());
+  if (!is_float(xt.dtype) || xt.rank() < 2)
+    return n.error("input must be a float tensor [N, C, ...], got " + xt.to_string());
   const int rank = xt.rank();
   const int64_t lo = (*size - 1) / 2, hi = *size - 1 - lo;
   ValueId sq = ctx.emit(Op::Mul, {x, x});
@@ -48,8 +50,10 @@ Status convert_lrn(ImportContext& ctx, OnnxNode& n) {
   for (int64_t j = 0; j < *size; ++j) {
     // [j, j + C) of the padded channels: the end counts from the back, j - (size - 1).
     int64_t end = j == *size - 1 ? kMax : j - (*size - 1);
-    ValueId part = ctx.emit(Op::Slice, {padded}, {{"starts", std::vector<int64_t>{j}}, {"ends", std::vector<int64_t>{end}},
-                                                  {"axes", std::vector<int64_t>{1}}});
+    ValueId part = ctx.emit(Op::Slice, {padded},
+                            {{"starts", std::vector<int64_t>{j}},
+                             {"ends", std::vector<int64_t>{end}},
+                             {"axes", std::vector<int64_t>{1}}});
     sum = j == 0 ? part : ctx.emit(Op::Add, {sum, part});
   }
   ValueId scaled = ctx.emit(Op::Mul, {scalar(ctx, xt.dtype, alpha / double(*size)), sum});

@@ -146,7 +146,8 @@ class Einsum {
       const Shape s = ctx_.type(t.v).shape;
       const Dim &da = s[size_t(a)], &db = s[size_t(b)];
       if (!da.is_static() || !db.is_static() || da.value() != db.value()) {
-        return fail("the diagonal of sizes " + da.to_string() + " and " + db.to_string() + " needs equal static sizes");
+        return fail("the diagonal of sizes " + da.to_string() + " and " + db.to_string() +
+                    " needs equal static sizes");
       }
       const int64_t size = da.value();
       std::vector<int64_t> perm;
@@ -161,9 +162,11 @@ class Einsum {
       merged.push_back(Dim(size * size));
       FUSEBOX_ASSIGN_OR_RETURN(ValueId v, transpose(t.v, perm));
       FUSEBOX_ASSIGN_OR_RETURN(v, reshape(v, merged));
-      t.v = ctx_.emit(Op::Slice, {v}, {{"starts", std::vector<int64_t>{0}}, {"ends", std::vector<int64_t>{kMax}},
-                                        {"axes", std::vector<int64_t>{int64_t(merged.size()) - 1}},
-                                        {"steps", std::vector<int64_t>{size + 1}}});
+      t.v = ctx_.emit(Op::Slice, {v},
+                      {{"starts", std::vector<int64_t>{0}},
+                       {"ends", std::vector<int64_t>{kMax}},
+                       {"axes", std::vector<int64_t>{int64_t(merged.size()) - 1}},
+                       {"steps", std::vector<int64_t>{size + 1}}});
       t.labels = labels;
     }
   }
@@ -173,8 +176,10 @@ class Einsum {
     std::vector<int64_t> axes;
     std::vector<int> labels;
     for (size_t i = 0; i < t.labels.size(); ++i) {
-      if (keep(t.labels[i])) labels.push_back(t.labels[i]);
-      else axes.push_back(int64_t(i));
+      if (keep(t.labels[i]))
+        labels.push_back(t.labels[i]);
+      else
+        axes.push_back(int64_t(i));
     }
     if (axes.empty()) return;
     t.v = ctx_.emit(Op::ReduceSum, {t.v}, {{"axes", axes}, {"keepdims", false}});
@@ -198,8 +203,10 @@ class Einsum {
       for (int l : of) axes.push_back(position(labels, l));
       return axes;
     };
-    std::vector<int> ab = axes_of(a.labels, batch), al = axes_of(a.labels, left), ak = axes_of(a.labels, contracted);
-    std::vector<int> bb = axes_of(b.labels, batch), bk = axes_of(b.labels, contracted), br = axes_of(b.labels, right);
+    std::vector<int> ab = axes_of(a.labels, batch), al = axes_of(a.labels, left),
+                     ak = axes_of(a.labels, contracted);
+    std::vector<int> bb = axes_of(b.labels, batch), bk = axes_of(b.labels, contracted),
+                     br = axes_of(b.labels, right);
     std::vector<int64_t> perm_a, perm_b;
     Shape shape_a, shape_b, out;
     for (size_t i = 0; i < batch.size(); ++i) {
@@ -232,7 +239,8 @@ class Einsum {
   Status run() {
     FUSEBOX_ASSIGN_OR_RETURN(Equation e, split_equation(n_, eq_));
     if (int(e.inputs.size()) != n_.num_inputs()) {
-      return fail("has " + std::to_string(e.inputs.size()) + " operands, the node " + std::to_string(n_.num_inputs()));
+      return fail("has " + std::to_string(e.inputs.size()) + " operands, the node " +
+                  std::to_string(n_.num_inputs()));
     }
     std::vector<Side> sides;
     std::vector<Term> terms;
@@ -243,8 +251,8 @@ class Einsum {
       FUSEBOX_ASSIGN_OR_RETURN(ValueId v, ctx_.value(n_, i));
       int rank = ctx_.type(v).rank(), ell = rank - int(s.letters.size());
       if (!s.ok || ell < 0 || (ell > 0 && s.ellipsis_at < 0)) {
-        return fail("operand " + std::to_string(i) + " \"" + e.inputs[size_t(i)] + "\" does not match its type " +
-                    ctx_.type(v).to_string());
+        return fail("operand " + std::to_string(i) + " \"" + e.inputs[size_t(i)] +
+                    "\" does not match its type " + ctx_.type(v).to_string());
       }
       max_ell = std::max(max_ell, ell);
       sides.push_back(s), ell_dims.push_back(ell), terms.push_back(Term{v, {}});

@@ -19,7 +19,8 @@ namespace {
 
 Expected<std::string> read_reduction(OnnxNode& n) {
   std::string r = n.attr_string("reduction", "none");
-  if (r != "none" && r != "add" && r != "mul") return n.error("attribute 'reduction' = \"" + r + "\" is not supported");
+  if (r != "none" && r != "add" && r != "mul")
+    return n.error("attribute 'reduction' = \"" + r + "\" is not supported");
   return r;
 }
 
@@ -29,7 +30,8 @@ Status convert_scatter_elements(ImportContext& ctx, OnnxNode& n) {
   FUSEBOX_ASSIGN_OR_RETURN(ValueId data, ctx.value(n, 0));
   FUSEBOX_ASSIGN_OR_RETURN(ValueId idx, ctx.value(n, 1));
   FUSEBOX_ASSIGN_OR_RETURN(ValueId upd, ctx.value(n, 2));
-  return ctx.set_output(n, 0, ctx.emit(Op::ScatterElements, {data, idx, upd}, {{"axis", axis}, {"reduction", reduction}}));
+  return ctx.set_output(
+      n, 0, ctx.emit(Op::ScatterElements, {data, idx, upd}, {{"axis", axis}, {"reduction", reduction}}));
 }
 
 Status convert_scatter_nd(ImportContext& ctx, OnnxNode& n) {
@@ -51,7 +53,8 @@ Status convert_reverse_sequence(ImportContext& ctx, OnnxNode& n) {
   int64_t batch_axis = n.attr_int("batch_axis", 1), time_axis = n.attr_int("time_axis", 0);
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
   FUSEBOX_ASSIGN_OR_RETURN(ValueId lens, ctx.value(n, 1));
-  return ctx.set_output(n, 0, ctx.emit(Op::ReverseSequence, {x, lens}, {{"batch_axis", batch_axis}, {"time_axis", time_axis}}));
+  return ctx.set_output(
+      n, 0, ctx.emit(Op::ReverseSequence, {x, lens}, {{"batch_axis", batch_axis}, {"time_axis", time_axis}}));
 }
 
 Status convert_cumsum(ImportContext& ctx, OnnxNode& n) {

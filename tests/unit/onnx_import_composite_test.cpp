@@ -29,7 +29,7 @@ std::vector<Array> run_both(const OnnxModel& m, const NamedArrays& inputs) {
   Expected<Executable> exe = Session().compile(g, options);
   EXPECT_TRUE(exe.has_value()) << exe.status().to_string();
   if (!exe) return ref;
-  Expected<std::vector<Array>> fused = exe->run(inputs);
+  Expected<std::vector<Array> > fused = exe->run(inputs);
   EXPECT_TRUE(fused.has_value()) << fused.status().to_string();
   if (!fused) return ref;
   EXPECT_EQ(fused->size(), ref.size());
@@ -51,7 +51,8 @@ TEST(OnnxImportComposite, ScatterAndGatherOps) {
     set_attr(n, "axis", int64_t(1));
     set_attr(n, "reduction", "add");
     m.output("y");
-    Array idx = array_of_ints(DType::I64, {3, 2}, {0, -4, 3, 1, 2, 2}), upd = random_array(DType::F32, {3, 2}, 2);
+    Array idx = array_of_ints(DType::I64, {3, 2}, {0, -4, 3, 1, 2, 2}),
+          upd = random_array(DType::F32, {3, 2}, 2);
     std::vector<Array> out = run_both(m, {{"data", data}, {"idx", idx}, {"upd", upd}});
     ASSERT_EQ(out.size(), 1u);
     Array want = data.clone();
@@ -75,17 +76,21 @@ TEST(OnnxImportComposite, ScatterAndGatherOps) {
     Expected<Executable> exe = Session().compile(g, CompileOptions{});
     ASSERT_TRUE(exe.has_value()) << exe.status().to_string();
     Array upd = random_array(DType::F32, {1, 4}, 3);
-    Expected<std::vector<Array>> ok = exe->run({{"data", data}, {"idx", array_of_ints(DType::I64, {1, 4}, {2, 0, -1, 1})}, {"upd", upd}});
+    Expected<std::vector<Array> > ok =
+        exe->run({{"data", data}, {"idx", array_of_ints(DType::I64, {1, 4}, {2, 0, -1, 1})}, {"upd", upd}});
     ASSERT_TRUE(ok.has_value()) << ok.status().to_string();
     const int64_t rows[] = {2, 0, 2, 1};
     Array want = data.clone();
     for (int64_t j = 0; j < 4; ++j) want.set_f64(rows[j] * 4 + j, upd.get_f64(j));
     EXPECT_TRUE(arrays_close((*ok)[0], want, 0, 0));
-    Expected<std::vector<Array>> bad = exe->run({{"data", data}, {"idx", array_of_ints(DType::I64, {1, 4}, {0, 3, 0, 0})}, {"upd", upd}});
+    Expected<std::vector<Array> > bad =
+        exe->run({{"data", data}, {"idx", array_of_ints(DType::I64, {1, 4}, {0, 3, 0, 0})}, {"upd", upd}});
     ASSERT_FALSE(bad.has_value());
-    EXPECT_NE(bad.status().message().find("index 3 at indices[0,1] is out of range for axis 0 of size 3"), std::string::npos)
+    EXPECT_NE(bad.status().message().find("index 3 at indices[0,1] is out of range for axis 0 of size 3"),
+              std::string::npos)
         << bad.status().message();
-    EXPECT_NE(bad.status().message().find("%y = scatter_elements"), std::string::npos) << bad.status().message();
+    EXPECT_NE(bad.status().message().find("%y = scatter_elements"), std::string::npos)
+        << bad.status().message();
   }
   // ScatterND with mul on row slices, GatherND with batch_dims 1.
   {
@@ -98,8 +103,11 @@ TEST(OnnxImportComposite, ScatterAndGatherOps) {
     set_attr(m.node("GatherND", {"data", "bidx"}, {"z"}), "batch_dims", int64_t(1));
     m.output("y");
     m.output("z");
-    Array upd = random_array(DType::F32, {2, 4}, 4), bidx = array_of_ints(DType::I64, {3, 2, 1}, {3, 0, -1, 2, 1, 1});
-    std::vector<Array> out = run_both(m, {{"data", data}, {"idx", array_of_ints(DType::I64, {2, 1}, {2, -3})}, {"upd", upd}, {"bidx", bidx}});
+    Array upd = random_array(DType::F32, {2, 4}, 4),
+          bidx = array_of_ints(DType::I64, {3, 2, 1}, {3, 0, -1, 2, 1, 1});
+    std::vector<Array> out = run_both(
+        m,
+        {{"data", data}, {"idx", array_of_ints(DType::I64, {2, 1}, {2, -3})}, {"upd", upd}, {"bidx", bidx}});
     ASSERT_EQ(out.size(), 2u);
     Array want = data.clone();
     for (int64_t j = 0; j < 4; ++j) {
@@ -141,8 +149,10 @@ TEST(OnnxImportComposite, OneOpConversionsKeepTheirAttributes) {
     m.output("z");
     std::vector<Array> out = run_both(m, {{"x", x}, {"axis", array_of_ints(DType::I64, {}, {-2})}});
     ASSERT_EQ(out.size(), 2u);
-    EXPECT_TRUE(arrays_close(out[0], run_op1(Op::CumSum, {x}, {{"axis", int64_t(1)}, {"exclusive", true}}), 0, 0));
-    EXPECT_TRUE(arrays_close(out[1], run_op1(Op::CumSum, {x}, {{"axis", int64_t(0)}, {"reverse", true}}), 0, 0));
+    EXPECT_TRUE(
+        arrays_close(out[0], run_op1(Op::CumSum, {x}, {{"axis", int64_t(1)}, {"exclusive", true}}), 0, 0));
+    EXPECT_TRUE(
+        arrays_close(out[1], run_op1(Op::CumSum, {x}, {{"axis", int64_t(0)}, {"reverse", true}}), 0, 0));
   }
   {
     OnnxModel m(11);
@@ -158,7 +168,8 @@ TEST(OnnxImportComposite, OneOpConversionsKeepTheirAttributes) {
     m.output("y");
     m.output("z");
     m.output("d");
-    Array lens = array_of_ints(DType::I64, {4}, {3, 0, 2, 1}), b = random_array(DType::F32, {3, 4}, 32, 0.5, 3);
+    Array lens = array_of_ints(DType::I64, {4}, {3, 0, 2, 1}),
+          b = random_array(DType::F32, {3, 4}, 32, 0.5, 3);
     Array sq = random_array(DType::F32, {2, 3, 3}, 33);
     std::vector<Array> out = run_both(m, {{"x", x}, {"lens", lens}, {"b", b}, {"sq", sq}});
     ASSERT_EQ(out.size(), 3u);
@@ -178,8 +189,11 @@ TEST(OnnxImportComposite, OneOpConversionsKeepTheirAttributes) {
     m.output("y");
     std::vector<Array> out = run_both(m, {{"x", img}});
     ASSERT_EQ(out.size(), 1u);
-    Attrs attrs{{"scales", std::vector<double>{1, 1, 2, 1.5}}, {"mode", std::string("cubic")},
-                {"coordinate", std::string("half_pixel")}, {"cubic_coeff_a", -0.5}, {"exclude_outside", true}};
+    Attrs attrs{{"scales", std::vector<double>{1, 1, 2, 1.5}},
+                {"mode", std::string("cubic")},
+                {"coordinate", std::string("half_pixel")},
+                {"cubic_coeff_a", -0.5},
+                {"exclude_outside", true}};
     EXPECT_TRUE(arrays_close(out[0], run_op1(Op::Resize, {img}, attrs), 0, 0));
   }
 }
@@ -209,7 +223,8 @@ TEST(OnnxImportComposite, LrnMatchesTheDefinition) {
         double v = x.get_f64(base + k * H * W);
         sq += v * v;
       }
-      want.set_f64(i, x.get_f64(i) / std::pow(double(bias) + double(alpha) / double(size) * sq, double(beta)));
+      want.set_f64(i,
+                   x.get_f64(i) / std::pow(double(bias) + double(alpha) / double(size) * sq, double(beta)));
     }
     EXPECT_TRUE(arrays_close(out[0], want, 1e-5, 1e-6));
   }
@@ -236,7 +251,7 @@ TEST(OnnxImportComposite, MeanVarianceNormalization) {
       for (int d = 0; d < 4; ++d) k = k * shape[d] + (reduced[size_t(d)] ? 0 : c[size_t(d)]);
       return k;
     };
-    std::map<int64_t, std::pair<double, double>> sums;
+    std::map<int64_t, std::pair<double, double> > sums;
     std::map<int64_t, int64_t> counts;
     for (int64_t i = 0; i < x.numel(); ++i) {
       double v = x.get_f64(i);
@@ -244,7 +259,8 @@ TEST(OnnxImportComposite, MeanVarianceNormalization) {
     }
     Array want(DType::F32, {2, 3, 4, 2});
     for (int64_t i = 0; i < x.numel(); ++i) {
-      double mean = sums[key(i)].first / double(counts[key(i)]), sq = sums[key(i)].second / double(counts[key(i)]);
+      double mean = sums[key(i)].first / double(counts[key(i)]),
+             sq = sums[key(i)].second / double(counts[key(i)]);
       want.set_f64(i, (x.get_f64(i) - mean) / (std::sqrt(sq - mean * mean) + 1e-9));
     }
     EXPECT_TRUE(arrays_close(out[0], want, 1e-4, 1e-5)) << "axes " << axes.size();
@@ -255,7 +271,7 @@ TEST(OnnxImportComposite, MeanVarianceNormalization) {
 TEST(OnnxImportComposite, EinsumMatchesNaiveSums) {
   struct Case {
     std::string eq;
-    std::vector<std::vector<int64_t>> shapes;
+    std::vector<std::vector<int64_t> > shapes;
     std::vector<int64_t> out_shape;
     // out[o] = sum over the free labels of the product of the operands, as a callback that gets
     // the operands and the output index.
@@ -267,21 +283,72 @@ TEST(OnnxImportComposite, EinsumMatchesNaiveSums) {
     return a.get_f64(off);
   };
   std::vector<Case> cases = {
-      {"ij->ji", {{3, 4}}, {4, 3}, [&](auto& in, auto& o) { return at(in[0], {o[1], o[0]}); }},
-      {"ij->i", {{3, 4}}, {3}, [&](auto& in, auto& o) { double s = 0; for (int64_t j = 0; j < 4; ++j) s += at(in[0], {o[0], j}); return s; }},
-      {"i,i", {{5}, {5}}, {}, [&](auto& in, auto&) { double s = 0; for (int64_t i = 0; i < 5; ++i) s += at(in[0], {i}) * at(in[1], {i}); return s; }},
-      {"bij, bjk -> bik", {{2, 3, 4}, {2, 4, 5}}, {2, 3, 5}, [&](auto& in, auto& o) {
-         double s = 0; for (int64_t j = 0; j < 4; ++j) s += at(in[0], {o[0], o[1], j}) * at(in[1], {o[0], j, o[2]}); return s; }},
-      {"...ii ->...i", {{2, 3, 3}}, {2, 3}, [&](auto& in, auto& o) { return at(in[0], {o[0], o[1], o[1]}); }},
-      {"ij,jk", {{3, 4}, {4, 2}}, {3, 2}, [&](auto& in, auto& o) {
-         double s = 0; for (int64_t j = 0; j < 4; ++j) s += at(in[0], {o[0], j}) * at(in[1], {j, o[1]}); return s; }},
-      {"i,j->ij", {{3}, {2}}, {3, 2}, [&](auto& in, auto& o) { return at(in[0], {o[0]}) * at(in[1], {o[1]}); }},
-      {"ii", {{4, 4}}, {}, [&](auto& in, auto&) { double s = 0; for (int64_t i = 0; i < 4; ++i) s += at(in[0], {i, i}); return s; }},
-      {"ijk,ikl,l->kj", {{2, 3, 4}, {2, 4, 3}, {3}}, {4, 3}, [&](auto& in, auto& o) {
+      {"ij->ji",
+       {{3, 4}},
+       {4, 3},
+       [&](auto& in, auto& o) {
+         return at(in[0], {o[1], o[0]});
+       }},
+      {"ij->i",
+       {{3, 4}},
+       {3},
+       [&](auto& in, auto& o) {
+         double s = 0;
+         for (int64_t j = 0; j < 4; ++j) s += at(in[0], {o[0], j});
+         return s;
+       }},
+      {"i,i",
+       {{5}, {5}},
+       {},
+       [&](auto& in, auto&) {
+         double s = 0;
+         for (int64_t i = 0; i < 5; ++i) s += at(in[0], {i}) * at(in[1], {i});
+         return s;
+       }},
+      {"bij, bjk -> bik",
+       {{2, 3, 4}, {2, 4, 5}},
+       {2, 3, 5},
+       [&](auto& in, auto& o) {
+         double s = 0;
+         for (int64_t j = 0; j < 4; ++j) s += at(in[0], {o[0], o[1], j}) * at(in[1], {o[0], j, o[2]});
+         return s;
+       }},
+      {"...ii ->...i",
+       {{2, 3, 3}},
+       {2, 3},
+       [&](auto& in, auto& o) {
+         return at(in[0], {o[0], o[1], o[1]});
+       }},
+      {"ij,jk",
+       {{3, 4}, {4, 2}},
+       {3, 2},
+       [&](auto& in, auto& o) {
+         double s = 0;
+         for (int64_t j = 0; j < 4; ++j) s += at(in[0], {o[0], j}) * at(in[1], {j, o[1]});
+         return s;
+       }},
+      {"i,j->ij",
+       {{3}, {2}},
+       {3, 2},
+       [&](auto& in, auto& o) { return at(in[0], {o[0]}) * at(in[1], {o[1]}); }},
+      {"ii",
+       {{4, 4}},
+       {},
+       [&](auto& in, auto&) {
+         double s = 0;
+         for (int64_t i = 0; i < 4; ++i) s += at(in[0], {i, i});
+         return s;
+       }},
+      {"ijk,ikl,l->kj",
+       {{2, 3, 4}, {2, 4, 3}, {3}},
+       {4, 3},
+       [&](auto& in, auto& o) {
          double s = 0;
          for (int64_t i = 0; i < 2; ++i)
-           for (int64_t l = 0; l < 3; ++l) s += at(in[0], {i, o[1], o[0]}) * at(in[1], {i, o[0], l}) * at(in[2], {l});
-         return s; }},
+           for (int64_t l = 0; l < 3; ++l)
+             s += at(in[0], {i, o[1], o[0]}) * at(in[1], {i, o[0], l}) * at(in[2], {l});
+         return s;
+       }},
   };
   uint64_t seed = 20;
   for (const Case& c : cases) {

@@ -28,7 +28,8 @@ TEST(ReferenceCumSum, HandCases) {
       {{true, true}, {14, 12, 9, 5, 0}},
   };
   for (const auto& [flags, want] : cases) {
-    auto y = run_reference_poisoned(Op::CumSum, {x}, {{"axis", int64_t(0)}, {"exclusive", flags.first}, {"reverse", flags.second}});
+    auto y = run_reference_poisoned(
+        Op::CumSum, {x}, {{"axis", int64_t(0)}, {"exclusive", flags.first}, {"reverse", flags.second}});
     ASSERT_EQ(y.size(), 1u);
     EXPECT_TRUE(arrays_close(y[0], array_of(DType::F64, {5}, want), 0, 0)) << flags.first << flags.second;
   }
@@ -45,8 +46,10 @@ TEST(ReferenceCumSum, MatchesNaiveLoopsOnEveryAxis) {
             Array x = random_array(t, shape, ++seed, -50, 50);
             std::vector<Array> in{x};
             Attrs attrs{{"exclusive", exclusive}, {"reverse", reverse}};
-            if (as_operand) in.push_back(array_of_ints(DType::I64, {}, {axis}));
-            else attrs.set("axis", axis);
+            if (as_operand)
+              in.push_back(array_of_ints(DType::I64, {}, {axis}));
+            else
+              attrs.set("axis", axis);
             auto y = run_reference_poisoned(Op::CumSum, in, attrs);
             ASSERT_EQ(y.size(), 1u);
             const size_t a = size_t(axis < 0 ? axis + 3 : axis);
@@ -75,10 +78,12 @@ TEST(ReferenceCumSum, IntegersWrapAndErrors) {
   Array x = array_of_ints(DType::I32, {3}, {2147483647, 1, 1});
   auto y = run_reference_poisoned(Op::CumSum, {x}, {{"axis", int64_t(0)}});
   ASSERT_EQ(y.size(), 1u);
-  EXPECT_TRUE(arrays_close(y[0], array_of_ints(DType::I32, {3}, {2147483647, -2147483647 - 1, -2147483647}), 0, 0));
+  EXPECT_TRUE(
+      arrays_close(y[0], array_of_ints(DType::I32, {3}, {2147483647, -2147483647 - 1, -2147483647}), 0, 0));
   auto r = try_run_op(Op::CumSum, {random_array(DType::F32, {2, 3}, 1), array_of_ints(DType::I32, {1}, {2})});
   ASSERT_FALSE(r.has_value());
-  EXPECT_NE(r.status().message().find("cumsum: axis 2 is out of range for rank 2"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("cumsum: axis 2 is out of range for rank 2"), std::string::npos)
+      << r.status().message();
   r = try_run_op(Op::CumSum, {random_array(DType::F32, {2, 3}, 1)}, {{"axis", int64_t(-3)}});
   ASSERT_FALSE(r.has_value());
   EXPECT_NE(r.status().message().find("axis -3 out of range"), std::string::npos) << r.status().message();
@@ -123,8 +128,8 @@ TEST(ReferenceDet, MatchesLaplaceExpansion) {
 TEST(ReferenceDet, HandCasesSingularAndErrors) {
   // A permutation that needs pivoting (zero on the diagonal), a singular matrix, and 2-D input.
   auto y = run_reference_poisoned(Op::Det, {array_of(DType::F32, {3, 3, 3}, {0, 1, 0, 1, 0, 0, 0, 0, 1,  //
-                                                                               1, 2, 3, 2, 4, 6, 7, 8, 9,  //
-                                                                               2, 0, 0, 0, 3, 0, 0, 0, 4})});
+                                                                             1, 2, 3, 2, 4, 6, 7, 8, 9,  //
+                                                                             2, 0, 0, 0, 3, 0, 0, 0, 4})});
   ASSERT_EQ(y.size(), 1u);
   EXPECT_TRUE(arrays_close(y[0], array_of(DType::F32, {3}, {-1, 0, 24}), 0, 1e-6));
   y = run_reference_poisoned(Op::Det, {array_of(DType::F64, {2, 2}, {1, 2, 3, 4})});

@@ -30,12 +30,16 @@ TEST(ReferenceFmod, TruncatedModuloTakesTheDividendsSign) {
   for (int64_t i = 0; i < 64; ++i) want.set_f64(i, std::fmod(float(a.get_f64(i)), float(b.get_f64(i))));
   EXPECT_TRUE(arrays_close(y[0], want, 0, 0));
   // ONNX's mixed-sign example, and integers (x % 0 = 0, INT_MIN % -1 = 0).
-  y = run_reference_poisoned(Op::Mod, {array_of(DType::F64, {6}, {-4.3, 7.2, 5.0, 4.3, -7.2, 8.0}),
-                                       array_of(DType::F64, {6}, {2.1, -3.4, 8.0, -2.1, 3.4, 5.0})},
+  y = run_reference_poisoned(Op::Mod,
+                             {array_of(DType::F64, {6}, {-4.3, 7.2, 5.0, 4.3, -7.2, 8.0}),
+                              array_of(DType::F64, {6}, {2.1, -3.4, 8.0, -2.1, 3.4, 5.0})},
                              {{"fmod", true}});
   ASSERT_EQ(y.size(), 1u);
-  EXPECT_TRUE(arrays_close(y[0], array_of(DType::F64, {6}, {std::fmod(-4.3, 2.1), std::fmod(7.2, -3.4), 5.0,
-                                                            std::fmod(4.3, -2.1), std::fmod(-7.2, 3.4), 3.0}), 0, 0));
+  EXPECT_TRUE(arrays_close(y[0],
+                           array_of(DType::F64, {6},
+                                    {std::fmod(-4.3, 2.1), std::fmod(7.2, -3.4), 5.0, std::fmod(4.3, -2.1),
+                                     std::fmod(-7.2, 3.4), 3.0}),
+                           0, 0));
   Array ia = array_of_ints(DType::I64, {6}, {-7, 7, -7, 7, 5, INT64_MIN});
   Array ib = array_of_ints(DType::I64, {6}, {3, -3, -3, 3, 0, -1});
   y = run_reference_poisoned(Op::Mod, {ia, ib}, {{"fmod", true}});
@@ -52,7 +56,8 @@ TEST(ReferenceFmod, TruncatedModuloTakesTheDividendsSign) {
 // the unfused graph, on the interpreter and the code generator alike; so does a cubic resize
 // next to transform steps, which stays out of the transform region.
 TEST(ReferenceFmod, FusedRegionsMatchTheReference) {
-  Expected<Graph> g = parse_graph(R"(func @f(%a: f32[4,16], %b: f32[4,16], %img: f32[1,2,6,6]) -> (f32[4,16], f32[2,1,12,12]) {
+  Expected<Graph> g = parse_graph(
+      R"(func @f(%a: f32[4,16], %b: f32[4,16], %img: f32[1,2,6,6]) -> (f32[4,16], f32[2,1,12,12]) {
   %0 = mod %a, %b {fmod = true} : f32[4,16]
   %1 = mul %0, %a : f32[4,16]
   %2 = add %1, %b : f32[4,16]
@@ -62,7 +67,8 @@ TEST(ReferenceFmod, FusedRegionsMatchTheReference) {
   return %2, %5
 })");
   ASSERT_TRUE(g.has_value()) << g.status().to_string();
-  NamedArrays in{{"a", random_array(DType::F32, {4, 16}, 1, -9, 9)}, {"b", random_array(DType::F32, {4, 16}, 2, -3, 3)},
+  NamedArrays in{{"a", random_array(DType::F32, {4, 16}, 1, -9, 9)},
+                 {"b", random_array(DType::F32, {4, 16}, 2, -3, 3)},
                  {"img", random_array(DType::F32, {1, 2, 6, 6}, 3)}};
   auto run = [&](bool fuse, testing::BackendChoice c) {
     CompileOptions o;
@@ -100,7 +106,9 @@ std::vector<std::pair<int64_t, double>> onnx_cubic_taps(double x, int64_t in, do
   std::vector<int64_t> idx;
   for (int64_t i = 0; i < in + 4; ++i) idx.push_back(i);
   const double xp = x + 2;
-  std::stable_sort(idx.begin(), idx.end(), [&](int64_t p, int64_t q) { return std::fabs(xp - double(p)) < std::fabs(xp - double(q)); });
+  std::stable_sort(idx.begin(), idx.end(), [&](int64_t p, int64_t q) {
+    return std::fabs(xp - double(p)) < std::fabs(xp - double(q));
+  });
   idx.resize(4);
   std::sort(idx.begin(), idx.end());
   std::vector<std::pair<int64_t, double>> taps;
@@ -131,8 +139,11 @@ TEST(ReferenceResizeCubic, MatchesOnnxDefinition) {
     for (double scale : {0.6, 1.8, 3.0}) {
       for (bool exclude : {false, true}) {
         const double a = ++variant % 2 ? -0.75 : -0.5;
-        Attrs attrs{{"scales", std::vector<double>{1.0, 1.0, scale, scale}}, {"mode", std::string("cubic")},
-                    {"coordinate", std::string(coord)}, {"cubic_coeff_a", a}, {"exclude_outside", exclude}};
+        Attrs attrs{{"scales", std::vector<double>{1.0, 1.0, scale, scale}},
+                    {"mode", std::string("cubic")},
+                    {"coordinate", std::string(coord)},
+                    {"cubic_coeff_a", a},
+                    {"exclude_outside", exclude}};
         auto y = run_reference_poisoned(Op::Resize, {x}, attrs);
         ASSERT_EQ(y.size(), 1u);
         const int64_t OH = int64_t(double(H) * scale), OW = int64_t(double(W) * scale);
@@ -148,7 +159,8 @@ TEST(ReferenceResizeCubic, MatchesOnnxDefinition) {
                   acc += wy * wx * x.get_f64((c * H + iy) * W + ix);
               want.set_f64((c * OH + oy) * OW + ox, acc);
             }
-        EXPECT_TRUE(arrays_close(y[0], want, 1e-5, 1e-5)) << coord << " scale " << scale << " exclude " << exclude;
+        EXPECT_TRUE(arrays_close(y[0], want, 1e-5, 1e-5))
+            << coord << " scale " << scale << " exclude " << exclude;
       }
     }
   }

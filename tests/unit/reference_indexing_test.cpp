@@ -50,7 +50,8 @@ double combine(const std::string& reduction, DType t, double a, double b) {
 }
 
 // The ONNX ScatterElements definition as a loop over the update positions.
-Array naive_scatter_elements(const Array& data, const Array& idx, const Array& upd, int axis, const std::string& red) {
+Array naive_scatter_elements(const Array& data, const Array& idx, const Array& upd, int axis,
+                             const std::string& red) {
   I64s ds(data.shape().begin(), data.shape().end()), is(idx.shape().begin(), idx.shape().end());
   std::vector<double> out = to_doubles(data), u = to_doubles(upd);
   for (int64_t k = 0; k < idx.numel(); ++k) {
@@ -66,7 +67,8 @@ Array naive_scatter_elements(const Array& data, const Array& idx, const Array& u
 TEST(ReferenceIndexing, ScatterElementsOnnxExamples) {
   Array data = array_of(DType::F32, {1, 5}, {1, 2, 3, 4, 5});
   Array upd = array_of(DType::F32, {1, 2}, {1.1, 2.1});
-  auto y = run_reference_poisoned(Op::ScatterElements, {data, array_of(DType::I64, {1, 2}, {1, 3}), upd}, {{"axis", int64_t(1)}});
+  auto y = run_reference_poisoned(Op::ScatterElements, {data, array_of(DType::I64, {1, 2}, {1, 3}), upd},
+                                  {{"axis", int64_t(1)}});
   ASSERT_EQ(y.size(), 1u);
   EXPECT_TRUE(arrays_close(y[0], array_of(DType::F32, {1, 5}, {1, 1.1, 3, 2.1, 5})));
   // Negative indices count from the end; repeated indices with "add" sum every update.
@@ -148,7 +150,8 @@ TEST(ReferenceIndexing, ScatterNdOnnxExamplesAndNaiveLoops) {
             o = combine(red, t, o, uv[size_t(tu * slice + s)]);
           }
         }
-        EXPECT_TRUE(arrays_close(y[0], array_of(t, ds, want), 0, 0)) << dtype_name(t) << " k " << k << " " << red;
+        EXPECT_TRUE(arrays_close(y[0], array_of(t, ds, want), 0, 0))
+            << dtype_name(t) << " k " << k << " " << red;
       }
     }
   }
@@ -163,7 +166,8 @@ TEST(ReferenceIndexing, GatherNdOnnxExamplesAndNaiveLoops) {
   ASSERT_EQ(y.size(), 1u);
   EXPECT_TRUE(arrays_close(y[0], array_of(DType::I32, {2, 2}, {2, 3, 0, 1})));
   Array d3 = array_of(DType::F32, {2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
-  y = run_reference_poisoned(Op::GatherNd, {d3, array_of(DType::I64, {2, 1}, {1, 0})}, {{"batch_dims", int64_t(1)}});
+  y = run_reference_poisoned(Op::GatherNd, {d3, array_of(DType::I64, {2, 1}, {1, 0})},
+                             {{"batch_dims", int64_t(1)}});
   ASSERT_EQ(y.size(), 1u);
   EXPECT_TRUE(arrays_close(y[0], array_of(DType::F32, {2, 2}, {2, 3, 4, 5})));
   // Random data, batch_dims 0..2, every index length, negative indices.
@@ -209,13 +213,19 @@ TEST(ReferenceIndexing, OutOfRangeIndicesAreErrors) {
   auto r = try_run_op(Op::GatherNd, {data, array_of(DType::I64, {2, 2}, {0, 1, 2, 4})});
   ASSERT_FALSE(r.has_value());
   std::string m = r.status().message();
-  EXPECT_NE(m.find("gather_nd: index 4 at indices[1,1] is out of range for axis 1 of size 4 (valid range [-4, 3])"),
-            std::string::npos) << m;
-  r = try_run_op(Op::ScatterNd, {data, array_of(DType::I64, {1, 1}, {-4}), random_array(DType::F32, {1, 4}, 6)});
+  EXPECT_NE(
+      m.find("gather_nd: index 4 at indices[1,1] is out of range for axis 1 of size 4 (valid range [-4, 3])"),
+      std::string::npos)
+      << m;
+  r = try_run_op(Op::ScatterNd,
+                 {data, array_of(DType::I64, {1, 1}, {-4}), random_array(DType::F32, {1, 4}, 6)});
   ASSERT_FALSE(r.has_value());
   m = r.status().message();
-  EXPECT_NE(m.find("scatter_nd: index -4 at indices[0,0] is out of range for axis 0 of size 3"), std::string::npos) << m;
-  r = try_run_op(Op::ScatterElements, {data, array_of(DType::I32, {1, 2}, {0, 7}), random_array(DType::F32, {1, 2}, 7)},
+  EXPECT_NE(m.find("scatter_nd: index -4 at indices[0,0] is out of range for axis 0 of size 3"),
+            std::string::npos)
+      << m;
+  r = try_run_op(Op::ScatterElements,
+                 {data, array_of(DType::I32, {1, 2}, {0, 7}), random_array(DType::F32, {1, 2}, 7)},
                  {{"axis", int64_t(1)}});
   ASSERT_FALSE(r.has_value());
   m = r.status().message();
@@ -229,25 +239,30 @@ TEST(ReferenceIndexing, ShapeErrors) {
   // Index tuples longer than the data's rank.
   auto r = try_run_op(Op::GatherNd, {data, array_of(DType::I64, {1, 3}, {0, 0, 0})});
   ASSERT_FALSE(r.has_value());
-  EXPECT_NE(r.status().message().find("index length 3 must be in [1, 2]"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("index length 3 must be in [1, 2]"), std::string::npos)
+      << r.status().message();
   // batch_dims over the batch sizes.
   r = try_run_op(Op::GatherNd, {data, array_of(DType::I64, {2, 1}, {0, 0})}, {{"batch_dims", int64_t(1)}});
   ASSERT_FALSE(r.has_value());
   EXPECT_NE(r.status().message().find("batch dim 0 differs"), std::string::npos) << r.status().message();
   // scatter_nd updates of the wrong shape.
-  r = try_run_op(Op::ScatterNd, {data, array_of(DType::I64, {2, 1}, {0, 1}), random_array(DType::F32, {2, 3}, 1)});
+  r = try_run_op(Op::ScatterNd,
+                 {data, array_of(DType::I64, {2, 1}, {0, 1}), random_array(DType::F32, {2, 3}, 1)});
   ASSERT_FALSE(r.has_value());
   EXPECT_NE(r.status().message().find("updates must be f32[2,4]"), std::string::npos) << r.status().message();
   // scatter_elements: updates and indices differ; indices larger than the data; bool with add.
-  r = try_run_op(Op::ScatterElements, {data, array_of(DType::I64, {1, 2}, {0, 1}), random_array(DType::F32, {1, 3}, 1)});
+  r = try_run_op(Op::ScatterElements,
+                 {data, array_of(DType::I64, {1, 2}, {0, 1}), random_array(DType::F32, {1, 3}, 1)});
   ASSERT_FALSE(r.has_value());
   EXPECT_NE(r.status().message().find("differ in shape"), std::string::npos) << r.status().message();
-  r = try_run_op(Op::ScatterElements, {data, array_of(DType::I64, {4, 1}, {0, 1, 2, 0}), random_array(DType::F32, {4, 1}, 1)},
+  r = try_run_op(Op::ScatterElements,
+                 {data, array_of(DType::I64, {4, 1}, {0, 1, 2, 0}), random_array(DType::F32, {4, 1}, 1)},
                  {{"axis", int64_t(1)}});
   ASSERT_FALSE(r.has_value());
   EXPECT_NE(r.status().message().find("larger than data"), std::string::npos) << r.status().message();
   Array flags = random_array(DType::Bool, {4}, 3);
-  r = try_run_op(Op::ScatterElements, {flags, array_of(DType::I64, {1}, {0}), random_array(DType::Bool, {1}, 1)},
+  r = try_run_op(Op::ScatterElements,
+                 {flags, array_of(DType::I64, {1}, {0}), random_array(DType::Bool, {1}, 1)},
                  {{"reduction", std::string("add")}});
   ASSERT_FALSE(r.has_value());
   EXPECT_NE(r.status().message().find("needs numeric data"), std::string::npos) << r.status().message();
@@ -258,7 +273,8 @@ TEST(ReferenceIndexing, ReverseSequenceMatchesNaiveLoops) {
   Array x = array_of(DType::F32, {4, 4}, {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15});
   auto y = run_reference_poisoned(Op::ReverseSequence, {x, array_of(DType::I64, {4}, {4, 3, 2, 1})});
   ASSERT_EQ(y.size(), 1u);
-  EXPECT_TRUE(arrays_close(y[0], array_of(DType::F32, {4, 4}, {3, 6, 9, 12, 2, 5, 8, 13, 1, 4, 10, 14, 0, 7, 11, 15})));
+  EXPECT_TRUE(arrays_close(
+      y[0], array_of(DType::F32, {4, 4}, {3, 6, 9, 12, 2, 5, 8, 13, 1, 4, 10, 14, 0, 7, 11, 15})));
   // Random data of rank 3, both axis orders, lengths 0 to the full time axis.
   const I64s shape{4, 5, 3};
   for (int64_t batch_axis : {0, 1}) {
@@ -267,7 +283,8 @@ TEST(ReferenceIndexing, ReverseSequenceMatchesNaiveLoops) {
     const int64_t batches = shape[size_t(batch_axis)], steps = shape[size_t(time_axis)];
     Array lens(DType::I32, {batches});
     for (int64_t b = 0; b < batches; ++b) lens.set_i64(b, (b * 3 + 1) % (steps + 1));
-    y = run_reference_poisoned(Op::ReverseSequence, {d, lens}, {{"batch_axis", batch_axis}, {"time_axis", time_axis}});
+    y = run_reference_poisoned(Op::ReverseSequence, {d, lens},
+                               {{"batch_axis", batch_axis}, {"time_axis", time_axis}});
     ASSERT_EQ(y.size(), 1u);
     Array want(DType::F16, shape);
     for (int64_t o = 0; o < d.numel(); ++o) {
@@ -280,10 +297,12 @@ TEST(ReferenceIndexing, ReverseSequenceMatchesNaiveLoops) {
   }
   auto r = try_run_op(Op::ReverseSequence, {x, array_of(DType::I64, {4}, {4, 5, 0, 1})});
   ASSERT_FALSE(r.has_value());
-  EXPECT_NE(r.status().message().find("sequence_lens[1] = 5 is out of range [0, 4]"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("sequence_lens[1] = 5 is out of range [0, 4]"), std::string::npos)
+      << r.status().message();
   r = try_run_op(Op::ReverseSequence, {x, array_of(DType::I64, {3}, {1, 1, 1})});
   ASSERT_FALSE(r.has_value());
-  EXPECT_NE(r.status().message().find("sequence_lens must be i32 or i64 [batch]"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("sequence_lens must be i32 or i64 [batch]"), std::string::npos)
+      << r.status().message();
 }
 
 }  // namespace

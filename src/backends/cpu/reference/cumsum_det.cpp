@@ -1,5 +1,6 @@
 // Reference kernels of cumsum (a running sum along one axis, given as the attribute or as a
-// run-time operand: inclusive or exclusive, forward or reversed) and det (the determinant of each square matrix over the last two axes).
+// run-time operand: inclusive or exclusive, forward or reversed) and det (the determinant of
+// each square matrix over the last two axes).
 //
 // cumsum adds in the dtype's compute type (f16/bf16 in float, rounded at each stored element;
 // integers wrap). det factorises each matrix in double by LU decomposition with partial pivoting
@@ -23,7 +24,8 @@ Status ref_CumSum(const KernelArgs& args) {
   const int64_t given = args.in.size() == 2 ? args.in[1].get_i64(0) : args.node.attr_i64("axis");
   const std::optional<int> normalized = normalize_axis(given, x.rank());
   if (!normalized) {
-    return Status::invalid("cumsum: axis " + std::to_string(given) + " is out of range for rank " + std::to_string(x.rank()));
+    return Status::invalid("cumsum: axis " + std::to_string(given) + " is out of range for rank " +
+                           std::to_string(x.rank()));
   }
   const size_t axis = size_t(*normalized);
   const bool exclusive = args.node.attr_bool("exclusive"), reverse = args.node.attr_bool("reverse");

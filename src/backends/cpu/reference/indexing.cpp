@@ -30,15 +30,17 @@ std::string position_string(int64_t flat, std::span<const int64_t> shape) {
 }
 
 // indices[k] normalised into [0, size) or an error naming it.
-Expected<int64_t> resolve_index(const KernelArgs& args, const Array& indices, int64_t k, int axis, int64_t size) {
+Expected<int64_t> resolve_index(const KernelArgs& args, const Array& indices, int64_t k, int axis,
+                                int64_t size) {
   int64_t v = indices.get_i64(k);
   int64_t r = v < 0 ? v + size : v;
   if (r >= 0 && r < size) return r;
   std::string range = size == 0 ? "none: the axis is empty"
                                 : "[" + std::to_string(-size) + ", " + std::to_string(size - 1) + "]";
-  return Status::invalid(std::string(args.node.info().keyword) + ": index " + std::to_string(v) + " at indices" +
-                         position_string(k, indices.shape()) + " is out of range for axis " + std::to_string(axis) +
-                         " of size " + std::to_string(size) + " (valid range " + range + ")");
+  return Status::invalid(std::string(args.node.info().keyword) + ": index " + std::to_string(v) +
+                         " at indices" + position_string(k, indices.shape()) + " is out of range for axis " +
+                         std::to_string(axis) + " of size " + std::to_string(size) + " (valid range " +
+                         range + ")");
 }
 
 // Row-major strides of a shape, in elements.
@@ -107,7 +109,8 @@ Status ref_GatherNd(const KernelArgs& args) {
   const size_t esize = size_t(dtype_size(x.dtype())), bytes = size_t(slice) * esize;
   const auto* src = static_cast<const uint8_t*>(x.raw());
   auto* dst = static_cast<uint8_t*>(y.raw());
-  for (int64_t t = 0; t < tuples && bytes > 0; ++t) std::memcpy(dst + size_t(t) * bytes, src + size_t(source[size_t(t)]) * esize, bytes);
+  for (int64_t t = 0; t < tuples && bytes > 0; ++t)
+    std::memcpy(dst + size_t(t) * bytes, src + size_t(source[size_t(t)]) * esize, bytes);
   return Status::ok();
 }
 
@@ -131,8 +134,8 @@ Status ref_ScatterElements(const KernelArgs& args) {
       if (c >= shape[d]) {
         std::string dims;
         for (size_t e = 0; e < shape.size(); ++e) dims += (e ? "," : "") + std::to_string(shape[e]);
-        return Status::invalid("scatter_elements: indices" + position_string(k, ishape) + " lies outside the data [" +
-                               dims + "] along axis " + std::to_string(d));
+        return Status::invalid("scatter_elements: indices" + position_string(k, ishape) +
+                               " lies outside the data [" + dims + "] along axis " + std::to_string(d));
       }
       off += c * stride[d];
     }
@@ -174,7 +177,8 @@ Status ref_ScatterNd(const KernelArgs& args) {
   const auto* src = static_cast<const uint8_t*>(updates.raw());
   auto* dst = static_cast<uint8_t*>(y.raw());
   for (int64_t t = 0; t < tuples; ++t) {
-    combine.apply(dst + size_t(target[size_t(t)]) * combine.esize, src + size_t(t * slice) * combine.esize, slice);
+    combine.apply(dst + size_t(target[size_t(t)]) * combine.esize, src + size_t(t * slice) * combine.esize,
+                  slice);
   }
   return Status::ok();
 }
@@ -186,13 +190,15 @@ Status ref_ReverseSequence(const KernelArgs& args) {
   const Array& lens = args.in[1];
   Array& y = args.out[0];
   const std::span<const int64_t> shape = x.shape();
-  const size_t b_axis = size_t(args.node.attr_i64("batch_axis")), t_axis = size_t(args.node.attr_i64("time_axis"));
+  const size_t b_axis = size_t(args.node.attr_i64("batch_axis")),
+               t_axis = size_t(args.node.attr_i64("time_axis"));
   const int64_t steps = shape[t_axis];
   for (int64_t b = 0; b < lens.numel(); ++b) {
     int64_t len = lens.get_i64(b);
     if (len < 0 || len > steps) {
-      return Status::invalid("reverse_sequence: sequence_lens[" + std::to_string(b) + "] = " + std::to_string(len) +
-                             " is out of range [0, " + std::to_string(steps) + "] (the time axis' size)");
+      return Status::invalid("reverse_sequence: sequence_lens[" + std::to_string(b) +
+                             "] = " + std::to_string(len) + " is out of range [0, " + std::to_string(steps) +
+                             "] (the time axis' size)");
     }
   }
   const std::vector<int64_t> stride = strides_of(shape);
