@@ -3,6 +3,7 @@
 #include "ir/epilogue.h"
 #include "ir/fused_attention_op.h"
 #include "ir/layout.h"
+#include "ir/shape_inference_extra.h"
 #include "ir/size.h"
 
 #include <algorithm>
@@ -1000,6 +1001,9 @@ Expected<Types> infer_by_op(const Ctx& c) {
     }
     case Op::FftMagnitude: return infer_fft(c);
     case Op::Peaks: return infer_peaks(c);
+    case Op::GatherNd: case Op::ScatterElements: case Op::ScatterNd: case Op::ReverseSequence:
+    case Op::CumSum: case Op::Det:
+      return infer_extra_op(node, c.in);
   }
   return Status::internal("infer_result_types: unhandled op");
 }

@@ -40,6 +40,7 @@ bool is_transform_step(const Graph& g, const Node& n, std::string* why) {
     case Op::Reshape:
       break;
     case Op::Resize:
+      if (n.attr_str("mode") == "cubic") return no("cubic resize (four taps per axis: the reference kernel runs it)");
       if (n.attr_str("mode") == "linear" && g.type(n.inputs[0]).dtype == DType::Bool) {
         return no("linear resize of a bool tensor");
       }

@@ -221,12 +221,10 @@ Status convert_cast(ImportContext& ctx, OnnxNode& n) {
 
 Status convert_binary(ImportContext& ctx, OnnxNode& n) {
   Op op = binary_ops().at(n.op_type());
-  if (op == Op::Mod) {
-    // fusebox mod is floor modulo (numpy), which is ONNX Mod with fmod=0; fmod=1 truncates.
-    if (n.attr_int("fmod", 0) != 0) return n.error("attribute 'fmod' = 1 (truncated modulo) is not supported");
-  }
+  // ONNX Mod with fmod=0 is floor modulo (numpy), fusebox mod's default; fmod=1 truncates.
+  const bool fmod = op == Op::Mod && n.attr_int("fmod", 0) != 0;
   std::optional<KnownInts> a = ctx.ints(n, 0), b = ctx.ints(n, 1);
-  if (a && b && op != Op::Pow) {
+  if (a && b && op != Op::Pow && !fmod) {
     if (std::optional<KnownInts> r = fold_binary(op, *a, *b)) return ctx.set_output_ints(n, 0, *r);
   }
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
@@ -235,7 +233,7 @@ Status convert_binary(ImportContext& ctx, OnnxNode& n) {
     // ONNX Pow (opset 12+) takes an exponent of another type; the result has the base's type.
     y = ctx.emit(Op::Cast, {y}, {{"to", ctx.type(x).dtype}});
   }
-  return ctx.set_output(n, 0, ctx.emit(op, {x, y}));
+  return ctx.set_output(n, 0, ctx.emit(op, {x, y}, fmod ? Attrs{{"fmod", true}} : Attrs{}));
 }
 
 Status convert_where(ImportContext& ctx, OnnxNode& n) {

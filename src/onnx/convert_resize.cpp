@@ -1,10 +1,11 @@
 // Resize (opset 10, 11, 13, 18, 19) and Upsample (opset 7, 9) to fusebox `resize`.
 //
-// fusebox resize implements ONNX Resize without roi/antialias/cubic: output sizes from `sizes`
-// or floor(in * scale), coordinates from the given scales (or out/in for sizes), the four
-// coordinate modes half_pixel, align_corners, asymmetric, pytorch_half_pixel and the four
-// nearest modes. Everything outside that is refused, naming the attribute:
-//   mode cubic, coordinate modes tf_crop_and_resize, tf_half_pixel_for_nn,
+// fusebox resize implements ONNX Resize without roi/antialias: output sizes from `sizes` or
+// floor(in * scale), coordinates from the given scales (or out/in for sizes), the four
+// coordinate modes half_pixel, align_corners, asymmetric, pytorch_half_pixel, the four nearest
+// modes, linear, and cubic (opset 11 on) with cubic_coeff_a and exclude_outside. Everything
+// outside that is refused, naming the attribute:
+//   coordinate modes tf_crop_and_resize, tf_half_pixel_for_nn,
 //   half_pixel_symmetric, antialias with linear, keep_aspect_ratio_policy other than stretch.
 //
 // Opset 10 Resize and Upsample have no coordinate or nearest mode: ONNX Runtime maps
@@ -26,7 +27,9 @@ Status convert_resize(ImportContext& ctx, OnnxNode& n) {
   std::string coord = legacy ? "asymmetric" : n.attr_string("coordinate_transformation_mode", "half_pixel");
   std::string nearest = legacy ? "" : n.attr_string("nearest_mode", "round_prefer_floor");
   if (mode == "bilinear" && legacy) mode = "linear";  // Upsample-7's spelling
-  if (mode != "nearest" && mode != "linear") return n.error("attribute 'mode' = \"" + mode + "\" is not supported");
+  if (mode != "nearest" && mode != "linear" && (mode != "cubic" || legacy)) {
+    return n.error("attribute 'mode' = \"" + mode + "\" is not supported");
+  }
   if (coord != "half_pixel" && coord != "align_corners" && coord != "asymmetric" && coord != "pytorch_half_pixel") {
     return n.error("attribute 'coordinate_transformation_mode' = \"" + coord + "\" is not supported");
   }
@@ -34,10 +37,15 @@ Status convert_resize(ImportContext& ctx, OnnxNode& n) {
       nearest != "ceil") {
     return n.error("attribute 'nearest_mode' = \"" + nearest + "\" is not supported");
   }
-  // Only meaningful for cubic or tf_crop_and_resize, both refused above.
-  n.accept_attr("cubic_coeff_a");
-  n.accept_attr("exclude_outside");
-  n.accept_attr("extrapolation_value");
+  Attrs attrs{{"mode", mode}, {"coordinate", coord}};
+  if (mode == "cubic") {
+    attrs.set("cubic_coeff_a", double(n.attr_float("cubic_coeff_a", -0.75f)));
+    attrs.set("exclude_outside", n.attr_int("exclude_outside", 0) != 0);
+  } else {  // only meaningful for cubic
+    n.accept_attr("cubic_coeff_a");
+    n.accept_attr("exclude_outside");
+  }
+  n.accept_attr("extrapolation_value");  // only meaningful for tf_crop_and_resize, refused above
   if (n.attr_int("antialias", 0) != 0 && mode != "nearest") {
     return n.error("attribute 'antialias' = 1 is not supported");
   }
@@ -65,7 +73,6 @@ Status convert_resize(ImportContext& ctx, OnnxNode& n) {
     FUSEBOX_ASSIGN_OR_RETURN(Array s, ctx.require_constant(n, scales_input, "scales"));
     for (int64_t i = 0; i < s.numel(); ++i) scales.push_back(static_cast<float>(s.get_f64(i)));
   }
-  Attrs attrs{{"mode", mode}, {"coordinate", coord}};
   if (!scales.empty()) {
     if (scales.size() != axes.size()) {
       return n.error("scales has " + std::to_string(scales.size()) + " entries for " + std::to_string(axes.size()) + " axes");

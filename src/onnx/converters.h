@@ -31,6 +31,13 @@ void add_decomposed_converters(ConverterTable& table);
 // Trilu, Hardmax, DepthToSpace, SpaceToDepth, EyeLike with constants computed from static sizes
 // (convert_decomposed_tensor.cpp).
 void add_decomposed_tensor_converters(ConverterTable& table);
+// ScatterElements, Scatter, ScatterND, GatherND, ReverseSequence, CumSum, Det
+// (convert_indexing.cpp).
+void add_indexing_converters(ConverterTable& table);
+// LRN, MeanVarianceNormalization as compositions (convert_decomposed_nn.cpp).
+void add_decomposed_nn_converters(ConverterTable& table);
+// Einsum as transpose/reshape/slice/reduce_sum/matmul (convert_einsum.cpp).
+void add_einsum_converters(ConverterTable& table);
 
 // Every converter, by ONNX op type.
 const ConverterTable& converters();

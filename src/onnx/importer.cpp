@@ -29,6 +29,9 @@ const ConverterTable& converters() {
     add_tensor_converters(t);
     add_decomposed_converters(t);
     add_decomposed_tensor_converters(t);
+    add_indexing_converters(t);
+    add_decomposed_nn_converters(t);
+    add_einsum_converters(t);
     return t;
   }();
   return table;

@@ -42,11 +42,11 @@ TEST(OnnxImportErrors, UnsupportedAttributeValueNamesTheAttribute) {
   OnnxModel m(13);
   m.input("x", {1, 1, 2, 2});
   m.initializer("scales", f32s({1, 1, 2, 2}));
-  set_attr(m.node("Resize", {"x", "", "scales"}, {"y"}, "up"), "mode", "cubic");
+  set_attr(m.node("Resize", {"x", "", "scales"}, {"y"}, "up"), "mode", "lanczos");
   m.output("y");
   std::string e = import_error(m);
   EXPECT_CONTAINS(e, "Resize node 'up'");
-  EXPECT_CONTAINS(e, "'mode' = \"cubic\"");
+  EXPECT_CONTAINS(e, "'mode' = \"lanczos\"");
 
   OnnxModel m2(13);
   m2.input("x", {1, 1, 2, 2});

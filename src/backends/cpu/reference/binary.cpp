@@ -182,6 +182,16 @@ Status ref_Min(const KernelArgs& a) {
 }
 
 Status ref_Mod(const KernelArgs& a) {
+  if (a.node.attr_bool("fmod")) {  // truncated: the result takes the dividend's sign (C fmod, %)
+    return arith(a, [](auto x, auto y) { return std::fmod(x, y); }, [](auto x, auto y) {
+      using T = decltype(x);
+      if (y == 0) return T(0);
+      if constexpr (std::is_signed_v<T>) {
+        if (y == -1) return T(0);  // also avoids INT_MIN % -1
+      }
+      return static_cast<T>(x % y);
+    });
+  }
   return arith(a, [](auto x, auto y) { return float_mod(x, y); },
                [](auto x, auto y) { return int_mod(x, y); });
 }

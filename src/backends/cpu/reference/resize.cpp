@@ -4,7 +4,9 @@
 // then
 //   nearest  one source index: nearest_mode applied to c, clamped to [0, in-1];
 //   linear   two taps floor(c) and floor(c)+1 with weights 1-frac and frac, c clamped to
-//            [0, in-1] first (as ONNX Runtime does, so borders repeat the edge pixel).
+//            [0, in-1] first (as ONNX Runtime does, so borders repeat the edge pixel);
+//   cubic    four taps floor(c)-1 .. floor(c)+2 with Keys' weights (see cubic_taps), c not
+//            clamped; taps outside read the edge (or are dropped with exclude_outside).
 // The n-linear result is the sum over all tap combinations of the product of the axis weights.
 // A tap of weight exactly 0 is left out, so an axis with in == out and scale 1 reads exactly one
 // element (N and C of an NCHW image are never mixed, even with a NaN next door).
@@ -131,6 +133,97 @@ void resize_linear(const Array& x, Array& y, const std::vector<float>& scales, C
   } while (next_index(index, y.shape()));
 }
 
+// Cubic taps of one axis (ONNX Resize mode "cubic"): the coordinate c is not clamped; the taps
+// are floor(c) - 1 .. floor(c) + 2 with Keys' coefficients for t = c - floor(c) and parameter A
+// (cubic_coeff_a); taps outside [0, in) read the edge element, or with exclude_outside get weight
+// 0 and the others are divided by their sum. Zero weights are left out, as in linear.
+struct CubicTaps {
+  std::vector<int64_t> offset;  // 4 per output index
+  std::vector<double> weight;   // 4 per output index
+  std::vector<int> count;       // 1 to 4 per output index
+};
+
+CubicTaps cubic_taps(Coordinate mode, float scale, int64_t in, int64_t out, int64_t stride, double a,
+                     bool exclude_outside) {
+  CubicTaps t;
+  t.offset.resize(size_t(4 * out));
+  t.weight.resize(size_t(4 * out));
+  t.count.resize(size_t(out));
+  for (int64_t x = 0; x < out; ++x) {
+    const double c = source_coordinate(mode, x, scale, in, out);
+    const double f = std::floor(c), r = c - f;
+    const double s = 1 - r;
+    const double w[4] = {((a * (r + 1) - 5 * a) * (r + 1) + 8 * a) * (r + 1) - 4 * a,
+                         ((a + 2) * r - (a + 3)) * r * r + 1, ((a + 2) * s - (a + 3)) * s * s + 1,
+                         ((a * (s + 1) - 5 * a) * (s + 1) + 8 * a) * (s + 1) - 4 * a};
+    double taps_w[4], sum = 0;
+    int64_t taps_i[4];
+    for (int k = 0; k < 4; ++k) {
+      // Far outside (a NaN or huge coordinate) every tap clamps to an edge.
+      const double idx = std::clamp(f - 1 + k, -2.0, double(in) + 2);
+      const bool outside = idx < 0 || idx >= double(in);
+      taps_i[k] = std::clamp<int64_t>(int64_t(idx), 0, in - 1);
+      taps_w[k] = exclude_outside && outside ? 0.0 : w[k];
+      sum += taps_w[k];
+    }
+    int n = 0;
+    for (int k = 0; k < 4; ++k) {
+      double wk = exclude_outside ? taps_w[k] / sum : taps_w[k];
+      if (wk == 0) continue;
+      t.offset[size_t(4 * x + n)] = taps_i[k] * stride;
+      t.weight[size_t(4 * x + n)] = wk;
+      ++n;
+    }
+    if (n == 0) {  // every weight 0 (cannot happen for finite c): read the nearest edge
+      t.offset[size_t(4 * x)] = taps_i[1] * stride;
+      t.weight[size_t(4 * x)] = 0;
+      n = 1;
+    }
+    t.count[size_t(x)] = n;
+  }
+  return t;
+}
+
+template <DType D>
+void resize_cubic(const Array& x, Array& y, const std::vector<float>& scales, Coordinate coord, double a,
+                  bool exclude_outside) {
+  using T = DTypeTraits<D>;
+  using S = typename T::Storage;
+  size_t rank = x.shape().size();
+  std::vector<int64_t> strides = contiguous_strides(x.shape());
+  std::vector<CubicTaps> taps;
+  for (size_t d = 0; d < rank; ++d) {
+    taps.push_back(cubic_taps(coord, scales[d], x.shape()[d], y.shape()[d], strides[d], a, exclude_outside));
+  }
+  const S* src = x.data<S>();
+  S* dst = y.data<S>();
+  std::vector<int64_t> index(rank, 0);
+  std::vector<int> choice(rank, 0);
+  int64_t o = 0;
+  auto next = [&]() {
+    for (size_t d = rank; d-- > 0;) {
+      if (++choice[d] < taps[d].count[size_t(index[d])]) return true;
+      choice[d] = 0;
+    }
+    return false;
+  };
+  do {
+    double acc = 0;
+    std::fill(choice.begin(), choice.end(), 0);
+    do {
+      double w = 1;
+      int64_t off = 0;
+      for (size_t d = 0; d < rank; ++d) {
+        auto k = size_t(4 * index[d] + choice[d]);
+        w *= taps[d].weight[k];
+        off += taps[d].offset[k];
+      }
+      acc += w * static_cast<double>(T::load(src[off]));
+    } while (next());
+    dst[o++] = store_double<D>(acc);
+  } while (next_index(index, y.shape()));
+}
+
 }  // namespace
 
 Status ref_Resize(const KernelArgs& args) {
@@ -155,7 +248,15 @@ Status ref_Resize(const KernelArgs& args) {
     resize_nearest(x, y, scales, coord, parse_nearest_mode(n.attr_str("nearest_mode")));
     return Status::ok();
   }
-  if (x.dtype() == DType::Bool) return Status::invalid("resize: linear mode needs a numeric input, got bool");
+  if (x.dtype() == DType::Bool) {
+    return Status::invalid("resize: " + n.attr_str("mode") + " mode needs a numeric input, got bool");
+  }
+  if (n.attr_str("mode") == "cubic") {
+    const double a = n.attr_f64("cubic_coeff_a");
+    const bool exclude = n.attr_bool("exclude_outside");
+    visit_dtype(x.dtype(), [&]<DType D>() { resize_cubic<D>(x, y, scales, coord, a, exclude); });
+    return Status::ok();
+  }
   visit_dtype(x.dtype(), [&]<DType D>() { resize_linear<D>(x, y, scales, coord); });
   return Status::ok();
 }
