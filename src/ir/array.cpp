@@ -79,6 +79,10 @@ double Array::get_f64(int64_t i) const {
     case DType::I32: return data<int32_t>()[i];
     case DType::I64: return double(data<int64_t>()[i]);
     case DType::Bool: return data<bool>()[i] ? 1.0 : 0.0;
+    case DType::I16: return data<int16_t>()[i];
+    case DType::U16: return data<uint16_t>()[i];
+    case DType::U32: return data<uint32_t>()[i];
+    case DType::U64: return double(data<uint64_t>()[i]);
   }
   return 0;
 }
@@ -94,6 +98,15 @@ void Array::set_f64(int64_t i, double v) {
     case DType::I32: data<int32_t>()[i] = int32_t(double_to_i64(v)); return;
     case DType::I64: data<int64_t>()[i] = double_to_i64(v); return;
     case DType::Bool: data<bool>()[i] = v != 0.0; return;
+    case DType::I16: data<int16_t>()[i] = int16_t(double_to_i64(v)); return;
+    case DType::U16: data<uint16_t>()[i] = uint16_t(double_to_i64(v)); return;
+    case DType::U32: data<uint32_t>()[i] = uint32_t(double_to_i64(v)); return;
+    // 2^63 and above do not fit int64: converted directly (below 2^64; above saturates).
+    case DType::U64:
+      data<uint64_t>()[i] = v >= 18446744073709551616.0 ? ~uint64_t(0)
+                            : v >= 9223372036854775808.0 ? uint64_t(v)
+                                                         : uint64_t(double_to_i64(v));
+      return;
   }
 }
 
@@ -104,6 +117,10 @@ int64_t Array::get_i64(int64_t i) const {
     case DType::I32: return data<int32_t>()[i];
     case DType::I64: return data<int64_t>()[i];
     case DType::Bool: return data<bool>()[i] ? 1 : 0;
+    case DType::I16: return data<int16_t>()[i];
+    case DType::U16: return data<uint16_t>()[i];
+    case DType::U32: return data<uint32_t>()[i];
+    case DType::U64: return int64_t(data<uint64_t>()[i]);  // 2^63 and above wrap, as in a cast
     default: return int64_t(get_f64(i));
   }
 }
@@ -115,6 +132,10 @@ void Array::set_i64(int64_t i, int64_t v) {
     case DType::I32: data<int32_t>()[i] = int32_t(v); return;
     case DType::I64: data<int64_t>()[i] = v; return;
     case DType::Bool: data<bool>()[i] = v != 0; return;
+    case DType::I16: data<int16_t>()[i] = int16_t(v); return;
+    case DType::U16: data<uint16_t>()[i] = uint16_t(v); return;
+    case DType::U32: data<uint32_t>()[i] = uint32_t(v); return;
+    case DType::U64: data<uint64_t>()[i] = uint64_t(v); return;
     default: set_f64(i, double(v)); return;
   }
 }

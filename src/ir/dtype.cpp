@@ -38,9 +38,12 @@ bool is_float(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64;
 }
 bool is_integer(DType t) {
-  return t == DType::I8 || t == DType::U8 || t == DType::I32 || t == DType::I64;
+  return t == DType::I8 || t == DType::I16 || t == DType::I32 || t == DType::I64 || t == DType::U8 ||
+         t == DType::U16 || t == DType::U32 || t == DType::U64;
 }
-bool is_signed(DType t) { return is_float(t) || t == DType::I8 || t == DType::I32 || t == DType::I64; }
+bool is_signed(DType t) {
+  return is_float(t) || t == DType::I8 || t == DType::I16 || t == DType::I32 || t == DType::I64;
+}
 
 static uint32_t bits_of(float f) {
   uint32_t u;

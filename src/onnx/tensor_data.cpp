@@ -83,6 +83,10 @@ std::optional<DType> dtype_from_onnx(int32_t onnx_type) {
     case TP::FLOAT16: return DType::F16;
     case TP::DOUBLE: return DType::F64;
     case TP::BFLOAT16: return DType::BF16;
+    case TP::INT16: return DType::I16;
+    case TP::UINT16: return DType::U16;
+    case TP::UINT32: return DType::U32;
+    case TP::UINT64: return DType::U64;
     default: return std::nullopt;
   }
 }
@@ -134,13 +138,17 @@ Expected<Array> tensor_to_array(const TP& t, const std::string& what, const Exte
     }
     return Status::ok();
   };
+  // ONNX keeps u32 and u64 in uint64_data, the narrower integers, bool and f16/bf16 in int32_data.
+  const bool wide_unsigned = *dtype == DType::U32 || *dtype == DType::U64;
   int count = *dtype == DType::F32   ? t.float_data_size()
               : *dtype == DType::F64 ? t.double_data_size()
               : *dtype == DType::I64 ? t.int64_data_size()
+              : wide_unsigned        ? t.uint64_data_size()
                                      : t.int32_data_size();
   const char* field = *dtype == DType::F32   ? "float_data"
                       : *dtype == DType::F64 ? "double_data"
                       : *dtype == DType::I64 ? "int64_data"
+                      : wide_unsigned        ? "uint64_data"
                                              : "int32_data";
   // Checked before allocating, so a corrupt dims field cannot ask for a huge array.
   FUSEBOX_RETURN_IF_ERROR(check_count(count, field));
@@ -154,6 +162,10 @@ Expected<Array> tensor_to_array(const TP& t, const std::string& what, const Exte
       break;
     case DType::I64:
       copy_ints(t.int64_data(), a);
+      break;
+    case DType::U32:
+    case DType::U64:
+      copy_ints(t.uint64_data(), a);
       break;
     default:
       copy_ints(t.int32_data(), a);

@@ -21,7 +21,7 @@ constexpr size_t kPreludeV1 = 10;  // magic, 2 version bytes, u16 header length
 constexpr size_t kPreludeV2 = 12;  // ... u32 header length
 constexpr size_t kAlign = 64;      // numpy pads the header so the data starts 64-byte aligned
 constexpr size_t kMaxRank = 64;    // numpy's own limit
-constexpr const char* kSupported = "<f4 <f8 <f2 |u1 |i1 <i4 <i8 |b1";
+constexpr const char* kSupported = "<f4 <f8 <f2 |u1 |i1 <i2 <u2 <i4 <u4 <i8 <u8 |b1";
 
 struct NpyType {
   const char* code;  // without the byte-order character
@@ -30,6 +30,7 @@ struct NpyType {
 constexpr NpyType kTypes[] = {
     {"f4", DType::F32}, {"f8", DType::F64}, {"f2", DType::F16}, {"u1", DType::U8},
     {"i1", DType::I8},  {"i4", DType::I32}, {"i8", DType::I64}, {"b1", DType::Bool},
+    {"i2", DType::I16}, {"u2", DType::U16}, {"u4", DType::U32}, {"u8", DType::U64},
 };
 
 // What the header dict holds, for the three keys numpy writes.

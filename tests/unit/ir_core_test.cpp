@@ -19,6 +19,34 @@ TEST(DType, NamesRoundTrip) {
   EXPECT_FALSE(parse_dtype("f128").has_value());
 }
 
+// The wider and unsigned integers: sizes, signedness, and Array element access at the edges of
+// each range (u64 above 2^63 included, which does not fit an i64).
+TEST(DType, SixteenBitAndUnsignedIntegers) {
+  EXPECT_EQ(dtype_size(DType::I16), 2);
+  EXPECT_EQ(dtype_size(DType::U16), 2);
+  EXPECT_EQ(dtype_size(DType::U32), 4);
+  EXPECT_EQ(dtype_size(DType::U64), 8);
+  for (DType t : {DType::I16, DType::U16, DType::U32, DType::U64}) EXPECT_TRUE(is_integer(t));
+  EXPECT_TRUE(is_signed(DType::I16));
+  EXPECT_FALSE(is_signed(DType::U16) || is_signed(DType::U32) || is_signed(DType::U64));
+  Array a(DType::U64, {3});
+  a.set_f64(0, 18446744073709549568.0);  // the largest double below 2^64
+  a.set_f64(1, 9223372036854775808.0);   // 2^63
+  a.set_f64(2, -1.0);                    // saturates to the i64 range, then wraps like a cast
+  EXPECT_EQ(a.data<uint64_t>()[0], 18446744073709549568ull);
+  EXPECT_EQ(a.data<uint64_t>()[1], 9223372036854775808ull);
+  EXPECT_EQ(a.data<uint64_t>()[2], ~uint64_t(0));
+  EXPECT_EQ(a.get_f64(1), 9223372036854775808.0);
+  Array b(DType::U16, {2});
+  b.set_i64(0, 65535);
+  b.set_i64(1, 65536);  // wraps
+  EXPECT_EQ(b.get_i64(0), 65535);
+  EXPECT_EQ(b.get_i64(1), 0);
+  Array c(DType::I16, {1});
+  c.set_f64(0, -32768.0);
+  EXPECT_EQ(c.get_i64(0), -32768);
+}
+
 TEST(DType, HalfConversionsRoundToNearestEven) {
   EXPECT_EQ(f32_to_f16(1.0f), 0x3c00);
   EXPECT_EQ(f16_to_f32(0x3c00), 1.0f);

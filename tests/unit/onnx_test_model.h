@@ -34,6 +34,10 @@ inline int32_t onnx_type_of(DType t) {
     case DType::I32: return onnx::TensorProto::INT32;
     case DType::I64: return onnx::TensorProto::INT64;
     case DType::Bool: return onnx::TensorProto::BOOL;
+    case DType::I16: return onnx::TensorProto::INT16;
+    case DType::U16: return onnx::TensorProto::UINT16;
+    case DType::U32: return onnx::TensorProto::UINT32;
+    case DType::U64: return onnx::TensorProto::UINT64;
   }
   return 0;
 }

@@ -158,8 +158,9 @@ Array random_array(DType dtype, std::vector<int64_t> shape, uint64_t seed, doubl
     for (int64_t i = 0; i < a.numel(); ++i) a.set_f64(i, dist(rng));
     return a;
   }
-  double type_lo = dtype == DType::U8 ? 0 : dtype == DType::I8 ? -128 : -2147483648.0;
-  double type_hi = dtype == DType::U8 ? 255 : dtype == DType::I8 ? 127 : 2147483647.0;
+  // The type's range, capped to the i32 range (where the values keep every op's result exact).
+  double type_lo = is_signed(dtype) ? -std::ldexp(1.0, 8 * std::min(dtype_size(dtype), 4) - 1) : 0.0;
+  double type_hi = std::ldexp(1.0, 8 * std::min(dtype_size(dtype), 4) - (is_signed(dtype) ? 1 : 0)) - 1;
   int64_t ilo = int64_t(std::max(std::ceil(lo), type_lo));
   int64_t ihi = int64_t(std::min(std::floor(hi), type_hi));
   if (ihi < ilo) ihi = ilo;

@@ -45,13 +45,18 @@ FUSEBOX_PLAIN_TRAITS(U8, uint8_t)
 FUSEBOX_PLAIN_TRAITS(I32, int32_t)
 FUSEBOX_PLAIN_TRAITS(I64, int64_t)
 FUSEBOX_PLAIN_TRAITS(Bool, bool)
+FUSEBOX_PLAIN_TRAITS(I16, int16_t)
+FUSEBOX_PLAIN_TRAITS(U16, uint16_t)
+FUSEBOX_PLAIN_TRAITS(U32, uint32_t)
+FUSEBOX_PLAIN_TRAITS(U64, uint64_t)
 #undef FUSEBOX_PLAIN_TRAITS
 
 template <DType D>
 inline constexpr bool kIsFloatType =
     D == DType::F32 || D == DType::F64 || D == DType::F16 || D == DType::BF16;
 template <DType D>
-inline constexpr bool kIsIntType = D == DType::I8 || D == DType::U8 || D == DType::I32 || D == DType::I64;
+inline constexpr bool kIsIntType = D == DType::I8 || D == DType::U8 || D == DType::I32 || D == DType::I64 ||
+                                   D == DType::I16 || D == DType::U16 || D == DType::U32 || D == DType::U64;
 
 // Float to integer as Array::set_f64 does it: truncation toward zero, NaN to 0, saturating at
 // the int64 range (no conversion is undefined behaviour); narrowing further then wraps.
@@ -91,6 +96,10 @@ decltype(auto) visit_dtype(DType t, F&& f) {
     case DType::I32: return f.template operator()<DType::I32>();
     case DType::I64: return f.template operator()<DType::I64>();
     case DType::Bool: return f.template operator()<DType::Bool>();
+    case DType::I16: return f.template operator()<DType::I16>();
+    case DType::U16: return f.template operator()<DType::U16>();
+    case DType::U32: return f.template operator()<DType::U32>();
+    case DType::U64: return f.template operator()<DType::U64>();
   }
   FUSEBOX_CHECK(false) << "bad dtype";
   return f.template operator()<DType::F32>();
