@@ -142,7 +142,7 @@ Expected<CompiledGroup> compile_group(const RelativeForm& rf, const std::vector<
       const int t = rf.rel(s.get());
       auto it = local.find(t);
       if (it == local.end()) {
-        const ValueId v = b.input("t" + std::to_string(t), {s->dtype, shape_for(rf, *s, symbolic)});
+        const ValueId v = b.input("t" + std::to_string(t), s->dtype, shape_for(rf, *s, symbolic));
         for (int64_t d : s->shape) {
           if (const int id = rf.dim_id(d); id >= 0 && symbolic) bound[size_t(id)] = true;
         }

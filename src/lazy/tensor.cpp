@@ -56,18 +56,18 @@ using lazy::TensorState;
 
 std::atomic<uint64_t> g_next_id{1};
 
-StatePtr new_state(DType dtype, std::vector<int64_t> shape, Device device) {
+StatePtr new_state(DType dtype, std::vector<int64_t> shape, lazy::Device device) {
   return std::make_shared<TensorState>(g_next_id.fetch_add(1, std::memory_order_relaxed), dtype, std::move(shape),
                                        device);
 }
 
-Tensor error_tensor(Status s, Device device = Device::cpu()) {
+Tensor error_tensor(Status s, lazy::Device device = lazy::Device::cpu()) {
   StatePtr st = new_state(DType::F32, {}, device);
   st->set_error(std::move(s));
   return Tensor(std::move(st));
 }
 
-Tensor computed(Array a, Device device) {
+Tensor computed(Array a, lazy::Device device) {
   if (!device.available()) {
     return error_tensor(Status::unimplemented("device " + device.to_string() + " is not available in this build"), device);
   }
@@ -132,35 +132,35 @@ const std::vector<int64_t>& Tensor::shape() const {
   return state_ ? state_->shape : none;
 }
 int64_t Tensor::numel() const { return product(shape()); }
-Device Tensor::device() const { return state_ ? state_->device : Device::cpu(); }
+lazy::Device Tensor::device() const { return state_ ? state_->device : lazy::Device::cpu(); }
 bool Tensor::is_computed() const { return state_ && state_->ready.load(std::memory_order_acquire); }
 
 // ---- creation ----
 
-Tensor Tensor::from_array(const Array& a, Device device) { return computed(a.clone(), device); }
+Tensor Tensor::from_array(const Array& a, lazy::Device device) { return computed(a.clone(), device); }
 
-Tensor Tensor::from_data(DType dtype, std::vector<int64_t> shape, const void* data, Device device) {
+Tensor Tensor::from_data(DType dtype, std::vector<int64_t> shape, const void* data, lazy::Device device) {
   Array a(dtype, std::move(shape));
   if (a.nbytes() > 0) std::memcpy(a.raw(), data, a.nbytes());
   return computed(std::move(a), device);
 }
 
-Tensor Tensor::full(std::vector<int64_t> shape, double value, DType dtype, Device device) {
+Tensor Tensor::full(std::vector<int64_t> shape, double value, DType dtype, lazy::Device device) {
   Array a(dtype, std::move(shape));
   for (int64_t i = 0; i < a.numel(); ++i) a.set_f64(i, value);
   return computed(std::move(a), device);
 }
-Tensor Tensor::zeros(std::vector<int64_t> shape, DType dtype, Device device) { return full(std::move(shape), 0, dtype, device); }
-Tensor Tensor::ones(std::vector<int64_t> shape, DType dtype, Device device) { return full(std::move(shape), 1, dtype, device); }
-Tensor Tensor::scalar(double value, DType dtype, Device device) { return full({}, value, dtype, device); }
+Tensor Tensor::zeros(std::vector<int64_t> shape, DType dtype, lazy::Device device) { return full(std::move(shape), 0, dtype, device); }
+Tensor Tensor::ones(std::vector<int64_t> shape, DType dtype, lazy::Device device) { return full(std::move(shape), 1, dtype, device); }
+Tensor Tensor::scalar(double value, DType dtype, lazy::Device device) { return full({}, value, dtype, device); }
 
-Tensor Tensor::arange(int64_t n, DType dtype, Device device) {
+Tensor Tensor::arange(int64_t n, DType dtype, lazy::Device device) {
   Array a(dtype, {n});
   for (int64_t i = 0; i < n; ++i) a.set_f64(i, double(i));
   return computed(std::move(a), device);
 }
 
-Tensor Tensor::rand(std::vector<int64_t> shape, uint64_t seed, DType dtype, Device device) {
+Tensor Tensor::rand(std::vector<int64_t> shape, uint64_t seed, DType dtype, lazy::Device device) {
   std::mt19937_64 gen(seed);
   std::uniform_real_distribution<double> dist(0.0, 1.0);
   Array a(dtype, std::move(shape));
@@ -168,7 +168,7 @@ Tensor Tensor::rand(std::vector<int64_t> shape, uint64_t seed, DType dtype, Devi
   return computed(std::move(a), device);
 }
 
-Tensor Tensor::randn(std::vector<int64_t> shape, uint64_t seed, DType dtype, Device device) {
+Tensor Tensor::randn(std::vector<int64_t> shape, uint64_t seed, DType dtype, lazy::Device device) {
   std::mt19937_64 gen(seed);
   std::normal_distribution<double> dist(0.0, 1.0);
   Array a(dtype, std::move(shape));
@@ -181,7 +181,7 @@ Tensor Tensor::randn(std::vector<int64_t> shape, uint64_t seed, DType dtype, Dev
 std::vector<Tensor> Tensor::apply_multi(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
   const OpInfo& info = op_info(op);
   const std::string where(info.keyword);
-  Device device = Device::cpu();
+  lazy::Device device = lazy::Device::cpu();
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].defined()) return {error_tensor(Status::invalid(where + ": operand " + std::to_string(i) + " is an empty tensor"))};
     if (i == 0) device = inputs[i].device();
@@ -340,7 +340,7 @@ Status flush() {
   return first;
 }
 
-Status sync(Device device) {
+Status sync(lazy::Device device) {
   Status first;
   for (lazy::Stream* s : lazy::streams_of(device)) {
     Status e = s->flush();

@@ -25,7 +25,6 @@
 
 namespace fusebox {
 
-using lazy::Device;
 
 class Tensor {
  public:
@@ -37,21 +36,21 @@ class Tensor {
   ~Tensor();
 
   // ---- creation (computed at once on the host; no record) ----
-  static Tensor from_array(const Array& a, Device device = Device::cpu());  // copies
-  static Tensor from_data(DType dtype, std::vector<int64_t> shape, const void* data, Device device = Device::cpu());
+  static Tensor from_array(const Array& a, lazy::Device device = lazy::Device::cpu());  // copies
+  static Tensor from_data(DType dtype, std::vector<int64_t> shape, const void* data, lazy::Device device = lazy::Device::cpu());
   template <typename T>
   static Tensor from_vector(const std::vector<T>& values, std::vector<int64_t> shape,
-                            DType dtype = DType::F32, Device device = Device::cpu()) {
+                            DType dtype = DType::F32, lazy::Device device = lazy::Device::cpu()) {
     return from_array(Array::from_vector(dtype, std::move(shape), values), device);
   }
-  static Tensor full(std::vector<int64_t> shape, double value, DType dtype = DType::F32, Device device = Device::cpu());
-  static Tensor zeros(std::vector<int64_t> shape, DType dtype = DType::F32, Device device = Device::cpu());
-  static Tensor ones(std::vector<int64_t> shape, DType dtype = DType::F32, Device device = Device::cpu());
-  static Tensor scalar(double value, DType dtype = DType::F32, Device device = Device::cpu());
-  static Tensor arange(int64_t n, DType dtype = DType::F32, Device device = Device::cpu());
+  static Tensor full(std::vector<int64_t> shape, double value, DType dtype = DType::F32, lazy::Device device = lazy::Device::cpu());
+  static Tensor zeros(std::vector<int64_t> shape, DType dtype = DType::F32, lazy::Device device = lazy::Device::cpu());
+  static Tensor ones(std::vector<int64_t> shape, DType dtype = DType::F32, lazy::Device device = lazy::Device::cpu());
+  static Tensor scalar(double value, DType dtype = DType::F32, lazy::Device device = lazy::Device::cpu());
+  static Tensor arange(int64_t n, DType dtype = DType::F32, lazy::Device device = lazy::Device::cpu());
   // Uniform in [0, 1) / standard normal, reproducible from the seed.
-  static Tensor rand(std::vector<int64_t> shape, uint64_t seed, DType dtype = DType::F32, Device device = Device::cpu());
-  static Tensor randn(std::vector<int64_t> shape, uint64_t seed, DType dtype = DType::F32, Device device = Device::cpu());
+  static Tensor rand(std::vector<int64_t> shape, uint64_t seed, DType dtype = DType::F32, lazy::Device device = lazy::Device::cpu());
+  static Tensor randn(std::vector<int64_t> shape, uint64_t seed, DType dtype = DType::F32, lazy::Device device = lazy::Device::cpu());
 
   // ---- any op of ops.def (the generic form; wrappers below) ----
   static std::vector<Tensor> apply_multi(Op op, const std::vector<Tensor>& inputs, Attrs attrs = {});
@@ -64,7 +63,7 @@ class Tensor {
   const std::vector<int64_t>& shape() const;
   int rank() const { return int(shape().size()); }
   int64_t numel() const;
-  Device device() const;
+  lazy::Device device() const;
   bool is_computed() const;  // its value (or error) exists: reading it runs nothing
 
   // ---- reads (run what is pending for this tensor) ----
@@ -179,6 +178,6 @@ Tensor relu(const Tensor& x);
 Status flush();
 // Runs every pending record of every thread's stream of the device and waits for them; returns
 // the first deferred error of those streams (then cleared).
-Status sync(Device device = Device::cpu());
+Status sync(lazy::Device device = lazy::Device::cpu());
 
 }  // namespace fusebox

@@ -48,7 +48,7 @@ TEST_F(LazyTest, ReadingComputedTensorKeepsQueue) {
 }
 
 // Runs a program touching every fuser on a device, returns its results.
-std::vector<Array> program(Device d) {
+std::vector<Array> program(lazy::Device d) {
   Tensor x = Tensor::randn({8, 16}, 11, DType::F32, d);
   Tensor w = Tensor::randn({16, 12}, 12, DType::F32, d);
   Tensor b = Tensor::randn({12}, 13, DType::F32, d);
@@ -61,9 +61,9 @@ std::vector<Array> program(Device d) {
 }
 
 TEST_F(LazyTest, FusionOffGivesSameResults) {
-  std::vector<Array> fused = program(Device::cpu());
+  std::vector<Array> fused = program(lazy::Device::cpu());
   size_t fused_blocks = log->blocks.size();
-  std::vector<Array> plain = program(Device::cpu().unfused());
+  std::vector<Array> plain = program(lazy::Device::cpu().unfused());
   ASSERT_EQ(fused.size(), plain.size());
   for (size_t i = 0; i < fused.size(); ++i) EXPECT_TRUE(close_to_scale(fused[i], plain[i], 1e-5)) << "result " << i;
   EXPECT_LT(fused_blocks, log->blocks.size() - fused_blocks);  // fewer blocks when fused
@@ -77,9 +77,9 @@ TEST_F(LazyTest, Weakness4MatmulEpilogueWhenMatmulNotFirst) {
   ASSERT_EQ(log->blocks.size(), 1u);
   EXPECT_EQ(log->blocks[0].fuser, "epilogue");
   EXPECT_EQ(log->blocks[0].ops.front(), Op::Mul);
-  Tensor xu = Tensor::from_array(read(x), Device::cpu().unfused());
-  Tensor wu = Tensor::from_array(read(w), Device::cpu().unfused());
-  Tensor bu = Tensor::from_array(read(b), Device::cpu().unfused());
+  Tensor xu = Tensor::from_array(read(x), lazy::Device::cpu().unfused());
+  Tensor wu = Tensor::from_array(read(w), lazy::Device::cpu().unfused());
+  Tensor bu = Tensor::from_array(read(b), lazy::Device::cpu().unfused());
   EXPECT_TRUE(close_to_scale(got, read((matmul(xu * 2.0, wu) + bu).relu()), 1e-5));
 }
 
@@ -154,7 +154,7 @@ TEST_F(LazyTest, LoopHitsPlanCacheOnSecondIterationAndAfterBatchChange) {
   EXPECT_EQ(lazy::stats().plan_misses, 1u);
   EXPECT_EQ(big.shape(), (std::vector<int64_t>{9}));
   // The cached plan's result equals the unfused program's.
-  Device u = Device::cpu().unfused();
+  lazy::Device u = lazy::Device::cpu().unfused();
   Tensor x = Tensor::randn({9, 16}, 9, DType::F32, u);
   Tensor wu = Tensor::from_array(read(w), u), bu = Tensor::from_array(read(b), u);
   EXPECT_TRUE(close_to_scale(big, read(((matmul(x, wu) + bu) * 0.75).relu().sum({1})), 1e-5));
@@ -182,8 +182,8 @@ TEST_F(LazyTest, ShapeErrorComesBackAtRead) {
 }
 
 TEST_F(LazyTest, UnavailableDeviceIsAnError) {
-  EXPECT_FALSE(Device::cuda(0).available());
-  Tensor a = Tensor::ones({4}, DType::F32, Device::cuda(0));
+  EXPECT_FALSE(lazy::Device::cuda(0).available());
+  Tensor a = Tensor::ones({4}, DType::F32, lazy::Device::cuda(0));
   Expected<Array> r = (a + 1.0).to_array();
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
