@@ -39,7 +39,7 @@ ASAN_DIR ?= build-asan
 TSAN_DIR ?= build-tsan
 SANITIZE_CMAKE = -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG"
 # The tests that run fusebox from several std::threads (the Session plan cache, the JIT, oneDNN).
-TSAN_TESTS = runtime_plan_test fusion_regions_test region_codegen_test pipeline_plan_test onednn_kernels_test session_threads_test
+TSAN_TESTS = runtime_plan_test fusion_regions_test region_codegen_test pipeline_plan_test onednn_kernels_test session_threads_test lazy_threads_test
 TSAN_FILTER = SeveralThreads|AcrossThreads|ConcurrentRuns|SessionThreads
 test-sanitize:
 	@scripts/setup.sh

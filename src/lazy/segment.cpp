@@ -223,12 +223,45 @@ Status run_group(const RelativeForm& rf, const std::vector<Record>& ops, const C
     if (!s->error().is_ok()) return s->error();
     inputs.push_back(s->value());
   }
+  // In place: an output may take the buffer of an input nobody reads after this block (no handle
+  // at the flush, no later reader, not aliased, not shared with another thread) of its type.
+  std::vector<Array> donated(cg.outputs.size());
+  std::vector<bool> donor_used(cg.inputs.size(), false);
+  for (size_t k = 0; k < cg.outputs.size(); ++k) {
+    const TensorState& out = *rf.tensors[size_t(cg.outputs[k])];
+    for (size_t m = 0; m < cg.inputs.size(); ++m) {
+      const TensorState& in = *rf.tensors[size_t(cg.inputs[m])];
+      if (donor_used[m] || rf.escapes(&in, cg.group.begin, cg.group.end) || in.no_inplace.load(std::memory_order_relaxed) ||
+          in.dtype != out.dtype || in.shape != out.shape || in.value().empty_storage()) {
+        continue;
+      }
+      donated[k] = inputs[m];
+      donor_used[m] = true;
+      break;
+    }
+  }
   const auto start = std::chrono::steady_clock::now();
-  Expected<std::vector<Array>> outs = cg.exe->run(std::span<const Array>(inputs));
+  Expected<std::vector<Array>> outs = cg.exe->run_donating(std::span<const Array>(inputs), donated);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!outs) return outs.status();
-  for (size_t k = 0; k < cg.outputs.size(); ++k) rf.tensors[size_t(cg.outputs[k])]->set_value(std::move((*outs)[k]));
-  counters::add(&LazyStats::allocations, cg.outputs.size());
+  size_t reused = 0;
+  for (size_t k = 0; k < cg.outputs.size(); ++k) {
+    const void* data = (*outs)[k].raw();
+    if (!donated[k].empty_storage() && data == donated[k].raw()) ++reused;
+    // Results sharing memory with an input or another result are never written in place.
+    bool aliased = false;
+    for (size_t m = 0; m < inputs.size(); ++m) {
+      if (!data || inputs[m].raw() != data || data == donated[k].raw()) continue;
+      aliased = true;
+      rf.tensors[size_t(cg.inputs[m])]->no_inplace.store(true, std::memory_order_relaxed);
+    }
+    for (size_t j = 0; j < cg.outputs.size(); ++j) aliased = aliased || (j != k && data && (*outs)[j].raw() == data);
+    TensorState& s = *rf.tensors[size_t(cg.outputs[k])];
+    if (aliased) s.no_inplace.store(true, std::memory_order_relaxed);
+    s.set_value(std::move((*outs)[k]));
+  }
+  counters::add(&LazyStats::allocations, cg.outputs.size() - reused);
+  counters::add(&LazyStats::inplace_reuses, reused);
   counters::add(cg.group.fused ? &LazyStats::blocks_fused : &LazyStats::blocks_unfused);
   counters::add(&LazyStats::kernels, cg.kernels.size());
   if (has_observers()) {

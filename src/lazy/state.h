@@ -57,8 +57,10 @@ struct TensorState {
   std::atomic<int> handles{0};          // live Tensor handles
   std::atomic<bool> ready{false};       // value or error is set (release/acquire)
   std::atomic<Stream*> producer{nullptr};  // the stream holding its pending record
-  // Read by another thread than the producer's: its buffer is never written in place.
-  std::atomic<bool> shared_across_threads{false};
+  // Its buffer is never written in place: read by another thread than the producer's, or
+  // sharing memory with another tensor (a reshape's result aliases its operand).
+  std::atomic<bool> no_inplace{false};
+  std::atomic<Stream*> reader{nullptr};  // the first stream that recorded a read of it
 
   // Set once, before `ready` becomes true.
   void set_value(Array a);

@@ -220,9 +220,15 @@ std::vector<Tensor> Tensor::apply_multi(Op op, const std::vector<Tensor>& inputs
     if (!s->ready.load(std::memory_order_acquire)) {
       lazy::Stream* producer = s->producer.load(std::memory_order_acquire);
       if (producer && producer != &stream) {  // pending on another thread: drain its stream first
-        s->shared_across_threads.store(true, std::memory_order_relaxed);
+        s->no_inplace.store(true, std::memory_order_relaxed);
         (void)producer->flush();
       }
+    }
+    // Read from two streams (threads): one stream's pending records may still need the data
+    // after the other's block would have written over it.
+    lazy::Stream* first = nullptr;
+    if (!s->reader.compare_exchange_strong(first, &stream, std::memory_order_acq_rel) && first != &stream) {
+      s->no_inplace.store(true, std::memory_order_relaxed);
     }
     r.inputs.push_back(s);
     r.status.push_back(s->handles.load(std::memory_order_relaxed) <= 1 ? lazy::InputStatus::ReadWrite
