@@ -73,7 +73,7 @@ fuzz:
 	done
 
 # The Google Benchmark suites of bench/ (model_bench has its own driver: bench/run_model_bench.sh).
-BENCHES ?= fusion_bench onednn_bench rows_bench attention_bench
+BENCHES ?= fusion_bench onednn_bench rows_bench attention_bench lazy_bench
 bench: build
 	@for b in $(BENCHES); do \
 	  test -x $(BUILD_DIR)/bench/$$b || { echo "make bench: $(BUILD_DIR)/bench/$$b was not built"; exit 1; }; \

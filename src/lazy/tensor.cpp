@@ -1,6 +1,7 @@
 // Tensor handles, creation, recording (Tensor::apply_multi) and reads (lazy/tensor.h).
 #include "lazy/tensor.h"
 
+#include <optional>
 #include <random>
 
 #include "ir/shape_inference.h"
@@ -74,6 +75,34 @@ Tensor computed(Array a, lazy::Device device) {
   StatePtr st = new_state(a.dtype(), a.shape(), device);
   st->set_value(std::move(a));
   return Tensor(std::move(st));
+}
+
+// The result type of the most common ops without building IR types: a float unary op without
+// attributes, or a float binary arithmetic/comparison op. nullopt: ask shape inference.
+std::optional<std::pair<DType, std::vector<int64_t>>> fast_result_type(Op op, const std::vector<Tensor>& in,
+                                                                       const Attrs& attrs) {
+  if (!attrs.empty() || in.empty() || !is_float(in[0].dtype()) || op == Op::Not || op == Op::And || op == Op::Or) {
+    return std::nullopt;
+  }
+  const OpKind kind = op_kind(op);
+  if (kind == OpKind::Elementwise && in.size() == 1 && op != Op::Cast) {
+    return std::make_pair(in[0].dtype(), in[0].shape());
+  }
+  if (kind != OpKind::Broadcast || in.size() != 2 || op == Op::Where || op == Op::BatchNorm || op == Op::Expand ||
+      op == Op::ElementwiseRegion || in[1].dtype() != in[0].dtype()) {
+    return std::nullopt;
+  }
+  const std::vector<int64_t>& a = in[0].shape();
+  const std::vector<int64_t>& b = in[1].shape();
+  std::vector<int64_t> out(std::max(a.size(), b.size()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int64_t da = i < out.size() - a.size() ? 1 : a[i - (out.size() - a.size())];
+    const int64_t db = i < out.size() - b.size() ? 1 : b[i - (out.size() - b.size())];
+    if (da != db && da != 1 && db != 1) return std::nullopt;  // the slow path words the error
+    out[i] = da == 1 ? db : da;
+  }
+  const bool compare = op >= Op::Equal && op <= Op::GreaterEqual;
+  return std::make_pair(compare ? DType::Bool : in[0].dtype(), std::move(out));
 }
 
 std::vector<int64_t> all_axes(int rank) {
@@ -199,20 +228,29 @@ std::vector<Tensor> Tensor::apply_multi(Op op, const std::vector<Tensor>& inputs
   if (!device.available()) {
     return {error_tensor(Status::unimplemented("device " + device.to_string() + " is not available in this build"), device)};
   }
-  Node probe{op, {}, {}, std::move(attrs), nullptr, {}};
-  if (!probe.attrs.empty() || !info.attrs.empty()) {
+  std::vector<std::pair<DType, std::vector<int64_t>>> results;
+  if (auto fast = fast_result_type(op, inputs, attrs)) {
+    results.push_back(std::move(*fast));
+  } else {
+    Node probe{op, {}, {}, attrs, nullptr, {}};
     if (Status s = verify_attrs(probe); !s.is_ok()) return {error_tensor(s, device)};
+    std::vector<TensorType> types;
+    types.reserve(inputs.size());
+    for (const Tensor& t : inputs) types.push_back({t.dtype(), make_shape(t.shape())});
+    Expected<std::vector<TensorType>> inferred = infer_result_types(probe, types);
+    if (!inferred) return {error_tensor(inferred.status(), device)};
+    for (const TensorType& t : *inferred) {
+      if (!is_static(t.shape)) {
+        return {error_tensor(Status::invalid(where + ": result shape " + t.to_string() + " is not known"), device)};
+      }
+      results.emplace_back(t.dtype, static_dims(t.shape));
+    }
   }
-  std::vector<TensorType> types;
-  types.reserve(inputs.size());
-  for (const Tensor& t : inputs) types.push_back({t.dtype(), make_shape(t.shape())});
-  Expected<std::vector<TensorType>> results = infer_result_types(probe, types);
-  if (!results) return {error_tensor(results.status(), device)};
 
   lazy::Stream& stream = lazy::current_stream(device);
   lazy::Record r;
   r.op = op;
-  r.attrs = std::move(probe.attrs);
+  r.attrs = std::move(attrs);
   r.inputs.reserve(inputs.size());
   r.status.reserve(inputs.size());
   for (const Tensor& t : inputs) {
@@ -235,12 +273,9 @@ std::vector<Tensor> Tensor::apply_multi(Op op, const std::vector<Tensor>& inputs
                                                                       : lazy::InputStatus::ReadOnly);
   }
   std::vector<Tensor> out;
-  out.reserve(results->size());
-  for (const TensorType& t : *results) {
-    if (!is_static(t.shape)) {
-      return {error_tensor(Status::invalid(where + ": result shape " + t.to_string() + " is not known"), device)};
-    }
-    StatePtr s = new_state(t.dtype, static_dims(t.shape), device);
+  out.reserve(results.size());
+  for (auto& [dtype, shape] : results) {
+    StatePtr s = new_state(dtype, std::move(shape), device);
     s->producer.store(&stream, std::memory_order_release);
     r.outputs.push_back(s);
     out.emplace_back(std::move(s));
