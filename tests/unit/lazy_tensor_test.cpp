@@ -222,5 +222,63 @@ TEST_F(LazyTest, QueueBoundFlushes) {
   ASSERT_TRUE(v.has_value());
 }
 
+class RecordCounter : public lazy::Observer {
+ public:
+  void on_record(const lazy::RecordEvent& e) override { ops.push_back(e.op); }
+  std::vector<Op> ops;
+};
+
+TEST_F(LazyTest, ObserverSeesRecordsAndBlocks) {
+  auto counter = std::make_shared<RecordCounter>();
+  lazy::add_observer(counter);
+  Tensor x = rnd({32}, 101);
+  Tensor y = (x.exp() * x).sum();
+  read(y);
+  lazy::remove_observer(counter);
+  EXPECT_EQ(counter->ops, (std::vector<Op>{Op::Exp, Op::Mul, Op::ReduceSum}));
+  ASSERT_EQ(log->blocks.size(), 1u);
+  EXPECT_EQ(log->blocks[0].ops, counter->ops);
+  EXPECT_EQ(log->blocks[0].kernel_count, log->blocks[0].kernels.size());
+  EXPECT_GE(log->blocks[0].seconds, 0.0);
+  EXPECT_FALSE(log->blocks[0].plan_cache_hit);
+}
+
+// A fuser of the user's: takes sin followed by cos and outbids the built-in ones.
+class SinCosFuser : public lazy::Fuser {
+ public:
+  std::string name() const override { return "sincos"; }
+  bool fuse(size_t, const lazy::Record& r) override {
+    const Op want = taken_ == 0 ? Op::Sin : Op::Cos;
+    if (closed_ || taken_ == 2 || r.op != want) {
+      closed_ = true;
+      return false;
+    }
+    ++taken_;
+    return true;
+  }
+  lazy::FuserStatus status() const override { return closed_ ? lazy::FuserStatus::Closed : lazy::FuserStatus::Open; }
+  lazy::FuserProperties properties(const lazy::SegmentView&) const override { return {1e12, taken_ == 2}; }
+  size_t finish(const lazy::SegmentView&) override { return taken_; }
+  void reset(size_t) override {
+    taken_ = 0;
+    closed_ = false;
+  }
+
+ private:
+  size_t taken_ = 0;
+  bool closed_ = false;
+};
+
+TEST_F(LazyTest, RegisteredFuserWins) {
+  lazy::register_fuser([] { return std::make_unique<SinCosFuser>(); });
+  Tensor x = rnd({64}, 111);
+  Array got = read((x.sin().cos() + 1.0).exp());
+  ASSERT_EQ(log->blocks.size(), 2u);
+  EXPECT_EQ(log->blocks[0].fuser, "sincos");
+  EXPECT_EQ(log->blocks[1].fuser, "elementwise");  // add and exp after it
+  Array xs = read(x);
+  for (int64_t i = 0; i < 64; ++i) EXPECT_NEAR(got.get_f64(i), std::exp(std::cos(std::sin(float(xs.get_f64(i)))) + 1.0), 1e-5);
+}
+
 }  // namespace
 }  // namespace fusebox::testing
