@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <mutex>
 #include <vector>
 
 #include "fusebox/status.h"
@@ -22,7 +23,10 @@ namespace fusebox::lazy {
 
 // Runs the records (in recorded order) on the device. Tensors they produce that still have a
 // handle get their value; on an error every tensor not yet computed gets it as its error.
-Status run_segment(std::vector<Record> records, const Device& device, Trigger trigger);
+// `record_lock` (the stream's, held by the caller) is released once the relative form (which
+// counts the handles) is built, before any exploring, compiling or running.
+Status run_segment(std::vector<Record> records, const Device& device, Trigger trigger,
+                   std::unique_lock<std::mutex>* record_lock = nullptr);
 
 struct PlanCacheInfo {
   size_t entries = 0;

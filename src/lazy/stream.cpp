@@ -27,12 +27,14 @@ size_t Stream::pending() const {
 Status Stream::flush(Trigger trigger) {
   std::lock_guard<std::mutex> flush_lock(flush_mu_);
   std::vector<Record> records;
-  {
-    std::lock_guard<std::mutex> lock(record_mu_);
-    records.swap(pending_);
-  }
+  // The record lock stays held until the segment's handles are counted (run_segment releases
+  // it before anything runs): a record the owner thread appends meanwhile reads its operand
+  // through a handle, so that operand is seen alive and gets written.
+  std::unique_lock<std::mutex> lock(record_mu_);
+  records.swap(pending_);
+  if (records.empty()) lock.unlock();
   if (!records.empty()) {
-    Status s = run_segment(std::move(records), device_, trigger);
+    Status s = run_segment(std::move(records), device_, trigger, &lock);
     if (!s.is_ok()) {
       std::lock_guard<std::mutex> lock(error_mu_);
       if (error_.is_ok()) error_ = s;
