@@ -110,7 +110,7 @@ std::vector<Stream*> streams_of(const Device& device) {
   return out;
 }
 
-std::vector<Stream*> thread_streams() { return t_streams.streams; }
+const std::vector<Stream*>& thread_streams() { return t_streams.streams; }
 
 bool fusion_disabled_by_env() {
   static const bool disabled = [] {

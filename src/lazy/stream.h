@@ -50,7 +50,7 @@ Stream& current_stream(const Device& device);
 // Every stream of a device (every thread's).
 std::vector<Stream*> streams_of(const Device& device);
 // Every stream of the calling thread.
-std::vector<Stream*> thread_streams();
+const std::vector<Stream*>& thread_streams();
 
 // Fusion disabled by FUSEBOX_NO_FUSION=1 (read once).
 bool fusion_disabled_by_env();
