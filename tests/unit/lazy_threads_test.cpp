@@ -93,6 +93,29 @@ TEST_F(LazyTest, SamePlansWithInterferingAcrossThreads) {
   for (const auto& b : busy) EXPECT_EQ(b, alone);
 }
 
+// A tensor read by two threads' streams is never written in place: the other stream's pending
+// record still needs its values after this thread dropped its last handle.
+TEST_F(LazyTest, InplaceNeverTakesABufferSharedAcrossThreads) {
+  Tensor t = Tensor::randn({256}, 9);
+  const Array original = read(t);
+  std::atomic<int> phase{0};
+  Array y_value;
+  std::thread other([&] {
+    Tensor y = t * 2.0;  // pending on this thread's stream
+    phase = 1;
+    while (phase != 2) std::this_thread::yield();
+    y_value = read(y);
+  });
+  while (phase != 1) std::this_thread::yield();
+  Tensor z = t.exp();
+  t = Tensor();  // the last handle: only the two records still read it
+  read(z);
+  EXPECT_EQ(lazy::stats().inplace_reuses, 0u);
+  phase = 2;
+  other.join();
+  for (int64_t i = 0; i < 256; ++i) EXPECT_FLOAT_EQ(float(y_value.get_f64(i)), float(original.get_f64(i)) * 2.0f);
+}
+
 TEST_F(LazyTest, ConcurrentStreamsAcrossThreadsGiveReferenceResults) {
   std::vector<std::thread> ts;
   std::atomic<int> bad{0};
