@@ -58,14 +58,14 @@ class DemoMlp {
   Tensor w1_, b1_, w2_, b2_;
 };
 
-Expected<std::vector<Step>> train(lazy::Device d, int64_t batch, int64_t width, int steps) {
+Expected<std::vector<Step>> train(lazy::Device d, int64_t batch, int64_t width, int steps, double lr) {
   DemoMlp mlp(width, 2 * width, 8, d);
   Tensor x = Tensor::randn({batch, width}, 10, DType::F32, d);
   Tensor target = matmul(x, Tensor::randn({width, 8}, 11, DType::F32, d)).tanh();
   FUSEBOX_RETURN_IF_ERROR(sync(d));
   std::vector<Step> out;
   for (int i = 0; i < steps; ++i) {
-    FUSEBOX_ASSIGN_OR_RETURN(Step s, mlp.step(x, target, 0.05));
+    FUSEBOX_ASSIGN_OR_RETURN(Step s, mlp.step(x, target, lr));
     out.push_back(s);
   }
   return out;
@@ -82,10 +82,11 @@ double median_ms(std::vector<Step> steps) {
 int run_lazy_demo(bool small) {
   const int64_t batch = small ? 16 : 256, width = small ? 16 : 256;
   const int steps = small ? 4 : 10;
+  const double lr = small ? 0.05 : 0.002;  // wider layers need smaller steps
   std::printf("lazy: an MLP trained with SGD through the lazy Tensor API (batch %lld, width %lld)\n",
               (long long)batch, (long long)width);
-  Expected<std::vector<Step>> fused = train(lazy::Device::cpu(), batch, width, steps);
-  Expected<std::vector<Step>> plain = fused ? train(lazy::Device::cpu().unfused(), batch, width, steps) : fused;
+  Expected<std::vector<Step>> fused = train(lazy::Device::cpu(), batch, width, steps, lr);
+  Expected<std::vector<Step>> plain = fused ? train(lazy::Device::cpu().unfused(), batch, width, steps, lr) : fused;
   if (!fused || !plain) {
     std::fprintf(stderr, "fusebox demo: lazy: %s\n", (fused ? plain : fused).status().to_string().c_str());
     return 1;
