@@ -39,7 +39,7 @@ ASAN_DIR ?= build-asan
 TSAN_DIR ?= build-tsan
 SANITIZE_CMAKE = -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG"
 # The tests that run fusebox from several std::threads (the Session plan cache, the JIT, oneDNN).
-TSAN_TESTS = runtime_plan_test fusion_regions_test region_codegen_test pipeline_plan_test onednn_kernels_test session_threads_test
+TSAN_TESTS = runtime_plan_test fusion_regions_test region_codegen_test pipeline_plan_test onednn_kernels_test session_threads_test lazy_threads_test
 TSAN_FILTER = SeveralThreads|AcrossThreads|ConcurrentRuns|SessionThreads
 test-sanitize:
 	@scripts/setup.sh
@@ -73,7 +73,7 @@ fuzz:
 	done
 
 # The Google Benchmark suites of bench/ (model_bench has its own driver: bench/run_model_bench.sh).
-BENCHES ?= fusion_bench onednn_bench rows_bench attention_bench
+BENCHES ?= fusion_bench onednn_bench rows_bench attention_bench lazy_bench
 bench: build
 	@for b in $(BENCHES); do \
 	  test -x $(BUILD_DIR)/bench/$$b || { echo "make bench: $(BUILD_DIR)/bench/$$b was not built"; exit 1; }; \

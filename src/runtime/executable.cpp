@@ -173,8 +173,48 @@ Status run_copy(const Copy& c, const Placement& p, const ShapePlan& shapes, std:
 
 }  // namespace
 
+Expected<std::vector<Array>> Executable::run_donating(std::span<const Array> inputs,
+                                                      std::span<const Array> donated) const {
+  const Graph& g = plan_->graph;
+  if (inputs.size() != g.inputs().size()) return run_profiled(inputs, nullptr);  // its error
+  std::vector<const Array*> ordered;
+  for (const Array& a : inputs) ordered.push_back(&a);
+  return execute(ordered, nullptr, donated);
+}
+
+const Array* Executable::donor_for(size_t i, ValueId v, std::span<const Array* const> inputs,
+                                   std::span<const Array> donated, const std::vector<int64_t>& dims) const {
+  const Graph& g = plan_->graph;
+  const Placement& place = plan_->placement;
+  const Node& n = g.nodes()[i];
+  if (op_kind(n.op) > OpKind::Broadcast || !place.backends[size_t(place.node_backend[i])]->device().is_host()) {
+    return nullptr;
+  }
+  for (size_t k = 0; k < donated.size() && k < place.output_resident.size(); ++k) {
+    const Array& d = donated[k];
+    if (d.empty_storage() || place.output_resident[k] != int(v) || d.dtype() != g.type(v).dtype || d.shape() != dims) {
+      continue;
+    }
+    for (size_t m = 0; m < inputs.size(); ++m) {
+      if (inputs[m]->raw() != d.raw()) continue;
+      const int r = int(g.inputs()[m]);
+      // Read by node i only: no other node, alias or copy sees the buffer after it is written.
+      bool only_here = std::count(place.operands[i].begin(), place.operands[i].end(), r) > 0;
+      for (size_t j = 0; only_here && j < g.nodes().size(); ++j) {
+        if (j == i) continue;
+        only_here = std::count(place.operands[j].begin(), place.operands[j].end(), r) == 0;
+        for (const Copy& c : place.copies_before[j]) only_here = only_here && c.from != r;
+      }
+      for (const Copy& c : place.final_copies) only_here = only_here && c.from != r;
+      if (only_here) return &d;
+    }
+  }
+  return nullptr;
+}
+
 Expected<std::vector<Array>> Executable::execute(std::span<const Array* const> inputs,
-                                                 std::vector<double>* node_seconds) const {
+                                                 std::vector<double>* node_seconds,
+                                                 std::span<const Array> donated) const {
   const Plan& plan = *plan_;
   const Graph& g = plan.graph;
   const Placement& place = plan.placement;
@@ -211,6 +251,13 @@ Expected<std::vector<Array>> Executable::execute(std::span<const Array* const> i
     for (int r : place.operands[i]) in.push_back(residents[size_t(r)].view());
     bool all_empty = true;
     for (ValueId v : n.outputs) {
+      if (const Array* d = donated.empty() ? nullptr : donor_for(i, v, inputs, donated, shapes->dims[size_t(v)])) {
+        Buffer b = Buffer::wrap(*d);
+        out.push_back(b.view());
+        residents[size_t(v)] = std::move(b);
+        all_empty = all_empty && d->numel() == 0;
+        continue;
+      }
       Expected<Buffer> b = backend.allocate(g.type(v).dtype, shapes->dims[size_t(v)]);
       if (!b) return b.status().with_context(where(n));
       out.push_back(b->view());

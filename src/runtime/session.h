@@ -85,6 +85,11 @@ class Executable {
   // Same, and records each node's wall time in seconds (index: node of graph()).
   Expected<std::vector<Array>> run_profiled(const NamedArrays& inputs, std::vector<double>* node_seconds) const;
   Expected<std::vector<Array>> run_profiled(std::span<const Array> inputs, std::vector<double>* node_seconds) const;
+  // Like run(inputs), and output k may be written into donated[k] (an empty Array: none) instead
+  // of a new buffer: only when donated[k] is one of the inputs, has output k's dtype and shape,
+  // and is read by no node but the element-wise node that produces output k. The caller gives
+  // up the donated data (the lazy layer donates tensors nobody reads afterwards).
+  Expected<std::vector<Array>> run_donating(std::span<const Array> inputs, std::span<const Array> donated) const;
   // Binds the symbols of the input shapes (exposed for tests and tools).
   Expected<SymbolBindings> bind(const NamedArrays& inputs) const;
   // Buffers of every backend's pool this plan allocates from.
@@ -99,7 +104,11 @@ class Executable {
 
  private:
   friend class Session;
-  Expected<std::vector<Array>> execute(std::span<const Array* const> inputs, std::vector<double>* node_seconds) const;
+  Expected<std::vector<Array>> execute(std::span<const Array* const> inputs, std::vector<double>* node_seconds,
+                                       std::span<const Array> donated = {}) const;
+  // The donated array output `v` of node `i` may be written into, or null.
+  const Array* donor_for(size_t i, ValueId v, std::span<const Array* const> inputs, std::span<const Array> donated,
+                         const std::vector<int64_t>& dims) const;
   Expected<SymbolBindings> bind_inputs(std::span<const Array* const> inputs) const;
   Expected<std::shared_ptr<const ShapePlan>> shapes_for(std::span<const Array* const> inputs) const;
 

@@ -14,5 +14,7 @@ int cmd_opt(const Args& args);
 int cmd_demo(const Args& args);
 int cmd_explain(const Args& args);
 int cmd_preprocess(const Args& args);
+// The lazy Tensor API section of `fusebox demo` (demo_lazy.cpp); returns an exit code.
+int run_lazy_demo(bool small);
 
 }  // namespace fusebox::cli

@@ -1,0 +1,80 @@
+// The lazy Tensor API's overheads and what fusion gains through it (no figures are recorded in
+// docs/benchmarks.md yet):
+//
+//   BM_RecordCost     recording one op (handle, shape inference, the record); the flush that
+//                     follows each batch of 256 ops is not timed
+//   BM_CacheHitCost   a 100-op chain on 16 elements read every iteration: from the second
+//                     iteration on, the relative form hits the plan cache, so the time per op
+//                     is record + lookup + a share of one tiny kernel
+//   BM_Chain100       y = y * 0.999 + 0.001, 50 times (100 ops), on 1024 and 2^24 f32:
+//                     lazy fused (one kernel), lazy with fusion off (every op alone), and eager
+//                     (a sync after every op: what running ops one by one costs)
+//
+// bench/peers/torch_lazy.py runs the same chain in PyTorch eager (2 threads).
+#include <benchmark/benchmark.h>
+
+#include "fusebox/tensor.h"
+
+namespace fusebox {
+namespace {
+
+void BM_RecordCost(benchmark::State& state) {
+  Tensor x = Tensor::randn({1024}, 1);
+  Tensor s = Tensor::scalar(1.0001);
+  int64_t ops = 0;
+  for (auto _ : state) {
+    Tensor y = x;
+    for (int i = 0; i < 256; ++i) y = y * s;
+    ops += 256;
+    state.PauseTiming();
+    (void)sync();
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(ops);
+  state.counters["ns_per_op"] = benchmark::Counter(double(ops), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_RecordCost)->Unit(benchmark::kMicrosecond);
+
+void BM_CacheHitCost(benchmark::State& state) {
+  Tensor x = Tensor::randn({16}, 2);
+  int64_t ops = 0;
+  for (auto _ : state) {
+    Tensor y = x;
+    for (int i = 0; i < 50; ++i) y = y * 0.999 + 0.001;
+    benchmark::DoNotOptimize(y.to_array());
+    ops += 100;
+  }
+  state.SetItemsProcessed(ops);
+  state.counters["plan_hits"] = double(lazy::stats().plan_hits);
+  state.counters["ns_per_op"] = benchmark::Counter(double(ops), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_CacheHitCost)->Unit(benchmark::kMicrosecond);
+
+// mode 0: lazy fused; 1: lazy, fusion off; 2: eager (sync after every op).
+void BM_Chain100(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const int mode = int(state.range(1));
+  const lazy::Device d = mode == 1 ? lazy::Device::cpu().unfused() : lazy::Device::cpu();
+  Tensor x = Tensor::randn({n}, 3, DType::F32, d);
+  for (auto _ : state) {
+    Tensor y = x;
+    for (int i = 0; i < 50; ++i) {
+      y = y * 0.999 + 0.001;
+      if (mode == 2) (void)sync(d);
+    }
+    Expected<Array> out = y.to_array();
+    benchmark::DoNotOptimize(out);
+  }
+  state.SetBytesProcessed(state.iterations() * n * 4 * 2);
+  state.SetLabel(mode == 0 ? "lazy fused" : mode == 1 ? "lazy unfused" : "eager");
+}
+BENCHMARK(BM_Chain100)
+    ->ArgsProduct({{1024, 1 << 24}, {0, 1, 2}})
+    ->ArgNames({"n", "mode"})
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.2);
+
+}  // namespace
+}  // namespace fusebox
+
+BENCHMARK_MAIN();

@@ -1,0 +1,150 @@
+// The relative form of a segment: one pass over its records (relative_form.h).
+#include "lazy/relative_form.h"
+
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <variant>
+
+namespace fusebox::lazy {
+namespace {
+
+constexpr uint64_t kDrop = 0xD509;
+constexpr uint64_t kLiteral = 1ull << 62;
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  h ^= h >> 31;
+  h *= 0xBF58476D1CE4E5B9ull;
+  return h ^ (h >> 29);
+}
+
+uint64_t hash_bytes(const void* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  const auto* b = static_cast<const uint8_t*>(p);
+  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+class Builder {
+ public:
+  Builder(RelativeForm& rf) : rf_(rf) {}
+
+  void token(uint64_t t) { rf_.tokens.push_back(t); }
+
+  int dim(int64_t size) {
+    if (size == 1) return -1;
+    auto it = rf_.dim_ids.find(size);
+    if (it != rf_.dim_ids.end()) return it->second;
+    const int id = int(rf_.dim_sizes.size());
+    rf_.dim_ids.emplace(size, id);
+    rf_.dim_sizes.push_back(size);
+    return id;
+  }
+  void shape(const TensorState& s) {
+    token(uint64_t(s.dtype) << 8 | s.shape.size());
+    for (int64_t d : s.shape) token(d == 1 ? 1 : uint64_t(dim(d)) + 2);
+  }
+  // Relative index of a state; a tensor seen for the first time adds its type to the key.
+  int tensor(TensorState* s, bool produced, int op_index) {
+    auto it = rf_.index.find(s);
+    if (it != rf_.index.end()) return it->second;
+    const int r = int(rf_.tensors.size());
+    rf_.index.emplace(s, r);
+    rf_.tensors.push_back(s);
+    rf_.alive.push_back(s->handles.load(std::memory_order_acquire) > 0);
+    rf_.producer.push_back(produced ? op_index : -1);
+    rf_.last_reader.push_back(-1);
+    shape(*s);
+    token(produced ? (rf_.alive.back() ? 3 : 2) : 1);
+    return r;
+  }
+  void attr(const AttrValue& v) {
+    token(v.index());
+    std::visit(
+        [&](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, bool>) {
+            token(uint64_t(x));
+          } else if constexpr (std::is_same_v<T, double>) {
+            uint64_t bits;
+            std::memcpy(&bits, &x, sizeof bits);
+            token(bits);
+          } else if constexpr (std::is_same_v<T, std::string>) {
+            token(hash_bytes(x.data(), x.size()));
+          } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+            token(x.size());
+            for (int64_t e : x) token(uint64_t(e));
+          } else if constexpr (std::is_same_v<T, std::vector<double>>) {
+            token(hash_bytes(x.data(), x.size() * sizeof(double)));
+          } else if constexpr (std::is_same_v<T, Shape>) {
+            token(x.size());
+            for (const Dim& d : x) {
+              const int id = d.is_static() && d.value() > 1 ? rf_.dim_id(d.value()) : -1;
+              token(id >= 0 ? uint64_t(id) + 2 : kLiteral | uint64_t(d.value()));
+            }
+          } else if constexpr (std::is_same_v<T, DType>) {
+            token(uint64_t(x));
+          } else {
+            token(x ? hash_bytes(x->raw(), x->nbytes()) : 0);
+          }
+        },
+        v);
+  }
+
+ private:
+  RelativeForm& rf_;
+};
+
+}  // namespace
+
+int RelativeForm::dim_id(int64_t size) const {
+  if (size == 1) return -1;
+  auto it = dim_ids.find(size);
+  return it == dim_ids.end() ? -1 : it->second;
+}
+
+bool RelativeForm::escapes(const TensorState* s, size_t begin, size_t end) const {
+  const int r = rel(s);
+  return alive[size_t(r)] || last_reader[size_t(r)] >= int(end);
+}
+
+RelativeForm relative_form(std::vector<Record>& records, bool fusion, uint8_t trigger,
+                           std::vector<Record>* ops) {
+  RelativeForm rf;
+  rf.tokens.reserve(records.size() * 8 + 2);
+  Builder b(rf);
+  b.token(fusion ? 1 : 0);
+  b.token(trigger);
+  ops->reserve(records.size());
+  for (Record& r : records) {
+    if (r.is_drop) {
+      // A drop of a tensor of the segment shapes what is written; others change nothing.
+      auto it = rf.index.find(r.inputs[0].get());
+      if (it != rf.index.end()) {
+        b.token(kDrop);
+        b.token(uint64_t(it->second));
+      }
+      continue;
+    }
+    const int op_index = int(ops->size());
+    b.token(uint64_t(r.op) << 16 | r.inputs.size() << 8 | r.outputs.size());
+    for (const StatePtr& s : r.inputs) {
+      const int t = b.tensor(s.get(), false, op_index);
+      rf.last_reader[size_t(t)] = op_index;
+      b.token(uint64_t(t));
+    }
+    for (const auto& [name, value] : r.attrs.entries()) {
+      b.token(hash_bytes(name.data(), name.size()));
+      b.attr(value);
+    }
+    for (const StatePtr& s : r.outputs) b.token(uint64_t(b.tensor(s.get(), true, op_index)));
+    ops->push_back(std::move(r));
+  }
+  uint64_t h = 0x51A7E;
+  for (uint64_t t : rf.tokens) h = mix(h, t);
+  rf.hash = h;
+  return rf;
+}
+
+}  // namespace fusebox::lazy

@@ -1,0 +1,36 @@
+// The relative form of a segment (segment.h explains it): the plan-cache key as a token list,
+// the renumbering of its tensors and its dim ids, and what the fusers and graph builder ask of
+// it (is a tensor still needed after a group, what is a size's dim id).
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "lazy/state.h"
+
+namespace fusebox::lazy {
+
+struct RelativeForm {
+  std::vector<uint64_t> tokens;
+  uint64_t hash = 0;
+  std::vector<TensorState*> tensors;          // relative index -> state
+  std::unordered_map<const TensorState*, int> index;
+  std::vector<int64_t> dim_sizes;             // dim id -> size (sizes other than 1)
+  std::unordered_map<int64_t, int> dim_ids;   // size -> dim id
+  std::vector<bool> alive;                    // per tensor: a live handle at the flush
+  std::vector<int> producer;                  // per tensor: op record producing it, -1 outside
+  std::vector<int> last_reader;               // per tensor: last op record reading it, -1 none
+
+  int rel(const TensorState* s) const { return index.at(s); }
+  // Dim id of a size, -1 when the size is 1 or not a dim of the segment.
+  int dim_id(int64_t size) const;
+  // Needed outside op records [begin, end): alive, or read at or after `end`.
+  bool escapes(const TensorState* s, size_t begin, size_t end) const;
+};
+
+// Builds the relative form of the records; the records that are not drops move to `ops`.
+RelativeForm relative_form(std::vector<Record>& records, bool fusion, uint8_t trigger,
+                           std::vector<Record>* ops);
+
+}  // namespace fusebox::lazy

@@ -1,0 +1,324 @@
+// Running a segment: plan-cache lookup, exploration, one graph per group, runs (segment.h).
+#include "lazy/segment.h"
+
+#include <chrono>
+#include <list>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "fusebox/session.h"
+#include "ir/builder.h"
+#include "lazy/fuser.h"
+#include "lazy/observer.h"
+#include "lazy/relative_form.h"
+
+namespace fusebox::lazy {
+namespace {
+
+struct CompiledGroup {
+  Group group;
+  bool skip = false;  // nothing it produces is needed: not run at all (dead stores)
+  std::optional<Executable> exe;
+  std::vector<int> inputs, outputs;  // relative tensor indices, in graph order
+  std::vector<std::string> kernels;
+};
+
+struct Plan {
+  std::vector<uint64_t> tokens;
+  std::vector<CompiledGroup> groups;
+  // Some group was compiled with concrete sizes: the plan holds only for the same dim sizes.
+  bool size_specific = false;
+  std::vector<int64_t> dim_sizes;
+};
+
+// The LRU store of plans, keyed by the relative form's hash and confirmed by its tokens.
+class PlanStore {
+ public:
+  std::shared_ptr<const Plan> find(const RelativeForm& rf) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(rf.hash);
+    if (it == map_.end()) return nullptr;
+    const Plan& p = **it->second;
+    if (p.tokens != rf.tokens || (p.size_specific && p.dim_sizes != rf.dim_sizes)) return nullptr;
+    lru_.splice(lru_.begin(), lru_, it->second);
+    return *it->second;
+  }
+  void insert(uint64_t hash, std::shared_ptr<const Plan> plan) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (capacity_ == 0) return;
+    auto it = map_.find(hash);
+    if (it != map_.end()) {
+      lru_.erase(it->second);
+      map_.erase(it);
+    }
+    lru_.push_front(std::move(plan));
+    map_[hash] = lru_.begin();
+    while (lru_.size() > capacity_) {
+      auto last = std::prev(lru_.end());
+      for (auto m = map_.begin(); m != map_.end(); ++m) {
+        if (m->second == last) {
+          map_.erase(m);
+          break;
+        }
+      }
+      lru_.pop_back();
+    }
+  }
+  PlanCacheInfo info() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {lru_.size(), capacity_};
+  }
+  void reset(size_t capacity) {
+    std::lock_guard<std::mutex> lock(mu_);
+    map_.clear();
+    lru_.clear();
+    capacity_ = capacity;
+  }
+
+ private:
+  std::mutex mu_;
+  size_t capacity_ = 256;
+  std::list<std::shared_ptr<const Plan>> lru_;
+  std::unordered_map<uint64_t, std::list<std::shared_ptr<const Plan>>::iterator> map_;
+};
+
+PlanStore& plan_store() {
+  static PlanStore* s = new PlanStore();
+  return *s;
+}
+
+const Session& session() {
+  static const Session* s = new Session(512);
+  return *s;
+}
+
+Shape shape_for(const RelativeForm& rf, const TensorState& s, bool symbolic) {
+  Shape out;
+  for (int64_t d : s.shape) {
+    const int id = symbolic ? rf.dim_id(d) : -1;
+    out.push_back(id >= 0 ? Dim::symbol("d" + std::to_string(id)) : Dim(d));
+  }
+  return out;
+}
+
+// Dim-valued attributes written with the dim ids bound by the group's inputs; a size that is
+// not bound stays a number, which makes the plan size-specific.
+Attrs lift_dims(const RelativeForm& rf, const Attrs& attrs, const std::vector<bool>& bound, bool* literal) {
+  Attrs out;
+  for (const auto& [name, value] : attrs.entries()) {
+    const Shape* dims = std::get_if<Shape>(&value);
+    if (!dims) {
+      out.set(name, value);
+      continue;
+    }
+    Shape lifted;
+    for (const Dim& d : *dims) {
+      const int id = d.is_static() ? rf.dim_id(d.value()) : -1;
+      if (id >= 0 && bound[size_t(id)]) {
+        lifted.push_back(Dim::symbol("d" + std::to_string(id)));
+      } else {
+        if (d.is_static() && d.value() > 1) *literal = true;
+        lifted.push_back(d);
+      }
+    }
+    out.set(name, lifted);
+  }
+  return out;
+}
+
+Expected<CompiledGroup> compile_group(const RelativeForm& rf, const std::vector<Record>& ops, const Group& g,
+                                      bool symbolic, bool* size_specific) {
+  CompiledGroup cg;
+  cg.group = g;
+  GraphBuilder b("lazy_" + g.fuser);
+  std::unordered_map<int, ValueId> local;
+  std::vector<bool> bound(rf.dim_sizes.size(), false);
+  bool literal = false;
+  for (size_t i = g.begin; i < g.end; ++i) {
+    const Record& r = ops[i];
+    std::vector<ValueId> ins;
+    for (const StatePtr& s : r.inputs) {
+      const int t = rf.rel(s.get());
+      auto it = local.find(t);
+      if (it == local.end()) {
+        const ValueId v = b.input("t" + std::to_string(t), s->dtype, shape_for(rf, *s, symbolic));
+        for (int64_t d : s->shape) {
+          if (const int id = rf.dim_id(d); id >= 0 && symbolic) bound[size_t(id)] = true;
+        }
+        it = local.emplace(t, v).first;
+        cg.inputs.push_back(t);
+      }
+      ins.push_back(it->second);
+    }
+    std::vector<ValueId> outs =
+        b.op_results(r.op, std::move(ins), symbolic ? lift_dims(rf, r.attrs, bound, &literal) : r.attrs);
+    if (!b.status().is_ok()) return b.status();
+    if (outs.size() != r.outputs.size()) return Status::internal("lazy: result count changed for " + std::string(op_keyword(r.op)));
+    for (size_t k = 0; k < outs.size(); ++k) local[rf.rel(r.outputs[k].get())] = outs[k];
+  }
+  for (size_t i = g.begin; i < g.end; ++i) {
+    for (const StatePtr& s : ops[i].outputs) {
+      if (!rf.escapes(s.get(), g.begin, g.end)) continue;  // dead store: never written
+      const int t = rf.rel(s.get());
+      b.output(local.at(t));
+      cg.outputs.push_back(t);
+    }
+  }
+  if (cg.outputs.empty()) {
+    cg.skip = true;
+    return cg;
+  }
+  FUSEBOX_ASSIGN_OR_RETURN(Graph graph, b.build());
+  CompileOptions options;
+  options.fuse = g.fused;
+  FUSEBOX_ASSIGN_OR_RETURN(Executable exe, session().compile(graph, options));
+  for (const Node& n : exe.graph().nodes()) {
+    if (n.op != Op::Constant) cg.kernels.emplace_back(op_keyword(n.op));
+  }
+  cg.exe = std::move(exe);
+  if (literal) *size_specific = true;
+  return cg;
+}
+
+Expected<std::shared_ptr<const Plan>> make_plan(RelativeForm& rf, const std::vector<Record>& ops, const Device& device) {
+  auto plan = std::make_shared<Plan>();
+  std::vector<Group> groups;
+  SegmentView view{&ops, [&rf](const TensorState* s, size_t b, size_t e) { return rf.escapes(s, b, e); }};
+  if (device.fusion && !fusion_disabled_by_env()) {
+    std::vector<std::unique_ptr<Fuser>> fusers = make_fusers();
+    groups = explore(view, fusers);
+  } else {
+    for (size_t i = 0; i < ops.size(); ++i) groups.push_back({i, i + 1, false, "unfused"});
+  }
+  for (const Group& g : groups) {
+    Expected<CompiledGroup> cg = compile_group(rf, ops, g, true, &plan->size_specific);
+    if (!cg) {  // a kernel or pass that needs concrete sizes: compile this group with them
+      plan->size_specific = true;
+      cg = compile_group(rf, ops, g, false, &plan->size_specific);
+    }
+    if (!cg) return cg.status();
+    plan->groups.push_back(std::move(*cg));
+  }
+  plan->tokens = rf.tokens;
+  plan->dim_sizes = rf.dim_sizes;
+  return std::shared_ptr<const Plan>(std::move(plan));
+}
+
+void fail_rest(const std::vector<Record>& ops, const Status& s) {
+  for (const Record& r : ops) {
+    for (const StatePtr& o : r.outputs) {
+      if (!o->ready.load(std::memory_order_acquire)) o->set_error(s);
+    }
+  }
+}
+
+Status run_group(const RelativeForm& rf, const std::vector<Record>& ops, const CompiledGroup& cg,
+                 const Device& device, bool hit) {
+  std::vector<Array> inputs;
+  inputs.reserve(cg.inputs.size());
+  for (int t : cg.inputs) {
+    TensorState* s = rf.tensors[size_t(t)];
+    if (!s->ready.load(std::memory_order_acquire)) return Status::internal("lazy: an input of a block was not computed");
+    if (!s->error().is_ok()) return s->error();
+    inputs.push_back(s->value());
+  }
+  // In place: an output may take the buffer of an input nobody reads after this block (no handle
+  // at the flush, no later reader, not aliased, not shared with another thread) of its type.
+  std::vector<Array> donated(cg.outputs.size());
+  std::vector<bool> donor_used(cg.inputs.size(), false);
+  for (size_t k = 0; k < cg.outputs.size(); ++k) {
+    const TensorState& out = *rf.tensors[size_t(cg.outputs[k])];
+    for (size_t m = 0; m < cg.inputs.size(); ++m) {
+      const TensorState& in = *rf.tensors[size_t(cg.inputs[m])];
+      if (donor_used[m] || rf.escapes(&in, cg.group.begin, cg.group.end) || in.no_inplace.load(std::memory_order_relaxed) ||
+          in.dtype != out.dtype || in.shape != out.shape || in.value().empty_storage()) {
+        continue;
+      }
+      donated[k] = inputs[m];
+      donor_used[m] = true;
+      break;
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  Expected<std::vector<Array>> outs = cg.exe->run_donating(std::span<const Array>(inputs), donated);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!outs) return outs.status();
+  size_t reused = 0;
+  for (size_t k = 0; k < cg.outputs.size(); ++k) {
+    const void* data = (*outs)[k].raw();
+    if (!donated[k].empty_storage() && data == donated[k].raw()) ++reused;
+    // Results sharing memory with an input or another result are never written in place.
+    bool aliased = false;
+    for (size_t m = 0; m < inputs.size(); ++m) {
+      if (!data || inputs[m].raw() != data || data == donated[k].raw()) continue;
+      aliased = true;
+      rf.tensors[size_t(cg.inputs[m])]->no_inplace.store(true, std::memory_order_relaxed);
+    }
+    for (size_t j = 0; j < cg.outputs.size(); ++j) aliased = aliased || (j != k && data && (*outs)[j].raw() == data);
+    TensorState& s = *rf.tensors[size_t(cg.outputs[k])];
+    if (aliased) s.no_inplace.store(true, std::memory_order_relaxed);
+    s.set_value(std::move((*outs)[k]));
+  }
+  counters::add(&LazyStats::allocations, cg.outputs.size() - reused);
+  counters::add(&LazyStats::inplace_reuses, reused);
+  counters::add(cg.group.fused ? &LazyStats::blocks_fused : &LazyStats::blocks_unfused);
+  counters::add(&LazyStats::kernels, cg.kernels.size());
+  if (has_observers()) {
+    BlockEvent e;
+    e.device = device;
+    for (size_t i = cg.group.begin; i < cg.group.end; ++i) e.ops.push_back(ops[i].op);
+    e.fused = cg.group.fused;
+    e.fuser = cg.group.fuser;
+    e.kernels = cg.kernels;
+    e.kernel_count = cg.kernels.size();
+    e.plan_cache_hit = hit;
+    e.seconds = seconds;
+    notify_block(e);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status run_segment(std::vector<Record> records, const Device& device, Trigger trigger,
+                   std::unique_lock<std::mutex>* record_lock) {
+  counters::add(&LazyStats::flushes);
+  std::vector<Record> ops;
+  RelativeForm rf = relative_form(records, device.fusion && !fusion_disabled_by_env(), uint8_t(trigger), &ops);
+  if (record_lock && record_lock->owns_lock()) record_lock->unlock();
+  std::shared_ptr<const Plan> plan = plan_store().find(rf);
+  const bool hit = plan != nullptr;
+  if (hit) {
+    counters::add(&LazyStats::plan_hits);
+  } else {
+    counters::add(&LazyStats::plan_misses);
+    Expected<std::shared_ptr<const Plan>> made = make_plan(rf, ops, device);
+    if (!made) {
+      Status s(StatusCode::kExecutionError, "deferred work failed: " + made.status().message());
+      fail_rest(ops, s);
+      return s;
+    }
+    plan = *made;
+    plan_store().insert(rf.hash, plan);
+  }
+  for (const CompiledGroup& cg : plan->groups) {
+    if (cg.skip) continue;
+    Status s = run_group(rf, ops, cg, device, hit);
+    if (!s.is_ok()) {
+      Status e(StatusCode::kExecutionError, "deferred work failed in a " + cg.group.fuser + " block: " + s.message());
+      fail_rest(ops, e);
+      return e;
+    }
+  }
+  for (const Record& r : ops) {
+    for (const StatePtr& o : r.outputs) o->producer.store(nullptr, std::memory_order_release);
+  }
+  return Status::ok();
+}
+
+PlanCacheInfo plan_cache_info() { return plan_store().info(); }
+void set_plan_cache_capacity(size_t capacity) { plan_store().reset(capacity); }
+void clear_plan_cache() { plan_store().reset(plan_store().info().capacity); }
+
+}  // namespace fusebox::lazy

@@ -1,0 +1,94 @@
+// The data the lazy layer shares between handles, streams and fusers: a tensor's state (shape,
+// dtype, device, its Array once computed, or the error that stopped it) and a record (one
+// deferred op). Tensor handles count themselves in TensorState::handles; records and streams hold
+// states through shared_ptr without counting as handles, so "no handle left" means "dead to the
+// user" even while a pending record still reads the tensor.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "fusebox/status.h"
+#include "ir/array.h"
+#include "ir/attributes.h"
+#include "ir/op_info.h"
+
+namespace fusebox::lazy {
+
+enum class DeviceKind : uint8_t { Cpu, Cuda };
+
+// Where tensors live. `fusion` false: the device runs every recorded op alone (the decorator
+// contract: same results with fusion off).
+struct Device {
+  DeviceKind kind = DeviceKind::Cpu;
+  int index = 0;
+  bool fusion = true;
+
+  static Device cpu() { return {}; }
+  static Device cuda(int index = 0) { return {DeviceKind::Cuda, index, true}; }
+  Device unfused() const { return {kind, index, false}; }
+  // Whether this build can run tensors on the device (cuda: not in this build).
+  bool available() const { return kind == DeviceKind::Cpu; }
+  std::string to_string() const;
+  // One number per (kind, index, fusion): the stream registry's key.
+  uint32_t key() const { return (uint32_t(kind) << 24) | (uint32_t(index) << 1) | (fusion ? 1u : 0u); }
+  friend bool operator==(const Device& a, const Device& b) { return a.key() == b.key(); }
+};
+
+class Stream;
+
+struct TensorState {
+  TensorState(uint64_t id, DType dtype, std::vector<int64_t> shape, Device device);
+  ~TensorState();
+  TensorState(const TensorState&) = delete;
+  TensorState& operator=(const TensorState&) = delete;
+
+  const uint64_t id;
+  const DType dtype;
+  const std::vector<int64_t> shape;
+  const Device device;
+  int64_t numel() const;
+  size_t nbytes() const;
+
+  std::atomic<int> handles{0};          // live Tensor handles
+  std::atomic<bool> ready{false};       // value or error is set (release/acquire)
+  std::atomic<Stream*> producer{nullptr};  // the stream holding its pending record
+  // Its buffer is never written in place: read by another thread than the producer's, or
+  // sharing memory with another tensor (a reshape's result aliases its operand).
+  std::atomic<bool> no_inplace{false};
+  std::atomic<Stream*> reader{nullptr};  // the first stream that recorded a read of it
+
+  // Set once, before `ready` becomes true.
+  void set_value(Array a);
+  void set_error(Status s);
+  const Array& value() const { return value_; }
+  const Status& error() const { return error_; }
+  // Takes the buffer away (in-place reuse by the consumer of a dead tensor).
+  Array take_value();
+
+ private:
+  Array value_;
+  Status error_;
+  size_t counted_bytes_ = 0;
+};
+
+using StatePtr = std::shared_ptr<TensorState>;
+
+// How a record's input is passed, from the handle count when the op is recorded (spec §2).
+enum class InputStatus : uint8_t { NotInit, ReadOnly, ReadWrite };
+
+// One deferred op. `op` is meaningless for drops (is_drop: the last handle of inputs[0] died).
+struct Record {
+  Op op = Op::Identity;
+  bool is_drop = false;
+  Attrs attrs;
+  std::vector<StatePtr> inputs;
+  std::vector<InputStatus> status;
+  std::vector<StatePtr> outputs;
+};
+
+}  // namespace fusebox::lazy

@@ -1,0 +1,123 @@
+// Streams and their registry (see stream.h).
+#include "lazy/stream.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "lazy/segment.h"
+
+namespace fusebox::lazy {
+
+void Stream::push(Record r) {
+  size_t n;
+  {
+    std::lock_guard<std::mutex> lock(record_mu_);
+    pending_.push_back(std::move(r));
+    n = pending_.size();
+  }
+  if (n >= kMaxPendingRecords) (void)flush(Trigger::OnOperations);
+}
+
+size_t Stream::pending() const {
+  std::lock_guard<std::mutex> lock(record_mu_);
+  return pending_.size();
+}
+
+Status Stream::flush(Trigger trigger) {
+  std::lock_guard<std::mutex> flush_lock(flush_mu_);
+  std::vector<Record> records;
+  // The record lock stays held until the segment's handles are counted (run_segment releases
+  // it before anything runs): a record the owner thread appends meanwhile reads its operand
+  // through a handle, so that operand is seen alive and gets written.
+  std::unique_lock<std::mutex> lock(record_mu_);
+  records.swap(pending_);
+  if (records.empty()) lock.unlock();
+  if (!records.empty()) {
+    Status s = run_segment(std::move(records), device_, trigger, &lock);
+    if (!s.is_ok()) {
+      std::lock_guard<std::mutex> lock(error_mu_);
+      if (error_.is_ok()) error_ = s;
+    }
+  }
+  return take_error();
+}
+
+Status Stream::take_error() {
+  std::lock_guard<std::mutex> lock(error_mu_);
+  Status s = std::move(error_);
+  error_ = Status::ok();
+  return s;
+}
+
+struct StreamRegistry {
+  std::mutex mu;
+  std::vector<std::unique_ptr<Stream>> all;
+
+  static StreamRegistry& get() {
+    static StreamRegistry* r = new StreamRegistry();  // outlives thread_local destructors
+    return *r;
+  }
+  Stream* acquire(const Device& device) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& s : all) {
+      if (s->parked_ && s->device_ == device) {
+        s->parked_ = false;
+        return s.get();
+      }
+    }
+    all.push_back(std::make_unique<Stream>(device));
+    return all.back().get();
+  }
+  void park(Stream* s) {
+    std::lock_guard<std::mutex> lock(mu);
+    s->parked_ = true;
+  }
+};
+
+namespace {
+
+// The calling thread's streams; at thread exit they run what is pending and are parked.
+struct ThreadStreams {
+  std::vector<Stream*> streams;
+  ~ThreadStreams() {
+    for (Stream* s : streams) {
+      (void)s->flush();
+      StreamRegistry::get().park(s);
+    }
+  }
+};
+thread_local ThreadStreams t_streams;
+
+}  // namespace
+
+Stream& current_stream(const Device& device) {
+  for (Stream* s : t_streams.streams) {
+    if (s->device() == device) return *s;
+  }
+  Stream* s = StreamRegistry::get().acquire(device);
+  t_streams.streams.push_back(s);
+  return *s;
+}
+
+std::vector<Stream*> streams_of(const Device& device) {
+  StreamRegistry& r = StreamRegistry::get();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::vector<Stream*> out;
+  for (auto& s : r.all) {
+    if (s->device().kind == device.kind && s->device().index == device.index) out.push_back(s.get());
+  }
+  return out;
+}
+
+const std::vector<Stream*>& thread_streams() { return t_streams.streams; }
+
+bool fusion_disabled_by_env() {
+  static const bool disabled = [] {
+    const char* v = std::getenv("FUSEBOX_NO_FUSION");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  return disabled;
+}
+
+}  // namespace fusebox::lazy

@@ -1,0 +1,393 @@
+// Tensor handles, creation, recording (Tensor::apply_multi) and reads (lazy/tensor.h).
+#include "lazy/tensor.h"
+
+#include <optional>
+#include <random>
+
+#include "ir/shape_inference.h"
+#include "ir/verifier.h"
+#include "lazy/observer.h"
+#include "lazy/stream.h"
+
+namespace fusebox {
+namespace lazy {
+
+std::string Device::to_string() const {
+  std::string s = kind == DeviceKind::Cpu ? "cpu" : "cuda:" + std::to_string(index);
+  return fusion ? s : s + " (unfused)";
+}
+
+TensorState::TensorState(uint64_t id, DType dtype, std::vector<int64_t> shape, Device device)
+    : id(id), dtype(dtype), shape(std::move(shape)), device(device) {
+  memory_accounting::on_state(1);
+}
+
+TensorState::~TensorState() {
+  memory_accounting::on_state(-1);
+  memory_accounting::on_bytes(-int64_t(counted_bytes_));
+}
+
+int64_t TensorState::numel() const { return product(shape); }
+size_t TensorState::nbytes() const { return size_t(numel()) * size_t(dtype_size(dtype)); }
+
+void TensorState::set_value(Array a) {
+  value_ = std::move(a);
+  counted_bytes_ = value_.nbytes();
+  memory_accounting::on_bytes(int64_t(counted_bytes_));
+  ready.store(true, std::memory_order_release);
+}
+
+void TensorState::set_error(Status s) {
+  error_ = std::move(s);
+  ready.store(true, std::memory_order_release);
+}
+
+Array TensorState::take_value() {
+  memory_accounting::on_bytes(-int64_t(counted_bytes_));
+  counted_bytes_ = 0;
+  return std::move(value_);
+}
+
+}  // namespace lazy
+
+namespace {
+
+using lazy::StatePtr;
+using lazy::TensorState;
+
+std::atomic<uint64_t> g_next_id{1};
+
+StatePtr new_state(DType dtype, std::vector<int64_t> shape, lazy::Device device) {
+  return std::make_shared<TensorState>(g_next_id.fetch_add(1, std::memory_order_relaxed), dtype, std::move(shape),
+                                       device);
+}
+
+Tensor error_tensor(Status s, lazy::Device device = lazy::Device::cpu()) {
+  StatePtr st = new_state(DType::F32, {}, device);
+  st->set_error(std::move(s));
+  return Tensor(std::move(st));
+}
+
+Tensor computed(Array a, lazy::Device device) {
+  if (!device.available()) {
+    return error_tensor(Status::unimplemented("device " + device.to_string() + " is not available in this build"), device);
+  }
+  StatePtr st = new_state(a.dtype(), a.shape(), device);
+  st->set_value(std::move(a));
+  return Tensor(std::move(st));
+}
+
+// The result type of the most common ops without building IR types: a float unary op without
+// attributes, or a float binary arithmetic/comparison op. nullopt: ask shape inference.
+std::optional<std::pair<DType, std::vector<int64_t>>> fast_result_type(Op op, const std::vector<Tensor>& in,
+                                                                       const Attrs& attrs) {
+  if (!attrs.empty() || in.empty() || !is_float(in[0].dtype()) || op == Op::Not || op == Op::And || op == Op::Or) {
+    return std::nullopt;
+  }
+  const OpKind kind = op_kind(op);
+  if (kind == OpKind::Elementwise && in.size() == 1 && op != Op::Cast) {
+    return std::make_pair(in[0].dtype(), in[0].shape());
+  }
+  if (kind != OpKind::Broadcast || in.size() != 2 || op == Op::Where || op == Op::BatchNorm || op == Op::Expand ||
+      op == Op::ElementwiseRegion || in[1].dtype() != in[0].dtype()) {
+    return std::nullopt;
+  }
+  const std::vector<int64_t>& a = in[0].shape();
+  const std::vector<int64_t>& b = in[1].shape();
+  std::vector<int64_t> out(std::max(a.size(), b.size()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int64_t da = i < out.size() - a.size() ? 1 : a[i - (out.size() - a.size())];
+    const int64_t db = i < out.size() - b.size() ? 1 : b[i - (out.size() - b.size())];
+    if (da != db && da != 1 && db != 1) return std::nullopt;  // the slow path words the error
+    out[i] = da == 1 ? db : da;
+  }
+  const bool compare = op >= Op::Equal && op <= Op::GreaterEqual;
+  return std::make_pair(compare ? DType::Bool : in[0].dtype(), std::move(out));
+}
+
+std::vector<int64_t> all_axes(int rank) {
+  std::vector<int64_t> axes;
+  for (int i = 0; i < rank; ++i) axes.push_back(i);
+  return axes;
+}
+
+}  // namespace
+
+// ---- handles ----
+
+Tensor::Tensor(lazy::StatePtr state) : state_(std::move(state)) {
+  if (state_) state_->handles.fetch_add(1, std::memory_order_relaxed);
+}
+Tensor::Tensor(const Tensor& other) : Tensor(other.state_) {}
+Tensor::Tensor(Tensor&& other) noexcept : state_(std::move(other.state_)) {}
+Tensor& Tensor::operator=(const Tensor& other) {
+  if (this != &other) {
+    if (other.state_) other.state_->handles.fetch_add(1, std::memory_order_relaxed);
+    release();
+    state_ = other.state_;
+  }
+  return *this;
+}
+Tensor& Tensor::operator=(Tensor&& other) noexcept {
+  if (this != &other) {
+    release();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+Tensor::~Tensor() { release(); }
+
+void Tensor::release() {
+  if (!state_) return;
+  if (state_->handles.fetch_sub(1, std::memory_order_acq_rel) == 1 && !state_->ready.load(std::memory_order_acquire)) {
+    // The last handle of a pending tensor: its stream records the drop (when it is this thread's).
+    lazy::Stream* producer = state_->producer.load(std::memory_order_acquire);
+    for (lazy::Stream* s : lazy::thread_streams()) {
+      if (s != producer) continue;
+      lazy::Record r;
+      r.is_drop = true;
+      r.inputs.push_back(state_);
+      s->push(std::move(r));
+      break;
+    }
+  }
+  state_.reset();
+}
+
+uint64_t Tensor::id() const { return state_ ? state_->id : 0; }
+DType Tensor::dtype() const { return state_ ? state_->dtype : DType::F32; }
+const std::vector<int64_t>& Tensor::shape() const {
+  static const std::vector<int64_t> none;
+  return state_ ? state_->shape : none;
+}
+int64_t Tensor::numel() const { return product(shape()); }
+lazy::Device Tensor::device() const { return state_ ? state_->device : lazy::Device::cpu(); }
+bool Tensor::is_computed() const { return state_ && state_->ready.load(std::memory_order_acquire); }
+
+// ---- creation ----
+
+Tensor Tensor::from_array(const Array& a, lazy::Device device) { return computed(a.clone(), device); }
+
+Tensor Tensor::from_data(DType dtype, std::vector<int64_t> shape, const void* data, lazy::Device device) {
+  Array a(dtype, std::move(shape));
+  if (a.nbytes() > 0) std::memcpy(a.raw(), data, a.nbytes());
+  return computed(std::move(a), device);
+}
+
+Tensor Tensor::full(std::vector<int64_t> shape, double value, DType dtype, lazy::Device device) {
+  Array a(dtype, std::move(shape));
+  for (int64_t i = 0; i < a.numel(); ++i) a.set_f64(i, value);
+  return computed(std::move(a), device);
+}
+Tensor Tensor::zeros(std::vector<int64_t> shape, DType dtype, lazy::Device device) { return full(std::move(shape), 0, dtype, device); }
+Tensor Tensor::ones(std::vector<int64_t> shape, DType dtype, lazy::Device device) { return full(std::move(shape), 1, dtype, device); }
+Tensor Tensor::scalar(double value, DType dtype, lazy::Device device) { return full({}, value, dtype, device); }
+
+Tensor Tensor::arange(int64_t n, DType dtype, lazy::Device device) {
+  Array a(dtype, {n});
+  for (int64_t i = 0; i < n; ++i) a.set_f64(i, double(i));
+  return computed(std::move(a), device);
+}
+
+Tensor Tensor::rand(std::vector<int64_t> shape, uint64_t seed, DType dtype, lazy::Device device) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> dist(0.0, 1.0);
+  Array a(dtype, std::move(shape));
+  for (int64_t i = 0; i < a.numel(); ++i) a.set_f64(i, dist(gen));
+  return computed(std::move(a), device);
+}
+
+Tensor Tensor::randn(std::vector<int64_t> shape, uint64_t seed, DType dtype, lazy::Device device) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<double> dist(0.0, 1.0);
+  Array a(dtype, std::move(shape));
+  for (int64_t i = 0; i < a.numel(); ++i) a.set_f64(i, dist(gen));
+  return computed(std::move(a), device);
+}
+
+// ---- recording ----
+
+std::vector<Tensor> Tensor::apply_multi(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
+  const OpInfo& info = op_info(op);
+  const std::string where(info.keyword);
+  lazy::Device device = lazy::Device::cpu();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) return {error_tensor(Status::invalid(where + ": operand " + std::to_string(i) + " is an empty tensor"))};
+    if (i == 0) device = inputs[i].device();
+    if (!(inputs[i].device() == device)) {
+      return {error_tensor(Status::invalid(where + ": operand " + std::to_string(i) + " is on " +
+                                           inputs[i].device().to_string() + ", operand 0 on " + device.to_string()))};
+    }
+    const TensorState& s = *inputs[i].state();
+    if (s.ready.load(std::memory_order_acquire) && !s.error().is_ok()) return {error_tensor(s.error(), device)};
+  }
+  if (int(inputs.size()) < info.min_inputs || (info.max_inputs >= 0 && int(inputs.size()) > info.max_inputs)) {
+    return {error_tensor(Status::invalid(where + ": takes " + std::to_string(info.min_inputs) + ".." +
+                                         std::to_string(info.max_inputs) + " operands, got " + std::to_string(inputs.size())))};
+  }
+  if (!device.available()) {
+    return {error_tensor(Status::unimplemented("device " + device.to_string() + " is not available in this build"), device)};
+  }
+  std::vector<std::pair<DType, std::vector<int64_t>>> results;
+  if (auto fast = fast_result_type(op, inputs, attrs)) {
+    results.push_back(std::move(*fast));
+  } else {
+    Node probe{op, {}, {}, attrs, nullptr, {}};
+    if (Status s = verify_attrs(probe); !s.is_ok()) return {error_tensor(s, device)};
+    std::vector<TensorType> types;
+    types.reserve(inputs.size());
+    for (const Tensor& t : inputs) types.push_back({t.dtype(), make_shape(t.shape())});
+    Expected<std::vector<TensorType>> inferred = infer_result_types(probe, types);
+    if (!inferred) return {error_tensor(inferred.status(), device)};
+    for (const TensorType& t : *inferred) {
+      if (!is_static(t.shape)) {
+        return {error_tensor(Status::invalid(where + ": result shape " + t.to_string() + " is not known"), device)};
+      }
+      results.emplace_back(t.dtype, static_dims(t.shape));
+    }
+  }
+
+  lazy::Stream& stream = lazy::current_stream(device);
+  lazy::Record r;
+  r.op = op;
+  r.attrs = std::move(attrs);
+  r.inputs.reserve(inputs.size());
+  r.status.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    const StatePtr& s = t.state();
+    if (!s->ready.load(std::memory_order_acquire)) {
+      lazy::Stream* producer = s->producer.load(std::memory_order_acquire);
+      if (producer && producer != &stream) {  // pending on another thread: drain its stream first
+        s->no_inplace.store(true, std::memory_order_relaxed);
+        (void)producer->flush();
+      }
+    }
+    // Read from two streams (threads): one stream's pending records may still need the data
+    // after the other's block would have written over it.
+    lazy::Stream* first = nullptr;
+    if (!s->reader.compare_exchange_strong(first, &stream, std::memory_order_acq_rel) && first != &stream) {
+      s->no_inplace.store(true, std::memory_order_relaxed);
+    }
+    r.inputs.push_back(s);
+    r.status.push_back(s->handles.load(std::memory_order_relaxed) <= 1 ? lazy::InputStatus::ReadWrite
+                                                                      : lazy::InputStatus::ReadOnly);
+  }
+  std::vector<Tensor> out;
+  out.reserve(results.size());
+  for (auto& [dtype, shape] : results) {
+    StatePtr s = new_state(dtype, std::move(shape), device);
+    s->producer.store(&stream, std::memory_order_release);
+    r.outputs.push_back(s);
+    out.emplace_back(std::move(s));
+  }
+  lazy::counters::add(&lazy::LazyStats::records);
+  if (lazy::has_observers()) lazy::notify_record({device, op, false, inputs.size()});
+  stream.push(std::move(r));
+  return out;
+}
+
+Tensor Tensor::apply(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
+  std::vector<Tensor> out = apply_multi(op, inputs, std::move(attrs));
+  if (out.size() != 1) {
+    return error_tensor(Status::invalid(std::string(op_keyword(op)) + " has " + std::to_string(out.size()) +
+                                        " results; use Tensor::apply_multi"));
+  }
+  return std::move(out[0]);
+}
+
+// ---- reads ----
+
+Expected<Array> Tensor::to_array() const {
+  if (!state_) return Status::invalid("read of an empty tensor");
+  if (!state_->ready.load(std::memory_order_acquire)) {
+    lazy::Stream* producer = state_->producer.load(std::memory_order_acquire);
+    if (producer) (void)producer->flush();
+  }
+  if (!state_->ready.load(std::memory_order_acquire)) {
+    return Status::internal("tensor " + std::to_string(state_->id) + " was not computed");
+  }
+  if (!state_->error().is_ok()) return state_->error();
+  return state_->value().clone();
+}
+
+// ---- named ops ----
+
+Tensor Tensor::gelu(bool tanh_approx) const {
+  return apply(Op::Gelu, {*this}, {{"approximate", std::string(tanh_approx ? "tanh" : "none")}});
+}
+Tensor Tensor::clip(double lo, double hi) const { return apply(Op::Clip, {*this}, {{"min", lo}, {"max", hi}}); }
+Tensor Tensor::cast(DType to) const { return apply(Op::Cast, {*this}, {{"to", to}}); }
+Tensor Tensor::argmax(int64_t axis, bool keepdims) const {
+  return apply(Op::ArgMax, {*this}, {{"axis", axis}, {"keepdims", keepdims}});
+}
+Tensor Tensor::reduce(Op op, const std::vector<int64_t>& axes, bool keepdims) const {
+  return apply(op, {*this}, {{"axes", axes.empty() ? all_axes(rank()) : axes}, {"keepdims", keepdims}});
+}
+Tensor Tensor::reshape(std::vector<int64_t> shape) const { return apply(Op::Reshape, {*this}, {{"shape", make_shape(shape)}}); }
+Tensor Tensor::expand(std::vector<int64_t> shape) const { return apply(Op::Expand, {*this}, {{"shape", make_shape(shape)}}); }
+Tensor Tensor::slice(std::vector<int64_t> starts, std::vector<int64_t> ends, std::vector<int64_t> axes) const {
+  Attrs a{{"starts", std::move(starts)}, {"ends", std::move(ends)}};
+  if (!axes.empty()) a.set("axes", std::move(axes));
+  return apply(Op::Slice, {*this}, std::move(a));
+}
+Tensor Tensor::pad(std::vector<int64_t> pads, double value) const {
+  return apply(Op::Pad, {*this}, {{"pads", std::move(pads)}, {"value", value}});
+}
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Add, {a, b}); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Sub, {a, b}); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Mul, {a, b}); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Div, {a, b}); }
+Tensor operator-(const Tensor& a) { return Tensor::apply(Op::Neg, {a}); }
+Tensor operator+(const Tensor& a, double b) { return a + Tensor::scalar(b, a.dtype(), a.device()); }
+Tensor operator-(const Tensor& a, double b) { return a - Tensor::scalar(b, a.dtype(), a.device()); }
+Tensor operator*(const Tensor& a, double b) { return a * Tensor::scalar(b, a.dtype(), a.device()); }
+Tensor operator/(const Tensor& a, double b) { return a / Tensor::scalar(b, a.dtype(), a.device()); }
+Tensor operator+(double a, const Tensor& b) { return Tensor::scalar(a, b.dtype(), b.device()) + b; }
+Tensor operator-(double a, const Tensor& b) { return Tensor::scalar(a, b.dtype(), b.device()) - b; }
+Tensor operator*(double a, const Tensor& b) { return Tensor::scalar(a, b.dtype(), b.device()) * b; }
+Tensor operator==(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Equal, {a, b}); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::NotEqual, {a, b}); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Less, {a, b}); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::LessEqual, {a, b}); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Greater, {a, b}); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::GreaterEqual, {a, b}); }
+Tensor operator&&(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::And, {a, b}); }
+Tensor operator||(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Or, {a, b}); }
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Where, {cond, a, b}); }
+Tensor matmul(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::MatMul, {a, b}); }
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, std::vector<int64_t> stride, std::vector<int64_t> pad,
+              int64_t groups) {
+  std::vector<Tensor> in{x, w};
+  if (bias.defined()) in.push_back(bias);
+  return Tensor::apply(Op::Conv2d, in, {{"stride", std::move(stride)}, {"pad", std::move(pad)}, {"groups", groups}});
+}
+Tensor concat(const std::vector<Tensor>& parts, int64_t axis) { return Tensor::apply(Op::Concat, parts, {{"axis", axis}}); }
+Tensor layer_norm(const Tensor& x, const Tensor& scale, const Tensor& shift, double eps) {
+  return Tensor::apply(Op::LayerNorm, {x, scale, shift}, {{"eps", eps}});
+}
+Tensor resize(const Tensor& x, std::vector<int64_t> sizes, const std::string& mode) {
+  return Tensor::apply(Op::Resize, {x}, {{"sizes", make_shape(sizes)}, {"mode", mode}});
+}
+Tensor relu(const Tensor& x) { return x.relu(); }
+
+Status flush() {
+  Status first;
+  for (lazy::Stream* s : lazy::thread_streams()) {
+    Status e = s->flush();
+    if (first.is_ok() && !e.is_ok()) first = e;
+  }
+  return first;
+}
+
+Status sync(lazy::Device device) {
+  Status first;
+  for (lazy::Stream* s : lazy::streams_of(device)) {
+    Status e = s->flush();
+    if (first.is_ok() && !e.is_ok()) first = e;
+  }
+  return first;
+}
+
+}  // namespace fusebox
