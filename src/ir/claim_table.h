@@ -94,6 +94,10 @@ static_assert(kNumFusedKinds <= 32 && kNumEpilogueActs <= 32 && kNumDTypes <= 32
 inline constexpr uint32_t kAllKinds = (1u << kNumFusedKinds) - 1;
 inline constexpr uint32_t kAllActs = (1u << kNumEpilogueActs) - 1;
 inline constexpr uint32_t kAllDTypes = (1u << kNumDTypes) - 1;
+// The dtypes of the reference system's targets (and of fusebox's GPU backends until they run the
+// others): the 16-bit and unsigned 32/64-bit integers are left out. The CPU claims every dtype.
+inline constexpr uint32_t kDeviceDTypes =
+    kAllDTypes & ~(bit(DType::I16) | bit(DType::U16) | bit(DType::U32) | bit(DType::U64));
 // The activations of the reference system's matmul/conv epilogues (spec §4.1): the targets
 // whose claim sets come from it claim these; fusebox's own CPU and CUDA backends add leaky relu,
 // clip (relu6) and hardsigmoid.
@@ -108,7 +112,7 @@ constexpr uint32_t kinds_except(std::initializer_list<FusedKind> left_out) {
   return mask;
 }
 constexpr uint32_t dtypes_except(std::initializer_list<DType> left_out) {
-  uint32_t mask = kAllDTypes;
+  uint32_t mask = kDeviceDTypes;
   for (DType d : left_out) mask &= ~bit(d);
   return mask;
 }

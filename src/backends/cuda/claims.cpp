@@ -8,7 +8,7 @@ namespace fusebox {
 // Discrete memory: outputs cross PCIe (about 25 GB/s effective on 4.0 x16).
 const ClaimTable& cuda_claims() {
   using namespace claim_bits;
-  static constexpr ClaimTable kTable{"cuda", kAllKinds, kAllActs, kAllDTypes, /*has_executor=*/false, /*unified_memory=*/false, /*forces_unfuse_regions=*/false,
+  static constexpr ClaimTable kTable{"cuda", kAllKinds, kAllActs, kDeviceDTypes, /*has_executor=*/false, /*unified_memory=*/false, /*forces_unfuse_regions=*/false,
     {5, 2000, 25, 10, 100}};
   return kTable;
 }
