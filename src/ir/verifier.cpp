@@ -6,6 +6,7 @@
 #include "ir/outline.h"
 #include "ir/shape_inference.h"
 #include "ir/size.h"
+#include "ir/region_prologue.h"
 #include "ir/transform_region.h"
 
 namespace fusebox {
@@ -158,6 +159,11 @@ Status verify(const Graph& g) {
     }
     if (n.body && n.op == Op::TransformRegion) {
       FUSEBOX_RETURN_IF_ERROR(verify_transform_body(*n.body, where()));
+    } else if (n.body && prologue_input(n) >= 0) {
+      Expected<PrologueParts> parts = split_prologue(n);
+      if (!parts) return parts.status().with_context(where());
+      FUSEBOX_RETURN_IF_ERROR(verify_transform_body(*parts->transform.body, where() + ": prologue"));
+      FUSEBOX_RETURN_IF_ERROR(verify_body(*parts->region.body, where()));
     } else if (n.body) {
       FUSEBOX_RETURN_IF_ERROR(verify_body(*n.body, where()));
     }

@@ -7,10 +7,12 @@
 #include "backends/cpu/attention_kernel.h"
 #include "backends/cpu/contraction_kernel.h"
 #include "backends/cpu/onednn/onednn_kernels.h"
+#include "backends/cpu/prologue_kernel.h"
 #include "backends/cpu/reference_backend.h"
 #include "backends/cpu/row_kernels.h"
 #include "backends/cpu/transform_kernel.h"
 #include "backends/host_backend.h"
+#include "ir/region_prologue.h"
 
 namespace fusebox {
 
@@ -97,6 +99,7 @@ class CpuBackend final : public HostBackend {
       if (auto plan = plan_transform_region(n)) return std::shared_ptr<const Kernel>(std::make_shared<TransformKernel>(std::move(plan)));
       return make_reference_kernel(n);
     }
+    if (prologue_input(n) >= 0) return make_prologue_kernel(g, n, options_.codegen);
     bool region = n.op == Op::ElementwiseRegion;
     if (region || (n.outputs.size() == 1 && RegionProgram::supports(n, in, g.type(n.outputs[0])))) {
       FUSEBOX_ASSIGN_OR_RETURN(auto program, RegionProgram::compile(n, in, options_.codegen));

@@ -5,6 +5,7 @@
 
 #include "backends/cpu/reference/dtype_dispatch.h"
 #include "backends/cpu/reference/reference.h"
+#include "ir/region_prologue.h"
 
 namespace fusebox::cpu {
 
@@ -28,6 +29,18 @@ Array broadcast_to(const Array& a, const std::vector<int64_t>& shape) {
 Status ref_ElementwiseRegion(const KernelArgs& args) {
   const Graph* body = args.node.body.get();
   if (!body) return Status::internal("elementwise_region without a body");
+  if (prologue_input(args.node) >= 0) {
+    // The transform first, whole, then the plain region over its result (ir/region_prologue.h).
+    FUSEBOX_ASSIGN_OR_RETURN(PrologueParts parts, split_prologue(args.node));
+    std::vector<int64_t> dims;
+    for (const Dim& d : parts.read.shape) dims.push_back(d.value());
+    std::vector<Array> read{Array(parts.read.dtype, dims)};
+    FUSEBOX_RETURN_IF_ERROR(run_reference(parts.transform, args.in.subspan(parts.input, 1), read));
+    std::vector<Array> in(args.in.begin(), args.in.end());
+    in[parts.input] = std::move(read[0]);
+    std::vector<Array> out(args.out.begin(), args.out.end());
+    return run_reference(parts.region, in, out);
+  }
   const std::vector<int64_t>& shape = args.out[0].shape();
   std::map<ValueId, Array> values;
   for (size_t i = 0; i < body->inputs().size(); ++i) values[body->inputs()[i]] = broadcast_to(args.in[i], shape);
