@@ -8,6 +8,7 @@
 #include <string>
 
 #include "fusebox/session.h"
+#include "fusion/env.h"
 #include "fusion/pass.h"
 #include "fusion/pipeline.h"
 #include "ir/parser.h"
@@ -164,6 +165,35 @@ TEST(RegionPrologue, EveryOptionCombinationMatchesTheReference) {
     const bool prologue = o.fk_fusion && o.fuse_region_prologue && !o.decompose_fusion_regions &&
                           !o.unfuse_elementwise_regions;
     EXPECT_EQ(count_prologues(fused), prologue ? 1u : 0u) << print_graph(fused);
+  }
+}
+
+// The environment's veto on native FK regions (FUSEBOX_NO_NATIVE_FK_REGIONS) and the prologue
+// switch (FUSEBOX_FUSE_REGION_PROLOGUE=0) reach the pipeline: no prologue, same values.
+TEST(RegionPrologue, EnvironmentOverridesMatchTheReference) {
+  Graph g = parse_one(program(40, 52, {3, 5, 30, 41}, 12, 10, "linear"));
+  const std::pair<const char*, size_t> cases[] = {{"FUSEBOX_NO_NATIVE_FK_REGIONS", 0u},
+                                                  {"FUSEBOX_FUSE_REGION_PROLOGUE", 0u}};
+  for (const auto& [name, prologues] : cases) {
+    SCOPED_TRACE(name);
+    Session session;
+    CompileOptions opts;
+    opts.merge_env = true;
+    opts.env = map_env({{name, std::string(name) == "FUSEBOX_FUSE_REGION_PROLOGUE" ? "0" : "1"}});
+    opts.verify_each_pass = true;
+    Expected<Executable> fused = session.compile(g, opts);
+    ASSERT_TRUE(fused) << fused.status().to_string();
+    EXPECT_EQ(count_prologues(fused->graph()), prologues) << print_graph(fused->graph());
+    CompileOptions ref_opts;
+    ref_opts.fuse = false;
+    testing::use_backend(ref_opts, testing::kReference);
+    Expected<Executable> ref = session.compile(g, ref_opts);
+    ASSERT_TRUE(ref);
+    NamedArrays in{{"frame", random_array(DType::U8, {40, 52, 3}, 9, 0, 256)}};
+    Expected<std::vector<Array>> want = ref->run(in);
+    Expected<std::vector<Array>> got = fused->run(in);
+    ASSERT_TRUE(want && got);
+    EXPECT_TRUE(testing::arrays_close((*got)[0], (*want)[0], 1e-6, 1e-6));
   }
 }
 
