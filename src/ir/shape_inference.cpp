@@ -1,5 +1,6 @@
 #include "ir/shape_inference.h"
 
+#include "ir/batch_region.h"
 #include "ir/epilogue.h"
 #include "ir/fused_attention_op.h"
 #include "ir/layout.h"
@@ -979,6 +980,7 @@ Expected<Types> infer_by_op(const Ctx& c) {
     case Op::FusedAttention: return infer_fused_attention(c.node, c.in);
     case Op::ElementwiseRegion: return infer_elementwise_region(c);
     case Op::TransformRegion: return infer_transform_region(c);
+    case Op::BatchElementwiseRegion: return infer_batch_region(c.node, c.in);
     case Op::Constant: {
       const Array& a = node.attr_array("value");
       return Types{TensorType{a.dtype(), make_shape(a.shape())}};

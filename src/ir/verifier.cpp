@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "ir/batch_region.h"
 #include "ir/outline.h"
 #include "ir/shape_inference.h"
 #include "ir/size.h"
@@ -159,6 +160,9 @@ Status verify(const Graph& g) {
     }
     if (n.body && n.op == Op::TransformRegion) {
       FUSEBOX_RETURN_IF_ERROR(verify_transform_body(*n.body, where()));
+    } else if (n.body && n.op == Op::BatchElementwiseRegion) {
+      Status s = verify(*n.body);  // whole-tensor item region (with its prologue) and transform
+      if (!s.is_ok()) return s.with_context(where() + ": body");
     } else if (n.body && prologue_input(n) >= 0) {
       Expected<PrologueParts> parts = split_prologue(n);
       if (!parts) return parts.status().with_context(where());
