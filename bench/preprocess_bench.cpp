@@ -6,7 +6,7 @@
 //   crops16_mixed     16 crops of different sizes -> 224x224 bilinear -> normalise -> CHW batch
 //   frame_1080p       the whole frame -> 540x960 bilinear -> normalise -> CHW: f32 [3,540,960]
 //
-// Fused is the default CPU pipeline (transform regions, region prologues); unfused runs every op
+// Fused is the default CPU pipeline (transform regions, region prologues, batch regions); unfused runs every op
 // alone on the same backend (CompileOptions::fuse = false). Each case reports the bytes of the
 // frame read once plus the result written once, as bytes processed.
 #include <benchmark/benchmark.h>

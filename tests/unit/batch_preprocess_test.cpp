@@ -5,6 +5,7 @@
 // an inner axis; the inverse (decompose-fusion-regions) and the refusals, defect 4 of spec §5
 // (a permuted concat or items with different bodies are never merged).
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <string>
 
@@ -135,6 +136,25 @@ TEST(BatchPreprocess, ConcatAlongAnInnerAxisMatchesTheReference) {
     Graph fused = expect_matches_reference(parse_one(program(p)), std::nullopt, p.H, p.W);
     EXPECT_EQ(batches(fused), 1u) << print_graph(fused);
   }
+}
+
+// The CPU kernel runs items in parallel when there are at least as many as threads, otherwise one
+// after the other with each item's row windows in parallel; both equal the reference, on items
+// large enough to be cut into windows.
+TEST(BatchPreprocess, ParallelAndWindowedItemsMatchTheReference) {
+  const int threads = omp_get_max_threads();
+  for (int t : {1, 16}) {
+    SCOPED_TRACE(std::to_string(t) + " threads");
+    omp_set_num_threads(t);
+    Program p;
+    p.H = 300;
+    p.W = 400;
+    p.out = 150;
+    p.crops = {{0, 0, 300, 400}, {7, 13, 290, 380}, {299, 399, 1, 1}};
+    Graph fused = expect_matches_reference(parse_one(program(p)), std::nullopt, p.H, p.W);
+    EXPECT_EQ(batches(fused), 1u) << print_graph(fused);
+  }
+  omp_set_num_threads(threads);
 }
 
 // Every option that changes the pipeline; the batch forms only with fk_fusion and

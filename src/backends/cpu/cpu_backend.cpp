@@ -7,6 +7,7 @@
 #include "backends/cpu/attention_kernel.h"
 #include "backends/cpu/contraction_kernel.h"
 #include "backends/cpu/onednn/onednn_kernels.h"
+#include "backends/cpu/batch_kernel.h"
 #include "backends/cpu/prologue_kernel.h"
 #include "backends/cpu/reference_backend.h"
 #include "backends/cpu/row_kernels.h"
@@ -100,6 +101,10 @@ class CpuBackend final : public HostBackend {
       return make_reference_kernel(n);
     }
     if (prologue_input(n) >= 0) return make_prologue_kernel(g, n, options_.codegen);
+    if (n.op == Op::BatchElementwiseRegion) {
+      FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const Kernel> batch, make_batch_kernel(n, options_.codegen));
+      return batch ? batch : make_reference_kernel(n);  // shapes not static: item by item, reference
+    }
     bool region = n.op == Op::ElementwiseRegion;
     if (region || (n.outputs.size() == 1 && RegionProgram::supports(n, in, g.type(n.outputs[0])))) {
       FUSEBOX_ASSIGN_OR_RETURN(auto program, RegionProgram::compile(n, in, options_.codegen));
