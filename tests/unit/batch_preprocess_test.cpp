@@ -10,6 +10,7 @@
 #include <string>
 
 #include "fusebox/session.h"
+#include "fusion/env.h"
 #include "fusion/pass.h"
 #include "fusion/pipeline.h"
 #include "ir/batch_region.h"
@@ -175,6 +176,39 @@ TEST(BatchPreprocess, EveryOptionCombinationMatchesTheReference) {
     const bool batch = o.fk_fusion && o.fuse_batch_preprocess && !o.decompose_fusion_regions &&
                        !o.unfuse_elementwise_regions;
     EXPECT_EQ(batches(fused), batch ? 1u : 0u) << print_graph(fused);
+  }
+}
+
+// The environment reaches the pipeline: FUSEBOX_FUSE_BATCH_PREPROCESS=0 and FUSEBOX_NO_FK_FUSION
+// leave no batch, FUSEBOX_FUSE_BATCH_PREPROCESS=1 keeps it; the values are the same.
+TEST(BatchPreprocess, EnvironmentOverridesMatchTheReference) {
+  Program p;
+  p.crops = {{3, 5, 30, 41}, {0, 0, 48, 64}};
+  Graph g = parse_one(program(p));
+  const std::tuple<const char*, const char*, size_t> cases[] = {{"FUSEBOX_FUSE_BATCH_PREPROCESS", "0", 0u},
+                                                                {"FUSEBOX_FUSE_BATCH_PREPROCESS", "1", 1u},
+                                                                {"FUSEBOX_NO_FK_FUSION", "1", 0u}};
+  Session session;
+  CompileOptions ref_opts;
+  ref_opts.fuse = false;
+  testing::use_backend(ref_opts, testing::kReference);
+  Expected<Executable> ref = session.compile(g, ref_opts);
+  ASSERT_TRUE(ref);
+  NamedArrays in{{"frame", random_array(DType::U8, {p.H, p.W, 3}, 9, 0, 256)}};
+  Expected<std::vector<Array>> want = ref->run(in);
+  ASSERT_TRUE(want);
+  for (const auto& [name, value, count] : cases) {
+    SCOPED_TRACE(std::string(name) + "=" + value);
+    CompileOptions opts;
+    opts.merge_env = true;
+    opts.env = map_env({{name, value}});
+    opts.verify_each_pass = true;
+    Expected<Executable> fused = session.compile(g, opts);
+    ASSERT_TRUE(fused) << fused.status().to_string();
+    EXPECT_EQ(batches(fused->graph()), count) << print_graph(fused->graph());
+    Expected<std::vector<Array>> got = fused->run(in);
+    ASSERT_TRUE(got);
+    EXPECT_TRUE(testing::arrays_close((*got)[0], (*want)[0], 1e-6, 1e-6));
   }
 }
 
