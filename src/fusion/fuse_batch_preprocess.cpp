@@ -15,6 +15,7 @@
 //   decide       verdict_for(): readers, sources, order, shapes, bodies
 //   materialize  the batch node replaces the concat; the items' nodes are dropped
 #include <memory>
+#include <optional>
 #include <variant>
 
 #include "fusion/pass.h"
