@@ -1,8 +1,10 @@
 #include "ir/shape_inference.h"
 
+#include "ir/batch_region.h"
 #include "ir/epilogue.h"
 #include "ir/fused_attention_op.h"
 #include "ir/layout.h"
+#include "ir/region_prologue.h"
 #include "ir/shape_inference_extra.h"
 #include "ir/size.h"
 
@@ -824,9 +826,25 @@ Expected<Types> infer_peaks(const Ctx& c) {
   return Types{TensorType{x.dtype, out}, TensorType{DType::I64, out}};
 }
 
+Expected<Types> infer_transform_region(const Ctx& c);
+Expected<Types> infer_elementwise_region(const Ctx& c);
+
+// A region with a prologue reads operand k through its transform: the plain region sees the
+// transform's result there (ir/region_prologue.h).
+Expected<Types> infer_prologue_region(const Ctx& c) {
+  Expected<PrologueParts> parts = split_prologue(c.node);
+  if (!parts) return c.fail(parts.status().message());
+  if (parts->input >= c.in.size()) return c.fail("prologue_input is not an operand");
+  FUSEBOX_ASSIGN_OR_RETURN(Types read, infer_transform_region(Ctx{parts->transform, c.in.subspan(parts->input, 1), c.bindings}));
+  std::vector<TensorType> in(c.in.begin(), c.in.end());
+  in[parts->input] = read[0];
+  return infer_elementwise_region(Ctx{parts->region, in, c.bindings});
+}
+
 Expected<Types> infer_elementwise_region(const Ctx& c) {
   const Graph* body = c.node.body.get();
   if (!body) return c.fail("has no body");
+  if (prologue_input(c.node) >= 0) return infer_prologue_region(c);
   if (body->inputs().size() != c.in.size()) {
     return c.fail("body takes " + std::to_string(body->inputs().size()) + " values but the region has " +
                   std::to_string(c.in.size()) + " operands");
@@ -995,6 +1013,7 @@ Expected<Types> infer_by_op(const Ctx& c) {
     case Op::ElementwiseRegion: return infer_elementwise_region(c);
     case Op::TransformRegion: return infer_transform_region(c);
     case Op::ReductionRegion: return infer_reduction_region(c);
+    case Op::BatchElementwiseRegion: return infer_batch_region(c.node, c.in);
     case Op::Constant: {
       const Array& a = node.attr_array("value");
       return Types{TensorType{a.dtype(), make_shape(a.shape())}};

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <set>
 
+#include "ir/batch_region.h"
 #include "ir/outline.h"
+#include "ir/reduction_region.h"
+#include "ir/region_prologue.h"
 #include "ir/shape_inference.h"
 #include "ir/size.h"
-#include "ir/reduction_region.h"
 #include "ir/transform_region.h"
 
 namespace fusebox {
@@ -170,6 +172,14 @@ Status verify(const Graph& g) {
       FUSEBOX_RETURN_IF_ERROR(verify_transform_body(*n.body, where()));
     } else if (n.body && n.op == Op::ReductionRegion) {
       FUSEBOX_RETURN_IF_ERROR(verify_reduction_body(*n.body, n.attr_i64("row_axes"), where()));
+    } else if (n.body && n.op == Op::BatchElementwiseRegion) {
+      Status s = verify(*n.body);  // whole-tensor item region (with its prologue) and transform
+      if (!s.is_ok()) return s.with_context(where() + ": body");
+    } else if (n.body && prologue_input(n) >= 0) {
+      Expected<PrologueParts> parts = split_prologue(n);
+      if (!parts) return parts.status().with_context(where());
+      FUSEBOX_RETURN_IF_ERROR(verify_transform_body(*parts->transform.body, where() + ": prologue"));
+      FUSEBOX_RETURN_IF_ERROR(verify_body(*parts->region.body, where()));
     } else if (n.body) {
       FUSEBOX_RETURN_IF_ERROR(verify_body(*n.body, where()));
     }

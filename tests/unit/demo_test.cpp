@@ -104,6 +104,20 @@ TEST(DemoPrograms, FullSizeFusedRunsMatchTheReference) {
   }
 }
 
+// The pre-processing program (four crops of one frame, resize, normalise, CHW, concat) is one
+// batch_elementwise_region, one kernel, at both sizes.
+TEST(DemoPrograms, ImagePipelineIsOneKernel) {
+  for (DemoScale scale : {DemoScale::Small, DemoScale::Full}) {
+    Expected<std::vector<DemoProgram>> programs = demo_programs(scale);
+    ASSERT_TRUE(programs);
+    Session session;
+    Expected<Executable> exe = session.compile(find(*programs, "image_pipeline").graph, CompileOptions{});
+    ASSERT_TRUE(exe) << exe.status().to_string();
+    EXPECT_EQ(exe->report().kernels_after, 1u);
+    EXPECT_EQ(testing::count_op(exe->graph(), Op::BatchElementwiseRegion), 1u);
+  }
+}
+
 // Without positional encodings or a mask, attention treats tokens as a set: reversing the tokens
 // reverses the output. Batch rows are independent. Both break if heads and tokens are mixed up.
 TEST(DemoPrograms, TransformerBlockIsTokenEquivariantAndBatchIndependent) {

@@ -15,6 +15,7 @@
 #include "backends/registry/registry.h"
 #include "fusion/fuse.h"
 #include "fusion/pipeline_plan.h"
+#include "ir/region_prologue.h"
 #include "ir/shape_inference.h"
 #include "ir/size.h"
 #include "load_program.h"
@@ -66,9 +67,12 @@ std::string codegen_line(const Graph& g) {
       interpreted += (interpreted.empty() ? "" : ", ") + name;
       continue;
     }
-    std::string why = cpu::jit_unsupported_step(*n.body);
+    // A prologue's transform runs on its own plan; the code is generated for the rest.
+    Expected<PrologueParts> parts = prologue_input(n) >= 0 ? split_prologue(n) : Expected<PrologueParts>(PrologueParts{});
+    const Graph& body = prologue_input(n) >= 0 && parts ? *parts->region.body : *n.body;
+    std::string why = cpu::jit_unsupported_step(body);
     if (why.empty()) {
-      const size_t stages = cpu::jit_stage_starts(*n.body).size();
+      const size_t stages = cpu::jit_stage_starts(body).size();
       generated += (generated.empty() ? "" : ", ") + name + (stages > 1 ? " (" + std::to_string(stages) + " stages)" : "");
     } else {
       interpreted += (interpreted.empty() ? "" : ", ") + name + " (no code for " + why + ")";

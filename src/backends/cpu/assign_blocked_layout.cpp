@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ir/layout.h"
+#include "ir/region_prologue.h"
 #include "ir/shape_inference.h"
 
 namespace fusebox::cpu {
@@ -19,7 +20,7 @@ Shape as_rank4(const Shape& s) {
 }
 
 bool elementwise_like(const Node& n) {
-  if (n.op == Op::ElementwiseRegion) return true;
+  if (n.op == Op::ElementwiseRegion) return prologue_input(n) < 0;  // a prologue indexes its source
   if (n.op == Op::BatchNorm || n.op == Op::Expand) return false;  // axis-1 and shape semantics
   OpKind k = n.info().kind;
   return k == OpKind::Elementwise || k == OpKind::Broadcast;

@@ -5,13 +5,16 @@
 
 #include "backends/cpu/assign_blocked_layout.h"
 #include "backends/cpu/attention_kernel.h"
+#include "backends/cpu/batch_kernel.h"
 #include "backends/cpu/contraction_kernel.h"
 #include "backends/cpu/onednn/onednn_kernels.h"
+#include "backends/cpu/prologue_kernel.h"
 #include "backends/cpu/reduction_kernel.h"
 #include "backends/cpu/reference_backend.h"
 #include "backends/cpu/row_kernels.h"
 #include "backends/cpu/transform_kernel.h"
 #include "backends/host_backend.h"
+#include "ir/region_prologue.h"
 
 namespace fusebox {
 
@@ -102,6 +105,11 @@ class CpuBackend final : public HostBackend {
       // Bodies the row interpreter does not cover run their nodes one by one (the reference).
       if (auto rows = make_reduction_kernel(g, n)) return rows;
       return make_reference_kernel(n);
+    }
+    if (prologue_input(n) >= 0) return make_prologue_kernel(g, n, options_.codegen);
+    if (n.op == Op::BatchElementwiseRegion) {
+      FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const Kernel> batch, make_batch_kernel(n, options_.codegen));
+      return batch ? batch : make_reference_kernel(n);  // shapes not static: item by item, reference
     }
     bool region = n.op == Op::ElementwiseRegion;
     if (region || (n.outputs.size() == 1 && RegionProgram::supports(n, in, g.type(n.outputs[0])))) {

@@ -35,4 +35,11 @@ std::shared_ptr<const TransformPlan> plan_transform_region(const Node& region, s
 // Runs the plan: `in` has the body parameter's type, `out` the region's result type.
 Status run_transform_plan(const TransformPlan& plan, const Array& in, Array& out);
 
+// The granule of run_transform_window: windows start and end at multiples of it (a row of the
+// plan's output, or a row of rows for HWC interpolation).
+int64_t transform_window_unit(const TransformPlan& plan);
+// Runs the plan for the result elements [e0, e1) only (row-major over the region's result),
+// writing them to dst[0, e1 - e0): how a prologue runs the transform a slice at a time.
+Status run_transform_window(const TransformPlan& plan, const Array& in, void* dst, int64_t e0, int64_t e1);
+
 }  // namespace fusebox::cpu

@@ -50,18 +50,24 @@ struct Dynamic {
 
 constexpr int kMaxAxes = 16;
 
+// The elements [e0, e1) of the plan's output that a call writes, to dst[0, e1 - e0); both ends
+// are multiples of the path's row (transform_window_unit).
+struct Window {
+  int64_t e0, e1;
+};
+
 // Per element: a pad constant applied after the interpolation wins; otherwise the taps are
 // summed in the reference's order (weight-order axes lexicographic, the last fastest).
 template <typename IO>
-void run_rows(const TransformPlan& p, const IO& io, const void* src, void* dst) {
+void run_rows(const TransformPlan& p, const IO& io, const void* src, void* dst, Window win) {
   const size_t R = p.out_axes, A = p.axes.size();
   const int64_t width = R ? p.out_shape[R - 1] : 1;
-  const int64_t rows = R ? product(std::span<const int64_t>(p.out_shape).subspan(0, R - 1)) : 1;
+  const int64_t r0 = win.e0 / width, r1 = win.e1 / width;
   const int post_after = p.linear ? p.resize_step : -1;
   std::vector<int> split_order;  // axes that may hold two taps, in weight order
   for (int d : p.weight_order) split_order.push_back(d);
-#pragma omp parallel for schedule(static) if (rows * width >= (int64_t(1) << 14))
-  for (int64_t r = 0; r < rows; ++r) {
+#pragma omp parallel for schedule(static) if ((r1 - r0) * width >= (int64_t(1) << 14))
+  for (int64_t r = r0; r < r1; ++r) {
     size_t index[kMaxAxes] = {};
     int64_t rest = r;
     for (size_t a = R ? R - 1 : 0; a-- > 0;) {
@@ -86,7 +92,7 @@ void run_rows(const TransformPlan& p, const IO& io, const void* src, void* dst) 
           base += ax.off[k];
         }
       }
-      const int64_t o = r * width + c;
+      const int64_t o = r * width + c - win.e0;
       if (post >= 0) {
         io.store(dst, o, p.const_value[size_t(post)]);
         continue;
@@ -182,14 +188,14 @@ bool rows_combine(const TransformPlan& p) {
 }
 
 template <typename IO>
-void run_rows_combined(const TransformPlan& p, const IO& io, const void* src, void* dst) {
+void run_rows_combined(const TransformPlan& p, const IO& io, const void* src, void* dst, Window win) {
   const size_t R = p.out_axes, A = p.axes.size();
   const int64_t width = p.out_shape[R - 1];
-  const int64_t rows = product(std::span<const int64_t>(p.out_shape).subspan(0, R - 1));
+  const int64_t r0 = win.e0 / width, r1 = win.e1 / width;
   const TransformPlan::Axis& inner = p.axes[R - 1];
   const int after = p.resize_step;
-#pragma omp parallel for schedule(static) if (rows * width >= (int64_t(1) << 14))
-  for (int64_t r = 0; r < rows; ++r) {
+#pragma omp parallel for schedule(static) if ((r1 - r0) * width >= (int64_t(1) << 14))
+  for (int64_t r = r0; r < r1; ++r) {
     size_t index[kMaxAxes] = {};
     int64_t rest = r;
     for (size_t a = R - 1; a-- > 0;) {
@@ -218,7 +224,7 @@ void run_rows_combined(const TransformPlan& p, const IO& io, const void* src, vo
       n = split_taps(combos, n, p.axes[size_t(d)], index[d]);
     }
     for (int64_t c = 0; c < width; ++c) {
-      store_combined(p, io, src, dst, r * width + c, combos, n, inner, size_t(c), post);
+      store_combined(p, io, src, dst, r * width + c - win.e0, combos, n, inner, size_t(c), post);
     }
   }
 }
@@ -242,15 +248,15 @@ bool rows_combine2(const TransformPlan& p) {
 // run_rows_combined with rows over all but the last two axes: a narrow last axis (the 3
 // channels of an HWC image) would otherwise pay the per-row work for every 3 elements.
 template <typename IO>
-void run_rows_combined2(const TransformPlan& p, const IO& io, const void* src, void* dst) {
+void run_rows_combined2(const TransformPlan& p, const IO& io, const void* src, void* dst, Window win) {
   const size_t R = p.out_axes, A = p.axes.size();
   const int64_t W = p.out_shape[R - 2], C = p.out_shape[R - 1];
-  const int64_t rows = product(std::span<const int64_t>(p.out_shape).subspan(0, R - 2));
+  const int64_t r0 = win.e0 / (W * C), r1 = win.e1 / (W * C);
   const TransformPlan::Axis& mid = p.axes[R - 2];
   const TransformPlan::Axis& inner = p.axes[R - 1];
   const int after = p.resize_step;
-#pragma omp parallel for schedule(static) if (rows * W * C >= (int64_t(1) << 14))
-  for (int64_t r = 0; r < rows; ++r) {
+#pragma omp parallel for schedule(static) if ((r1 - r0) * W * C >= (int64_t(1) << 14))
+  for (int64_t r = r0; r < r1; ++r) {
     size_t index[kMaxAxes] = {};
     int64_t rest = r;
     for (size_t a = R - 2; a-- > 0;) {
@@ -296,29 +302,31 @@ void run_rows_combined2(const TransformPlan& p, const IO& io, const void* src, v
         }
       }
       for (int64_t c = 0; c < C; ++c) {
-        store_combined(p, io, src, dst, (r * W + x) * C + c, c2, n2, inner, size_t(c), post2);
+        store_combined(p, io, src, dst, (r * W + x) * C + c - win.e0, c2, n2, inner, size_t(c), post2);
       }
     }
   }
 }
 
+bool uses_combined2(const TransformPlan& p) { return rows_combine2(p) && p.out_shape[p.out_axes - 1] < 64; }
+
 template <typename IO>
-void run_any(const TransformPlan& p, const IO& io, const void* src, void* dst) {
-  if (rows_combine2(p) && p.out_shape[p.out_axes - 1] < 64) return run_rows_combined2(p, io, src, dst);
-  if (rows_combine(p)) return run_rows_combined(p, io, src, dst);
-  run_rows(p, io, src, dst);
+void run_any(const TransformPlan& p, const IO& io, const void* src, void* dst, Window win) {
+  if (uses_combined2(p)) return run_rows_combined2(p, io, src, dst, win);
+  if (rows_combine(p)) return run_rows_combined(p, io, src, dst, win);
+  run_rows(p, io, src, dst, win);
 }
 
 // Same dtype, no interpolation: element copies, a whole row by memcpy when its map is a plain
 // offset.
 template <size_t E>
-void copy_rows(const TransformPlan& p, const uint8_t* src, uint8_t* dst) {
+void copy_rows(const TransformPlan& p, const uint8_t* src, uint8_t* dst, Window win) {
   const size_t R = p.out_axes, A = p.axes.size();
   const int64_t width = R ? p.out_shape[R - 1] : 1;
-  const int64_t rows = R ? product(std::span<const int64_t>(p.out_shape).subspan(0, R - 1)) : 1;
+  const int64_t r0 = win.e0 / width, r1 = win.e1 / width;
   const TransformPlan::Axis* inner = R ? &p.axes[R - 1] : nullptr;
-#pragma omp parallel for schedule(static) if (rows * width >= (int64_t(1) << 15))
-  for (int64_t r = 0; r < rows; ++r) {
+#pragma omp parallel for schedule(static) if ((r1 - r0) * width >= (int64_t(1) << 15))
+  for (int64_t r = r0; r < r1; ++r) {
     int64_t base = 0, rest = r;
     int cstep = -1;
     for (size_t d = 0; d < A; ++d) {
@@ -333,7 +341,7 @@ void copy_rows(const TransformPlan& p, const uint8_t* src, uint8_t* dst) {
       if (p.axes[d].off[k] == kConst) cstep = std::max(cstep, int(p.axes[d].step[k]));
       else base += p.axes[d].off[k];
     }
-    uint8_t* out = dst + static_cast<size_t>(r * width) * E;
+    uint8_t* out = dst + static_cast<size_t>(r * width - win.e0) * E;
     if (cstep < 0 && inner && inner->contiguous) {
       std::memcpy(out, src + static_cast<size_t>(base + inner->off[0]) * E, static_cast<size_t>(width) * E);
       continue;
@@ -354,36 +362,50 @@ void copy_rows(const TransformPlan& p, const uint8_t* src, uint8_t* dst) {
 
 }  // namespace
 
+int64_t transform_window_unit(const TransformPlan& p) {
+  if (p.out_axes == 0) return 1;
+  const int64_t width = p.out_shape[p.out_axes - 1];
+  const bool copies = !p.linear && p.src_dtype == p.out_dtype;
+  return !copies && uses_combined2(p) ? p.out_shape[p.out_axes - 2] * width : width;
+}
+
 Status run_transform_plan(const TransformPlan& p, const Array& in, Array& out) {
-  FUSEBOX_CHECK(in.dtype() == p.src_dtype && out.dtype() == p.out_dtype) << "transform plan: dtypes";
+  FUSEBOX_CHECK(out.dtype() == p.out_dtype) << "transform plan: dtypes";
+  return run_transform_window(p, in, out.raw(), 0, out.numel());
+}
+
+Status run_transform_window(const TransformPlan& p, const Array& in, void* dst, int64_t e0, int64_t e1) {
+  FUSEBOX_CHECK(in.dtype() == p.src_dtype) << "transform plan: dtypes";
   FUSEBOX_CHECK(p.axes.size() <= size_t(kMaxAxes)) << "transform plan: too many axes";
-  if (out.numel() == 0) return Status::ok();
+  if (e1 == e0) return Status::ok();
+  const int64_t unit = transform_window_unit(p);
+  FUSEBOX_CHECK(unit > 0 && e0 % unit == 0 && e1 % unit == 0 && e0 < e1) << "transform plan: window";
+  const Window win{e0, e1};
   const void* src = in.raw();
-  void* dst = out.raw();
   if (!p.linear && p.src_dtype == p.out_dtype) {
     auto* s = static_cast<const uint8_t*>(src);
     auto* d = static_cast<uint8_t*>(dst);
     switch (dtype_size(p.src_dtype)) {
-      case 1: copy_rows<1>(p, s, d); return Status::ok();
-      case 2: copy_rows<2>(p, s, d); return Status::ok();
-      case 4: copy_rows<4>(p, s, d); return Status::ok();
-      case 8: copy_rows<8>(p, s, d); return Status::ok();
+      case 1: copy_rows<1>(p, s, d, win); return Status::ok();
+      case 2: copy_rows<2>(p, s, d, win); return Status::ok();
+      case 4: copy_rows<4>(p, s, d, win); return Status::ok();
+      case 8: copy_rows<8>(p, s, d, win); return Status::ok();
     }
     FUSEBOX_CHECK(false) << "transform plan: element size";
   }
   const DType R = p.linear ? p.resize_dtype : p.out_dtype;
   if (p.src_dtype == DType::U8 && p.out_dtype == DType::F32 && R == DType::F32) {
-    run_any(p, Fixed<DType::U8, DType::F32, DType::F32>{}, src, dst);
+    run_any(p, Fixed<DType::U8, DType::F32, DType::F32>{}, src, dst, win);
   } else if (p.src_dtype == DType::F32 && p.out_dtype == DType::F32 && R == DType::F32) {
-    run_any(p, Fixed<DType::F32, DType::F32, DType::F32>{}, src, dst);
+    run_any(p, Fixed<DType::F32, DType::F32, DType::F32>{}, src, dst, win);
   } else if (p.src_dtype == DType::U8 && p.out_dtype == DType::U8 && R == DType::U8) {
-    run_any(p, Fixed<DType::U8, DType::U8, DType::U8>{}, src, dst);
+    run_any(p, Fixed<DType::U8, DType::U8, DType::U8>{}, src, dst, win);
   } else {
     Dynamic io{};
     visit_dtype(p.src_dtype, [&]<DType D>() { io.l = &load_as<D>; });
     visit_dtype(p.out_dtype, [&]<DType D>() { io.s = &store_as<D>; });
     visit_dtype(R, [&]<DType D>() { io.r = &round_to<D>; });
-    run_any(p, io, src, dst);
+    run_any(p, io, src, dst, win);
   }
   return Status::ok();
 }
