@@ -44,7 +44,7 @@ int thread_number() {
 }
 
 void write_at_exit() {
-  if (!trace_info().path.empty()) {
+  if (trace_detail::g_on.load(std::memory_order_relaxed)) {
     Status s = write_trace();
     if (!s.is_ok()) std::fprintf(stderr, "fusebox: %s\n", s.to_string().c_str());
   }

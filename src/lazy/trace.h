@@ -20,9 +20,9 @@ inline constexpr size_t kDefaultMaxTraceEvents = 100000;
 
 // Starts (or restarts, dropping kept spans) tracing into `path`.
 void start_trace(const std::string& path, size_t max_events = kDefaultMaxTraceEvents);
-// Stops tracing (kept spans stay until the next start).
+// Stops tracing (kept spans stay until the next start; nothing is written at exit).
 void stop_trace();
-// Writes the kept spans to the trace's path (also done at exit when tracing is on).
+// Writes the kept spans to the trace's path (also done at exit while tracing is on).
 Status write_trace();
 struct TraceInfo {
   bool on = false;
