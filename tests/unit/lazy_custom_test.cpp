@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <stdexcept>
+#include <thread>
 
 #include "support/lazy_test_util.h"
 
@@ -13,6 +14,11 @@ namespace fusebox::testing {
 namespace {
 
 Tensor rnd(std::vector<int64_t> shape, uint64_t seed) { return Tensor::randn(std::move(shape), seed); }
+
+double alpha(const Attrs& attrs) {
+  const AttrValue* v = attrs.find("alpha");
+  return v && std::holds_alternative<double>(*v) ? std::get<double>(*v) : 0.0;
+}
 
 float softplus(float x) { return std::log(1.0f + std::exp(x)); }
 
@@ -181,6 +187,74 @@ TEST_F(LazyTest, CustomOpsWithEqualShapesKeepTheirOwnPlans) {
     }
   }
   EXPECT_EQ(lazy::stats().plan_hits, 2u);  // the second round reuses both plans
+}
+
+TEST_F(LazyTest, CustomOpsWithSeveralOperandsAndResults) {
+  // Two results, no body: (min, max) of two operands, element by element.
+  lazy::CustomOpDef minmax;
+  minmax.name = "test_minmax";
+  minmax.min_inputs = minmax.max_inputs = 2;
+  minmax.infer = [](const std::vector<lazy::CustomType>& in, const Attrs&) -> Expected<std::vector<lazy::CustomType>> {
+    if (in[0].shape != in[1].shape) return Status::invalid("operands differ in shape");
+    return std::vector<lazy::CustomType>{in[0], in[0]};
+  };
+  minmax.cpu = [](const std::vector<Array>& in, const Attrs&, std::vector<Array>& out) {
+    for (int64_t i = 0; i < in[0].numel(); ++i) {
+      out[0].set_f64(i, std::min(in[0].get_f64(i), in[1].get_f64(i)));
+      out[1].set_f64(i, std::max(in[0].get_f64(i), in[1].get_f64(i)));
+    }
+    return Status::ok();
+  };
+  // Two operands with a body and an attribute: x * y + alpha.
+  lazy::CustomOpDef fma = softplus_def("test_mul_add", true);
+  fma.min_inputs = fma.max_inputs = 2;
+  fma.cpu = [](const std::vector<Array>& in, const Attrs& attrs, std::vector<Array>& out) {
+    for (int64_t i = 0; i < in[0].numel(); ++i) out[0].set_f64(i, in[0].get_f64(i) * in[1].get_f64(i) + alpha(attrs));
+    return Status::ok();
+  };
+  fma.body = [](GraphBuilder& b, const std::vector<ValueId>& in, const Attrs& attrs) -> Expected<std::vector<ValueId>> {
+    return std::vector<ValueId>{b.add(b.mul(in[0], in[1]), b.scalar(DType::F32, alpha(attrs)))};
+  };
+  ASSERT_TRUE(lazy::register_custom_op(minmax).is_ok());
+  ASSERT_TRUE(lazy::register_custom_op(fma).is_ok());
+  Tensor a = rnd({12, 7}, 31), b = rnd({12, 7}, 32);
+  std::vector<Tensor> mm = custom_op_multi("test_minmax", {a, b});
+  ASSERT_EQ(mm.size(), 2u);
+  Tensor y = custom_op("test_mul_add", {mm[0], mm[1].tanh()}, {{"alpha", 0.25}});
+  Array lo = read(mm[0]), hi = read(mm[1]), got = read(y);
+  const Array ea = read(a), eb = read(b);
+  for (int64_t i = 0; i < ea.numel(); ++i) {
+    const float l = std::min(float(ea.get_f64(i)), float(eb.get_f64(i))), h = std::max(float(ea.get_f64(i)), float(eb.get_f64(i)));
+    EXPECT_FLOAT_EQ(float(lo.get_f64(i)), l);
+    EXPECT_FLOAT_EQ(float(hi.get_f64(i)), h);
+    EXPECT_NEAR(float(got.get_f64(i)), l * std::tanh(h) + 0.25f, 1e-5f);
+  }
+  EXPECT_FALSE(custom_op_multi("test_minmax", {a, a.reshape({7, 12})})[0].to_array().has_value());
+  EXPECT_FALSE(custom_op("test_minmax", {a, b}).to_array().has_value());  // two results: use custom_op_multi
+}
+
+TEST_F(LazyTest, CustomOpsRegisteredWhileAnotherThreadRecords) {
+  std::atomic<bool> done{false};
+  std::atomic<int> bad{0};
+  std::thread worker([&] {
+    Tensor x = rnd({64}, 33);
+    const Array ex = read(x);
+    for (int round = 0; !done.load() || round < 20; ++round) {
+      Array y = read((x * 2.0).exp());
+      for (int64_t i = 0; i < 64; ++i) bad += std::abs(float(y.get_f64(i)) - std::exp(2.0f * float(ex.get_f64(i)))) > 1e-3f;
+    }
+  });
+  for (int i = 0; i < 20; ++i) {
+    const std::string name = "test_concurrent_" + std::to_string(i);
+    ASSERT_TRUE(lazy::register_custom_op(softplus_def(name, i % 2 == 0)).is_ok());
+    Tensor a = rnd({32}, 40 + uint64_t(i));
+    Array got = read(custom_op(name, {a}));
+    const Array ea = read(a);
+    for (int64_t k = 0; k < 32; ++k) EXPECT_NEAR(float(got.get_f64(k)), softplus(float(ea.get_f64(k))), 1e-5f);
+  }
+  done = true;
+  worker.join();
+  EXPECT_EQ(bad.load(), 0);
 }
 
 }  // namespace
