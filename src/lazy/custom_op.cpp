@@ -40,6 +40,12 @@ Status register_custom_op(CustomOpDef def) {
   return Status::ok();
 }
 
+bool unregister_custom_op(const std::string& name) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.ops.erase(name) > 0;
+}
+
 std::shared_ptr<const CustomOp> find_custom_op(const std::string& name) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);

@@ -60,6 +60,8 @@ struct CustomOp {
 
 // Registers an op; fails when the name is empty or taken, or inference or the CPU kernel is missing.
 Status register_custom_op(CustomOpDef def);
+// Removes the op of that name (records already made keep it); false when there was none.
+bool unregister_custom_op(const std::string& name);
 // The op registered under `name`, or nullptr.
 std::shared_ptr<const CustomOp> find_custom_op(const std::string& name);
 

@@ -15,6 +15,13 @@ namespace {
 
 Tensor rnd(std::vector<int64_t> shape, uint64_t seed) { return Tensor::randn(std::move(shape), seed); }
 
+// Registers the op, replacing one of the same name left by an earlier run of the test
+// (--gtest_repeat).
+Status fresh_op(lazy::CustomOpDef def) {
+  lazy::unregister_custom_op(def.name);
+  return lazy::register_custom_op(std::move(def));
+}
+
 double alpha(const Attrs& attrs) {
   const AttrValue* v = attrs.find("alpha");
   return v && std::holds_alternative<double>(*v) ? std::get<double>(*v) : 0.0;
@@ -61,7 +68,7 @@ Array expected_chain(const Array& a, const Array& b) {
 }
 
 TEST_F(LazyTest, CustomOpWithBodyFusesIntoElementwiseGroup) {
-  ASSERT_TRUE(lazy::register_custom_op(softplus_def("test_softplus_fused", true)).is_ok());
+  ASSERT_TRUE(fresh_op(softplus_def("test_softplus_fused", true)).is_ok());
   Tensor a = rnd({64, 32}, 11), b = rnd({64, 32}, 12);
   Tensor y = (custom_op("test_softplus_fused", {a * b}) + 1.0).relu();
   Array got = read(y);
@@ -79,7 +86,7 @@ TEST_F(LazyTest, CustomOpWithBodyFusesIntoElementwiseGroup) {
 }
 
 TEST_F(LazyTest, CustomOpWithoutBodyIsFusionBoundary) {
-  ASSERT_TRUE(lazy::register_custom_op(softplus_def("test_softplus_cpu", false)).is_ok());
+  ASSERT_TRUE(fresh_op(softplus_def("test_softplus_cpu", false)).is_ok());
   Tensor a = rnd({40, 24}, 13), b = rnd({40, 24}, 14);
   Tensor y = (custom_op("test_softplus_cpu", {a * b}) + 1.0).relu();
   Array got = read(y);
@@ -101,8 +108,8 @@ TEST_F(LazyTest, Weakness7CustomOpRegisteredAfterTensorOpsWereUsed) {
   EXPECT_EQ(first.numel(), 256);
   Tensor pending = a * b;
   EXPECT_FALSE(pending.is_computed());
-  ASSERT_TRUE(lazy::register_custom_op(softplus_def("test_softplus_late", true)).is_ok());
-  ASSERT_TRUE(lazy::register_custom_op(softplus_def("test_softplus_late_cpu", false)).is_ok());
+  ASSERT_TRUE(fresh_op(softplus_def("test_softplus_late", true)).is_ok());
+  ASSERT_TRUE(fresh_op(softplus_def("test_softplus_late_cpu", false)).is_ok());
   Array fused = read((custom_op("test_softplus_late", {pending}) + 1.0).relu());
   Array boundary = read((custom_op("test_softplus_late_cpu", {pending}) + 1.0).relu());
   const Array want = expected_chain(read(a), read(b));
@@ -113,12 +120,12 @@ TEST_F(LazyTest, Weakness7CustomOpRegisteredAfterTensorOpsWereUsed) {
 TEST_F(LazyTest, CustomKernelErrorIsExecutionErrorAtRead) {
   lazy::CustomOpDef def = softplus_def("test_failing", false);
   def.cpu = [](const std::vector<Array>&, const Attrs&, std::vector<Array>&) { return Status::invalid("kernel said no"); };
-  ASSERT_TRUE(lazy::register_custom_op(def).is_ok());
+  ASSERT_TRUE(fresh_op(def).is_ok());
   def.name = "test_throwing";
   def.cpu = [](const std::vector<Array>&, const Attrs&, std::vector<Array>&) -> Status {
     throw std::runtime_error("out of cheese");
   };
-  ASSERT_TRUE(lazy::register_custom_op(def).is_ok());
+  ASSERT_TRUE(fresh_op(def).is_ok());
   Tensor a = rnd({16}, 17);
   for (const char* name : {"test_failing", "test_throwing"}) {
     Tensor y = custom_op(name, {a * 2.0}).exp();
@@ -136,11 +143,11 @@ TEST_F(LazyTest, CustomKernelErrorIsExecutionErrorAtRead) {
 
 TEST_F(LazyTest, CustomOpBadUseIsStatusNotCrash) {
   lazy::CustomOpDef def = softplus_def("", true);
-  EXPECT_FALSE(lazy::register_custom_op(def).is_ok());
+  EXPECT_FALSE(fresh_op(def).is_ok());
   def.name = "test_no_kernel";
   def.cpu = nullptr;
-  EXPECT_NE(lazy::register_custom_op(def).message().find("CPU kernel"), std::string::npos);
-  ASSERT_TRUE(lazy::register_custom_op(softplus_def("test_twice", true)).is_ok());
+  EXPECT_NE(fresh_op(def).message().find("CPU kernel"), std::string::npos);
+  ASSERT_TRUE(fresh_op(softplus_def("test_twice", true)).is_ok());
   EXPECT_NE(lazy::register_custom_op(softplus_def("test_twice", true)).message().find("already"), std::string::npos);
 
   Tensor a = rnd({8}, 18);
@@ -156,12 +163,19 @@ TEST_F(LazyTest, CustomOpBadUseIsStatusNotCrash) {
   bad.body = [](GraphBuilder& b, const std::vector<ValueId>& in, const Attrs&) -> Expected<std::vector<ValueId>> {
     return std::vector<ValueId>{b.cast(in[0], DType::I32)};
   };
-  ASSERT_TRUE(lazy::register_custom_op(bad).is_ok());
+  ASSERT_TRUE(fresh_op(bad).is_ok());
   Expected<Array> r = custom_op("test_bad_body", {a * 3.0}).to_array();
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.status().code(), StatusCode::kExecutionError);
   EXPECT_NE(r.status().message().find("test_bad_body"), std::string::npos) << r.status().to_string();
   (void)sync();
+
+  // Unregistering: recorded work keeps its op, new records do not find it.
+  Tensor pending = custom_op("test_twice", {a * 4.0});
+  EXPECT_TRUE(lazy::unregister_custom_op("test_twice"));
+  EXPECT_FALSE(lazy::unregister_custom_op("test_twice"));
+  EXPECT_TRUE(pending.to_array().has_value());
+  EXPECT_EQ(custom_op("test_twice", {a}).to_array().status().code(), StatusCode::kNotFound);
 }
 
 TEST_F(LazyTest, CustomOpsWithEqualShapesKeepTheirOwnPlans) {
@@ -174,8 +188,8 @@ TEST_F(LazyTest, CustomOpsWithEqualShapesKeepTheirOwnPlans) {
   twice.body = [](GraphBuilder& b, const std::vector<ValueId>& in, const Attrs&) -> Expected<std::vector<ValueId>> {
     return std::vector<ValueId>{b.mul(in[0], b.scalar(DType::F32, 2.0))};
   };
-  ASSERT_TRUE(lazy::register_custom_op(plus).is_ok());
-  ASSERT_TRUE(lazy::register_custom_op(twice).is_ok());
+  ASSERT_TRUE(fresh_op(plus).is_ok());
+  ASSERT_TRUE(fresh_op(twice).is_ok());
   Tensor a = rnd({100}, 19);
   const Array ea = read(a);
   for (int round = 0; round < 2; ++round) {
@@ -215,8 +229,8 @@ TEST_F(LazyTest, CustomOpsWithSeveralOperandsAndResults) {
   fma.body = [](GraphBuilder& b, const std::vector<ValueId>& in, const Attrs& attrs) -> Expected<std::vector<ValueId>> {
     return std::vector<ValueId>{b.add(b.mul(in[0], in[1]), b.scalar(DType::F32, alpha(attrs)))};
   };
-  ASSERT_TRUE(lazy::register_custom_op(minmax).is_ok());
-  ASSERT_TRUE(lazy::register_custom_op(fma).is_ok());
+  ASSERT_TRUE(fresh_op(minmax).is_ok());
+  ASSERT_TRUE(fresh_op(fma).is_ok());
   Tensor a = rnd({12, 7}, 31), b = rnd({12, 7}, 32);
   std::vector<Tensor> mm = custom_op_multi("test_minmax", {a, b});
   ASSERT_EQ(mm.size(), 2u);
@@ -246,7 +260,7 @@ TEST_F(LazyTest, CustomOpsRegisteredWhileAnotherThreadRecords) {
   });
   for (int i = 0; i < 20; ++i) {
     const std::string name = "test_concurrent_" + std::to_string(i);
-    ASSERT_TRUE(lazy::register_custom_op(softplus_def(name, i % 2 == 0)).is_ok());
+    ASSERT_TRUE(fresh_op(softplus_def(name, i % 2 == 0)).is_ok());
     Tensor a = rnd({32}, 40 + uint64_t(i));
     Array got = read(custom_op(name, {a}));
     const Array ea = read(a);

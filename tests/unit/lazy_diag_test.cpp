@@ -17,6 +17,13 @@ namespace {
 
 Tensor rnd(std::vector<int64_t> shape, uint64_t seed) { return Tensor::randn(std::move(shape), seed); }
 
+// Registers the op, replacing one of the same name left by an earlier run of the test
+// (--gtest_repeat).
+Status fresh_op(lazy::CustomOpDef def) {
+  lazy::unregister_custom_op(def.name);
+  return lazy::register_custom_op(std::move(def));
+}
+
 std::string temp_path(const std::string& stem) {
   return ::testing::TempDir() + stem + "_" + std::to_string(::getpid()) + ".json";
 }
@@ -157,7 +164,7 @@ TEST_F(LazyTest, LogMediumNamesCustomBoundary) {
     for (int64_t i = 0; i < in[0].numel(); ++i) out[0].set_f64(i, -in[0].get_f64(i));
     return Status::ok();
   };
-  ASSERT_TRUE(lazy::register_custom_op(def).is_ok());
+  ASSERT_TRUE(fresh_op(def).is_ok());
   Tensor a = rnd({16}, 27);
   const std::string out = logged(lazy::LogLevel::Medium, [&] {
     EXPECT_EQ(read(custom_op("test_log_boundary", {a * 2.0}).exp()).numel(), 16);
