@@ -4,10 +4,15 @@
 
 #include <mutex>
 
+#include "lazy/custom_op.h"
+#include "lazy/log.h"
+
 namespace fusebox::lazy {
 namespace {
 
 bool is_pointwise(Op op) { return op_kind(op) <= OpKind::Broadcast; }
+
+bool is_fusion_boundary(const Record& r) { return r.custom && !r.custom->fusible(); }
 
 // Shared bookkeeping: how many records were accepted, how many of them form the best ready prefix.
 class KindFuser : public Fuser {
@@ -28,8 +33,10 @@ class KindFuser : public Fuser {
     if (closed_) return false;
     size_t kernels = 0;
     bool ready = false;
+    reason_.clear();
     if (!accept(r, &ready, &kernels)) {
       closed_ = true;
+      if (reason_.empty()) reason_ = "does not take " + record_name(r) + " (" + std::string(op_kind_name(op_kind(r.op))) + ")";
       return false;
     }
     ++accepted_;
@@ -44,7 +51,9 @@ class KindFuser : public Fuser {
   // Accepts the record or not; sets whether the prefix ending here is ready and its kernel count.
   virtual bool accept(const Record& r, bool* ready, size_t* kernels) = 0;
   virtual void on_reset() = 0;
+  std::string why_closed() const override { return reason_; }
   size_t accepted_ = 0;
+  std::string reason_;  // set when a record is refused (accept may word it)
 
  private:
   size_t begin_ = 0, ready_len_ = 0, ready_kernels_ = 0;
@@ -77,7 +86,10 @@ class EpilogueFuser final : public KindFuser {
   bool accept(const Record& r, bool* ready, size_t* kernels) override {
     const OpKind k = op_kind(r.op);
     if (k == OpKind::Contraction) {
-      if (seen_contraction_) return false;
+      if (seen_contraction_) {
+        reason_ = "a second contraction (" + record_name(r) + ")";
+        return false;
+      }
       seen_contraction_ = true;
     } else if (!is_pointwise(r.op)) {
       return false;
@@ -194,14 +206,36 @@ std::vector<Group> explore(const SegmentView& view, std::vector<std::unique_ptr<
   const std::vector<Record>& records = *view.records;
   std::vector<Group> groups;
   size_t p = 0;
+  const bool explain = log_level() >= LogLevel::Medium;
   while (p < records.size()) {
     for (auto& f : fusers) f->reset(p);
     for (size_t i = p; i < records.size(); ++i) {
+      if (is_fusion_boundary(records[i])) {
+        if (explain) {
+          for (auto& f : fusers) {
+            if (f->status() != FuserStatus::Open) continue;
+            log_line("explore @" + std::to_string(p) + ": " + f->name() + " closed at record " + std::to_string(i) +
+                     ": " + record_name(records[i]) + " is a custom op without a body (a fusion boundary)");
+          }
+        }
+        break;
+      }
       bool any_open = false;
       for (auto& f : fusers) {
-        if (f->status() == FuserStatus::Open && f->fuse(i, records[i])) any_open = true;
+        if (f->status() != FuserStatus::Open) continue;
+        if (f->fuse(i, records[i])) {
+          any_open = true;
+        } else if (explain) {
+          log_line("explore @" + std::to_string(p) + ": " + f->name() + " closed at record " + std::to_string(i) + ": " +
+                   f->why_closed());
+        }
       }
       if (!any_open) break;
+      if (explain && i + 1 == records.size()) {
+        for (auto& f : fusers) {
+          if (f->status() == FuserStatus::Open) log_line("explore @" + std::to_string(p) + ": " + f->name() + " open at the segment's end");
+        }
+      }
     }
     Fuser* best = nullptr;
     double best_score = 0;
@@ -213,6 +247,12 @@ std::vector<Group> explore(const SegmentView& view, std::vector<std::unique_ptr<
       }
     }
     size_t len = best ? best->finish(view) : 0;
+    if (explain) {
+      log_line("explore @" + std::to_string(p) + ": " +
+               (len < 2 ? "no fuser wins: " + record_name(records[p]) + " runs alone"
+                        : best->name() + " wins records [" + std::to_string(p) + ", " + std::to_string(p + len) +
+                              ") with score " + std::to_string(int64_t(best_score))));
+    }
     if (len < 2) {
       groups.push_back({p, p + 1, false, "unfused"});
       ++p;

@@ -9,6 +9,7 @@
 //
 // Groups are runs of consecutive records, so recorded order is kept and read-after-write and
 // free-after-read hazards cannot arise between groups. Drop records are accepted by every fuser.
+// A custom op without a body is a fusion boundary: no fuser is offered it, so it runs alone.
 #pragma once
 
 #include <cstddef>
@@ -48,6 +49,8 @@ class Fuser {
   // How many records from the start the best prefix holds (the optimization: that group).
   virtual size_t finish(const SegmentView& view) = 0;
   virtual void reset(size_t begin) = 0;
+  // Why the fuser closed (FUSEBOX_LOG=medium shows it).
+  virtual std::string why_closed() const { return "it took no further record"; }
 };
 
 using FuserFactory = std::function<std::unique_ptr<Fuser>()>;

@@ -6,11 +6,14 @@
 #include <type_traits>
 #include <variant>
 
+#include "lazy/custom_op.h"
+
 namespace fusebox::lazy {
 namespace {
 
 constexpr uint64_t kDrop = 0xD509;
 constexpr uint64_t kLiteral = 1ull << 62;
+constexpr uint64_t kCustom = 0xC057ull << 32;
 
 uint64_t mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
@@ -129,6 +132,7 @@ RelativeForm relative_form(std::vector<Record>& records, bool fusion, uint8_t tr
     }
     const int op_index = int(ops->size());
     b.token(uint64_t(r.op) << 16 | r.inputs.size() << 8 | r.outputs.size());
+    if (r.custom) b.token(kCustom | r.custom->id);
     for (const StatePtr& s : r.inputs) {
       const int t = b.tensor(s.get(), false, op_index);
       rf.last_reader[size_t(t)] = op_index;

@@ -9,9 +9,12 @@
 
 #include "fusebox/session.h"
 #include "ir/builder.h"
+#include "lazy/custom_op.h"
 #include "lazy/fuser.h"
+#include "lazy/log.h"
 #include "lazy/observer.h"
 #include "lazy/relative_form.h"
+#include "lazy/trace.h"
 
 namespace fusebox::lazy {
 namespace {
@@ -20,6 +23,7 @@ struct CompiledGroup {
   Group group;
   bool skip = false;  // nothing it produces is needed: not run at all (dead stores)
   std::optional<Executable> exe;
+  std::shared_ptr<const CustomOp> custom;  // a custom op without a body: its CPU kernel runs the block
   std::vector<int> inputs, outputs;  // relative tensor indices, in graph order
   std::vector<std::string> kernels;
 };
@@ -127,10 +131,45 @@ Attrs lift_dims(const RelativeForm& rf, const Attrs& attrs, const std::vector<bo
   return out;
 }
 
+// A custom op's element-wise body built into `b`; its results must have the recorded dtypes and ranks.
+Expected<std::vector<ValueId>> custom_body(GraphBuilder& b, const Record& r, const std::vector<ValueId>& ins,
+                                           const Attrs& attrs) {
+  const std::string where = "custom op '" + r.custom->def.name + "' body";
+  Expected<std::vector<ValueId>> outs = Status::internal(where + ": not run");
+  try {
+    outs = r.custom->def.body(b, ins, attrs);
+  } catch (const std::exception& e) {
+    return Status::invalid(where + " threw: " + e.what());
+  }
+  if (!outs) return Status::invalid(where + ": " + outs.status().message());
+  if (!b.status().is_ok()) return Status::invalid(where + ": " + b.status().message());
+  if (outs->size() != r.outputs.size()) {
+    return Status::invalid(where + " gave " + std::to_string(outs->size()) + " results, inference " +
+                           std::to_string(r.outputs.size()));
+  }
+  for (size_t k = 0; k < outs->size(); ++k) {
+    const TensorType& t = b.type((*outs)[k]);
+    if (t.dtype != r.outputs[k]->dtype || t.shape.size() != r.outputs[k]->shape.size()) {
+      return Status::invalid(where + ": result " + std::to_string(k) + " is " + t.to_string() +
+                             ", inference said another dtype or rank");
+    }
+  }
+  return outs;
+}
+
 Expected<CompiledGroup> compile_group(const RelativeForm& rf, const std::vector<Record>& ops, const Group& g,
                                       bool symbolic, bool* size_specific) {
   CompiledGroup cg;
   cg.group = g;
+  if (g.end == g.begin + 1 && ops[g.begin].custom && !ops[g.begin].custom->fusible()) {
+    const Record& r = ops[g.begin];
+    cg.custom = r.custom;
+    cg.kernels.push_back(r.custom->def.name);
+    bool needed = false;
+    for (const StatePtr& s : r.outputs) needed = needed || rf.escapes(s.get(), g.begin, g.end);
+    cg.skip = !needed;
+    return cg;
+  }
   GraphBuilder b("lazy_" + g.fuser);
   std::unordered_map<int, ValueId> local;
   std::vector<bool> bound(rf.dim_sizes.size(), false);
@@ -151,8 +190,13 @@ Expected<CompiledGroup> compile_group(const RelativeForm& rf, const std::vector<
       }
       ins.push_back(it->second);
     }
-    std::vector<ValueId> outs =
-        b.op_results(r.op, std::move(ins), symbolic ? lift_dims(rf, r.attrs, bound, &literal) : r.attrs);
+    Attrs attrs = symbolic ? lift_dims(rf, r.attrs, bound, &literal) : r.attrs;
+    std::vector<ValueId> outs;
+    if (r.custom) {
+      FUSEBOX_ASSIGN_OR_RETURN(outs, custom_body(b, r, ins, attrs));
+    } else {
+      outs = b.op_results(r.op, std::move(ins), std::move(attrs));
+    }
     if (!b.status().is_ok()) return b.status();
     if (outs.size() != r.outputs.size()) return Status::internal("lazy: result count changed for " + std::string(op_keyword(r.op)));
     for (size_t k = 0; k < outs.size(); ++k) local[rf.rel(r.outputs[k].get())] = outs[k];
@@ -186,12 +230,16 @@ Expected<std::shared_ptr<const Plan>> make_plan(RelativeForm& rf, const std::vec
   std::vector<Group> groups;
   SegmentView view{&ops, [&rf](const TensorState* s, size_t b, size_t e) { return rf.escapes(s, b, e); }};
   if (device.fusion && !fusion_disabled_by_env()) {
+    TraceSpan span("explore");
     std::vector<std::unique_ptr<Fuser>> fusers = make_fusers();
     groups = explore(view, fusers);
+    span.set_detail(std::to_string(ops.size()) + " records, " + std::to_string(groups.size()) + " groups");
   } else {
     for (size_t i = 0; i < ops.size(); ++i) groups.push_back({i, i + 1, false, "unfused"});
   }
   for (const Group& g : groups) {
+    TraceSpan span("compile");
+    if (span.on()) span.set_detail(g.fuser + " [" + std::to_string(g.begin) + ", " + std::to_string(g.end) + ")");
     Expected<CompiledGroup> cg = compile_group(rf, ops, g, true, &plan->size_specific);
     if (!cg) {  // a kernel or pass that needs concrete sizes: compile this group with them
       plan->size_specific = true;
@@ -213,8 +261,66 @@ void fail_rest(const std::vector<Record>& ops, const Status& s) {
   }
 }
 
+// Counters, observers and the basic log line of a block that ran.
+void report_block(const std::vector<Record>& ops, const CompiledGroup& cg, const Device& device, bool hit,
+                  double seconds) {
+  counters::add(cg.group.fused ? &LazyStats::blocks_fused : &LazyStats::blocks_unfused);
+  counters::add(&LazyStats::kernels, cg.kernels.size());
+  if (has_observers()) {
+    BlockEvent e;
+    e.device = device;
+    for (size_t i = cg.group.begin; i < cg.group.end; ++i) e.ops.push_back(ops[i].op);
+    e.fused = cg.group.fused;
+    e.fuser = cg.group.fuser;
+    e.kernels = cg.kernels;
+    e.kernel_count = cg.kernels.size();
+    e.plan_cache_hit = hit;
+    e.seconds = seconds;
+    notify_block(e);
+  }
+  if (log_level() >= LogLevel::Basic) {
+    std::string line = "block " + device.to_string() + ": " + std::to_string(cg.group.end - cg.group.begin) + " record(s) [";
+    for (size_t i = cg.group.begin; i < cg.group.end; ++i) {
+      if (i > cg.group.begin) line += ' ';
+      line += record_name(ops[i]);
+    }
+    line += cg.group.fused ? "] fused by " + cg.group.fuser : std::string("] unfused");
+    line += ", " + std::to_string(cg.kernels.size()) + " kernel(s) [";
+    for (size_t k = 0; k < cg.kernels.size(); ++k) {
+      if (k) line += ' ';
+      line += cg.kernels[k];
+    }
+    line += std::string("], plan cache ") + (hit ? "hit" : "miss");
+    log_line(line);
+  }
+}
+
+// A custom op without a body: its CPU kernel on the record's operands.
+Status run_custom(const std::vector<Record>& ops, const CompiledGroup& cg, const Device& device, bool hit) {
+  const Record& r = ops[cg.group.begin];
+  std::vector<Array> inputs;
+  for (const StatePtr& s : r.inputs) {
+    if (!s->ready.load(std::memory_order_acquire)) return Status::internal("lazy: an input of a block was not computed");
+    if (!s->error().is_ok()) return s->error();
+    inputs.push_back(s->value());
+  }
+  std::vector<CustomType> types;
+  for (const StatePtr& s : r.outputs) types.push_back({s->dtype, s->shape});
+  const auto start = std::chrono::steady_clock::now();
+  Expected<std::vector<Array>> outs = run_custom_kernel(*cg.custom, inputs, r.attrs, types);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!outs) return outs.status();
+  for (size_t k = 0; k < r.outputs.size(); ++k) r.outputs[k]->set_value(std::move((*outs)[k]));
+  counters::add(&LazyStats::allocations, r.outputs.size());
+  report_block(ops, cg, device, hit, seconds);
+  return Status::ok();
+}
+
 Status run_group(const RelativeForm& rf, const std::vector<Record>& ops, const CompiledGroup& cg,
                  const Device& device, bool hit) {
+  TraceSpan span("execute");
+  if (span.on()) span.set_detail(cg.group.fuser + " " + std::to_string(cg.kernels.size()) + " kernel(s)");
+  if (cg.custom) return run_custom(ops, cg, device, hit);
   std::vector<Array> inputs;
   inputs.reserve(cg.inputs.size());
   for (int t : cg.inputs) {
@@ -262,20 +368,7 @@ Status run_group(const RelativeForm& rf, const std::vector<Record>& ops, const C
   }
   counters::add(&LazyStats::allocations, cg.outputs.size() - reused);
   counters::add(&LazyStats::inplace_reuses, reused);
-  counters::add(cg.group.fused ? &LazyStats::blocks_fused : &LazyStats::blocks_unfused);
-  counters::add(&LazyStats::kernels, cg.kernels.size());
-  if (has_observers()) {
-    BlockEvent e;
-    e.device = device;
-    for (size_t i = cg.group.begin; i < cg.group.end; ++i) e.ops.push_back(ops[i].op);
-    e.fused = cg.group.fused;
-    e.fuser = cg.group.fuser;
-    e.kernels = cg.kernels;
-    e.kernel_count = cg.kernels.size();
-    e.plan_cache_hit = hit;
-    e.seconds = seconds;
-    notify_block(e);
-  }
+  report_block(ops, cg, device, hit, seconds);
   return Status::ok();
 }
 

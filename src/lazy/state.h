@@ -40,6 +40,7 @@ struct Device {
 };
 
 class Stream;
+struct CustomOp;
 
 struct TensorState {
   TensorState(uint64_t id, DType dtype, std::vector<int64_t> shape, Device device);
@@ -82,9 +83,11 @@ using StatePtr = std::shared_ptr<TensorState>;
 enum class InputStatus : uint8_t { NotInit, ReadOnly, ReadWrite };
 
 // One deferred op. `op` is meaningless for drops (is_drop: the last handle of inputs[0] died).
+// A custom op's record has `custom` set and op ElementwiseRegion (lazy/custom_op.h).
 struct Record {
   Op op = Op::Identity;
   bool is_drop = false;
+  std::shared_ptr<const CustomOp> custom;
   Attrs attrs;
   std::vector<StatePtr> inputs;
   std::vector<InputStatus> status;

@@ -6,8 +6,10 @@
 
 #include "ir/shape_inference.h"
 #include "ir/verifier.h"
+#include "lazy/log.h"
 #include "lazy/observer.h"
 #include "lazy/stream.h"
+#include "lazy/trace.h"
 
 namespace fusebox {
 namespace lazy {
@@ -207,27 +209,39 @@ Tensor Tensor::randn(std::vector<int64_t> shape, uint64_t seed, DType dtype, laz
 
 // ---- recording ----
 
+namespace {
+
+// The operands' common device, or an error tensor naming the operand that is wrong.
+std::optional<Tensor> check_operands(const std::string& where, const std::vector<Tensor>& inputs, int min_inputs,
+                                     int max_inputs, lazy::Device* device) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) return error_tensor(Status::invalid(where + ": operand " + std::to_string(i) + " is an empty tensor"));
+    if (i == 0) *device = inputs[i].device();
+    if (!(inputs[i].device() == *device)) {
+      return error_tensor(Status::invalid(where + ": operand " + std::to_string(i) + " is on " +
+                                          inputs[i].device().to_string() + ", operand 0 on " + device->to_string()));
+    }
+    const TensorState& s = *inputs[i].state();
+    if (s.ready.load(std::memory_order_acquire) && !s.error().is_ok()) return error_tensor(s.error(), *device);
+  }
+  if (int(inputs.size()) < min_inputs || (max_inputs >= 0 && int(inputs.size()) > max_inputs)) {
+    return error_tensor(Status::invalid(where + ": takes " + std::to_string(min_inputs) + ".." +
+                                        std::to_string(max_inputs) + " operands, got " + std::to_string(inputs.size())));
+  }
+  if (!device->available()) {
+    return error_tensor(Status::unimplemented("device " + device->to_string() + " is not available in this build"), *device);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::vector<Tensor> Tensor::apply_multi(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
+  lazy::TraceSpan span("record");
   const OpInfo& info = op_info(op);
   const std::string where(info.keyword);
   lazy::Device device = lazy::Device::cpu();
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].defined()) return {error_tensor(Status::invalid(where + ": operand " + std::to_string(i) + " is an empty tensor"))};
-    if (i == 0) device = inputs[i].device();
-    if (!(inputs[i].device() == device)) {
-      return {error_tensor(Status::invalid(where + ": operand " + std::to_string(i) + " is on " +
-                                           inputs[i].device().to_string() + ", operand 0 on " + device.to_string()))};
-    }
-    const TensorState& s = *inputs[i].state();
-    if (s.ready.load(std::memory_order_acquire) && !s.error().is_ok()) return {error_tensor(s.error(), device)};
-  }
-  if (int(inputs.size()) < info.min_inputs || (info.max_inputs >= 0 && int(inputs.size()) > info.max_inputs)) {
-    return {error_tensor(Status::invalid(where + ": takes " + std::to_string(info.min_inputs) + ".." +
-                                         std::to_string(info.max_inputs) + " operands, got " + std::to_string(inputs.size())))};
-  }
-  if (!device.available()) {
-    return {error_tensor(Status::unimplemented("device " + device.to_string() + " is not available in this build"), device)};
-  }
+  if (auto err = check_operands(where, inputs, info.min_inputs, info.max_inputs, &device)) return {std::move(*err)};
   std::vector<std::pair<DType, std::vector<int64_t>>> results;
   if (auto fast = fast_result_type(op, inputs, attrs)) {
     results.push_back(std::move(*fast));
@@ -246,10 +260,48 @@ std::vector<Tensor> Tensor::apply_multi(Op op, const std::vector<Tensor>& inputs
       results.emplace_back(t.dtype, static_dims(t.shape));
     }
   }
+  return record(op, nullptr, inputs, std::move(attrs), std::move(results), device);
+}
 
+std::vector<Tensor> custom_op_multi(const std::string& name, const std::vector<Tensor>& inputs, Attrs attrs) {
+  lazy::TraceSpan span("record");
+  std::shared_ptr<const lazy::CustomOp> op = lazy::find_custom_op(name);
+  if (!op) return {error_tensor(Status::not_found("custom op '" + name + "' is not registered"))};
+  const std::string where = "custom op '" + name + "'";
+  lazy::Device device = lazy::Device::cpu();
+  if (auto err = check_operands(where, inputs, op->def.min_inputs, op->def.max_inputs, &device)) return {std::move(*err)};
+  std::vector<lazy::CustomType> types;
+  types.reserve(inputs.size());
+  for (const Tensor& t : inputs) types.push_back({t.dtype(), t.shape()});
+  Expected<std::vector<lazy::CustomType>> inferred = op->def.infer(types, attrs);
+  if (!inferred) return {error_tensor(Status::invalid(where + ": " + inferred.status().message()), device)};
+  if (inferred->empty()) return {error_tensor(Status::invalid(where + ": inference gave no result"), device)};
+  std::vector<std::pair<DType, std::vector<int64_t>>> results;
+  for (lazy::CustomType& t : *inferred) {
+    for (int64_t d : t.shape) {
+      if (d < 0) return {error_tensor(Status::invalid(where + ": inferred a negative size"), device)};
+    }
+    results.emplace_back(t.dtype, std::move(t.shape));
+  }
+  return Tensor::record(Op::ElementwiseRegion, std::move(op), inputs, std::move(attrs), std::move(results), device);
+}
+
+Tensor custom_op(const std::string& name, const std::vector<Tensor>& inputs, Attrs attrs) {
+  std::vector<Tensor> out = custom_op_multi(name, inputs, std::move(attrs));
+  if (out.size() != 1) {
+    return error_tensor(Status::invalid("custom op '" + name + "' has " + std::to_string(out.size()) +
+                                        " results; use custom_op_multi"));
+  }
+  return std::move(out[0]);
+}
+
+std::vector<Tensor> Tensor::record(Op op, std::shared_ptr<const lazy::CustomOp> custom, const std::vector<Tensor>& inputs,
+                                   Attrs attrs, std::vector<std::pair<DType, std::vector<int64_t>>> results,
+                                   lazy::Device device) {
   lazy::Stream& stream = lazy::current_stream(device);
   lazy::Record r;
   r.op = op;
+  r.custom = std::move(custom);
   r.attrs = std::move(attrs);
   r.inputs.reserve(inputs.size());
   r.status.reserve(inputs.size());
@@ -282,6 +334,7 @@ std::vector<Tensor> Tensor::apply_multi(Op op, const std::vector<Tensor>& inputs
   }
   lazy::counters::add(&lazy::LazyStats::records);
   if (lazy::has_observers()) lazy::notify_record({device, op, false, inputs.size()});
+  if (lazy::log_level() >= lazy::LogLevel::Full) lazy::log_record(device, r);
   stream.push(std::move(r));
   return out;
 }

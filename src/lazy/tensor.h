@@ -21,6 +21,7 @@
 #include "ir/array.h"
 #include "ir/attributes.h"
 #include "ir/op_info.h"
+#include "lazy/custom_op.h"
 #include "lazy/state.h"
 
 namespace fusebox {
@@ -135,6 +136,11 @@ class Tensor {
   explicit Tensor(lazy::StatePtr state);  // takes one handle on the state
 
  private:
+  friend std::vector<Tensor> custom_op_multi(const std::string&, const std::vector<Tensor>&, Attrs);
+  // Records `op` (or the custom op) with results of the given types, operands already checked.
+  static std::vector<Tensor> record(Op op, std::shared_ptr<const lazy::CustomOp> custom, const std::vector<Tensor>& inputs,
+                                    Attrs attrs, std::vector<std::pair<DType, std::vector<int64_t>>> results,
+                                    lazy::Device device);
   Tensor un(Op op) const { return apply(op, {*this}); }
   Tensor reduce(Op op, const std::vector<int64_t>& axes, bool keepdims) const;
   void release();
@@ -173,6 +179,9 @@ Tensor concat(const std::vector<Tensor>& parts, int64_t axis);
 Tensor layer_norm(const Tensor& x, const Tensor& scale, const Tensor& shift, double eps = 1e-5);
 Tensor resize(const Tensor& x, std::vector<int64_t> sizes, const std::string& mode = "nearest");
 Tensor relu(const Tensor& x);
+// A custom op registered with lazy::register_custom_op (lazy/custom_op.h), by name.
+std::vector<Tensor> custom_op_multi(const std::string& name, const std::vector<Tensor>& inputs, Attrs attrs = {});
+Tensor custom_op(const std::string& name, const std::vector<Tensor>& inputs, Attrs attrs = {});
 
 // Runs every pending record of this thread's streams (all devices).
 Status flush();
