@@ -114,22 +114,45 @@ Status sort_topologically(Graph& g) {
   return Status::ok();
 }
 
-Status outline_elementwise_regions(Graph& g, const std::vector<RegionGroup>& groups) {
+Status outline_groups(Graph& g, const std::vector<std::vector<size_t>>& groups, const GroupNodeBuilder& build) {
   if (groups.empty()) return Status::ok();
-  UseInfo uses = compute_uses(g);
   std::vector<int> group_of(g.nodes().size(), -1);
   for (size_t k = 0; k < groups.size(); ++k) {
-    for (size_t idx : groups[k].nodes) {
+    for (size_t idx : groups[k]) {
       FUSEBOX_CHECK(idx < group_of.size() && group_of[idx] < 0) << "outline: groups overlap or index out of range";
       group_of[idx] = static_cast<int>(k);
     }
   }
-  std::vector<Node> regions;
+  std::vector<Node> built;
   std::vector<size_t> last_member(groups.size(), 0);
   for (size_t k = 0; k < groups.size(); ++k) {
-    std::vector<size_t> members = groups[k].nodes;
+    std::vector<size_t> members = groups[k];
+    FUSEBOX_CHECK(!members.empty()) << "outline: empty group";
     std::sort(members.begin(), members.end());
     last_member[k] = members.back();
+    FUSEBOX_ASSIGN_OR_RETURN(Node node, build(k, members, group_of));
+    built.push_back(std::move(node));
+  }
+  std::vector<Node> out;
+  const auto& nodes = g.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    int k = group_of[i];
+    if (k < 0) {
+      out.push_back(nodes[i]);
+    } else if (last_member[static_cast<size_t>(k)] == i) {
+      out.push_back(std::move(built[static_cast<size_t>(k)]));
+    }
+  }
+  g.mutable_nodes() = std::move(out);
+  return sort_topologically(g);
+}
+
+Status outline_elementwise_regions(Graph& g, const std::vector<RegionGroup>& groups) {
+  if (groups.empty()) return Status::ok();
+  UseInfo uses = compute_uses(g);
+  std::vector<std::vector<size_t>> sets;
+  for (const RegionGroup& r : groups) sets.push_back(r.nodes);
+  auto build = [&](size_t k, const std::vector<size_t>& members, const std::vector<int>& group_of) -> Expected<Node> {
     FUSEBOX_ASSIGN_OR_RETURN(Node region, build_region(g, uses, members, group_of, static_cast<int>(k), groups[k].name));
     if (region.outputs.empty()) return Status::internal("outline: group " + groups[k].name + " has no results");
     std::vector<TensorType> operand_types;
@@ -142,20 +165,9 @@ Status outline_elementwise_regions(Graph& g, const std::vector<RegionGroup>& gro
                                 types[r].to_string());
       }
     }
-    regions.push_back(std::move(region));
-  }
-  std::vector<Node> out;
-  const auto& nodes = g.nodes();
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    int k = group_of[i];
-    if (k < 0) {
-      out.push_back(nodes[i]);
-    } else if (last_member[static_cast<size_t>(k)] == i) {
-      out.push_back(std::move(regions[static_cast<size_t>(k)]));
-    }
-  }
-  g.mutable_nodes() = std::move(out);
-  return sort_topologically(g);
+    return region;
+  };
+  return outline_groups(g, sets, build);
 }
 
 Status inline_elementwise_regions(Graph& g) {

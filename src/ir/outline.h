@@ -11,6 +11,7 @@
 // that are members become constants inside the body.
 #pragma once
 
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -35,6 +36,14 @@ struct RegionGroup {
 // leaves a group and re-enters it) and made of nodes whose values can all be rank-0 body values.
 // The graph is re-sorted topologically (stable) afterwards.
 Status outline_elementwise_regions(Graph& g, const std::vector<RegionGroup>& groups);
+
+// The shared outliner under both region kinds: each group of node indices (disjoint, convex)
+// becomes the one node `build` makes of it, placed where its last member stood; then the graph is
+// re-sorted topologically (stable). `build` gets the group's index, its members in graph order and
+// every node's group (-1: none), and reads the graph as it was before any replacement.
+using GroupNodeBuilder =
+    std::function<Expected<Node>(size_t group, const std::vector<size_t>& members, const std::vector<int>& group_of)>;
+Status outline_groups(Graph& g, const std::vector<std::vector<size_t>>& groups, const GroupNodeBuilder& build);
 
 // Replaces every region node by its body's nodes at the region's shapes (the exact inverse).
 Status inline_elementwise_regions(Graph& g);

@@ -149,37 +149,16 @@ Node build_region(const Graph& g, const UseInfo& uses, const std::vector<size_t>
 Status outline_reduction_regions(Graph& g, const std::vector<ReductionGroup>& groups) {
   if (groups.empty()) return Status::ok();
   UseInfo uses = compute_uses(g);
-  std::vector<int> group_of(g.nodes().size(), -1);
-  for (size_t k = 0; k < groups.size(); ++k) {
-    for (size_t idx : groups[k].nodes) {
-      FUSEBOX_CHECK(idx < group_of.size() && group_of[idx] < 0) << "outline: reduction groups overlap";
-      group_of[idx] = static_cast<int>(k);
-    }
-  }
-  std::vector<Node> regions;
-  std::vector<size_t> last_member(groups.size(), 0);
-  for (size_t k = 0; k < groups.size(); ++k) {
-    std::vector<size_t> members = groups[k].nodes;
-    std::sort(members.begin(), members.end());
-    last_member[k] = members.back();
+  std::vector<std::vector<size_t>> sets;
+  for (const ReductionGroup& r : groups) sets.push_back(r.nodes);
+  auto build = [&](size_t k, const std::vector<size_t>& members, const std::vector<int>& group_of) -> Expected<Node> {
     Node region = build_region(g, uses, members, group_of, static_cast<int>(k), groups[k]);
     if (region.outputs.empty()) return Status::internal("outline: reduction group " + groups[k].name + " has no results");
     Status body_ok = check_reduction_body(*region.body, groups[k].row_axes);
     if (!body_ok.is_ok()) return Status::internal("outline: reduction group " + groups[k].name + ": " + body_ok.message());
-    regions.push_back(std::move(region));
-  }
-  std::vector<Node> out;
-  const auto& nodes = g.nodes();
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    int k = group_of[i];
-    if (k < 0) {
-      out.push_back(nodes[i]);
-    } else if (last_member[static_cast<size_t>(k)] == i) {
-      out.push_back(std::move(regions[static_cast<size_t>(k)]));
-    }
-  }
-  g.mutable_nodes() = std::move(out);
-  return sort_topologically(g);
+    return region;
+  };
+  return outline_groups(g, sets, build);
 }
 
 Expected<int64_t> inline_reduction_regions(Graph& g) {
