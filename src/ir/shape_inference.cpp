@@ -89,6 +89,11 @@ Expected<Types> infer_binary(const Ctx& c) {
     case Op::Or:
       if (a.dtype != DType::Bool) return c.fail("operands must be bool, got " + type_str(a));
       return Types{TensorType{DType::Bool, shape}};
+    case Op::BitShift:
+      if (!is_integer(a.dtype) || is_signed(a.dtype)) {
+        return c.fail("operands must be unsigned integers, got " + type_str(a));
+      }
+      return Types{TensorType{a.dtype, shape}};
     default:
       if (a.dtype == DType::Bool) return c.fail("operands must be numeric, got " + type_str(a));
       return Types{TensorType{a.dtype, shape}};
@@ -979,7 +984,7 @@ Expected<Types> infer_by_op(const Ctx& c) {
       return infer_unary(c);
     case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Pow: case Op::Max:
     case Op::Min: case Op::Mod: case Op::Equal: case Op::NotEqual: case Op::Less:
-    case Op::LessEqual: case Op::Greater: case Op::GreaterEqual: case Op::And: case Op::Or:
+    case Op::LessEqual: case Op::Greater: case Op::GreaterEqual: case Op::And: case Op::Or: case Op::BitShift:
       return infer_binary(c);
     case Op::Where: return infer_where(c);
     case Op::BatchNorm: return infer_batch_norm(c);

@@ -236,6 +236,16 @@ Status convert_binary(ImportContext& ctx, OnnxNode& n) {
   return ctx.set_output(n, 0, ctx.emit(op, {x, y}, fmod ? Attrs{{"fmod", true}} : Attrs{}));
 }
 
+Status convert_bit_shift(ImportContext& ctx, OnnxNode& n) {
+  std::string direction = n.attr_string("direction", "");
+  if (direction != "LEFT" && direction != "RIGHT") {
+    return n.error("attribute 'direction' must be \"LEFT\" or \"RIGHT\", got \"" + direction + "\"");
+  }
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId y, ctx.value(n, 1));
+  return ctx.set_output(n, 0, ctx.emit(Op::BitShift, {x, y}, {{"direction", std::string(direction == "LEFT" ? "left" : "right")}}));
+}
+
 Status convert_where(ImportContext& ctx, OnnxNode& n) {
   std::optional<KnownInts> c = ctx.ints(n, 0), a = ctx.ints(n, 1), b = ctx.ints(n, 2);
   if (c && a && b && c->all_numbers()) {
@@ -281,6 +291,7 @@ Status convert_variadic(ImportContext& ctx, OnnxNode& n) {
 void add_elementwise_converters(ConverterTable& table) {
   for (const auto& [name, op] : unary_ops()) table[name] = convert_unary;
   for (const auto& [name, op] : binary_ops()) table[name] = convert_binary;
+  table["BitShift"] = convert_bit_shift;
   table["Identity"] = convert_identity;
   table["Dropout"] = convert_identity;
   table["HardSigmoid"] = convert_hard_sigmoid;

@@ -130,6 +130,25 @@ TEST(ReferenceUnary, TrigAndHyperbolicOpsOnTheirDomains) {
   EXPECT_TRUE(std::isnan(run_op1(Op::Acosh, {bad}).get_f64(2)));
 }
 
+// bitshift on every unsigned width, with a broadcast shift vector, against shifts written out in
+// the test; shifts of the bit width or more give 0.
+TEST(ReferenceBinary, BitShiftOnUnsignedIntegers) {
+  for (DType t : {DType::U8, DType::U16, DType::U32, DType::U64}) {
+    const int64_t bits = 8 * dtype_size(t);
+    Array a = random_array(t, {3, 5}, 31, 0, 200);
+    Array s = array_of(t, {5}, {0.0, 1.0, 3.0, double(bits - 1), double(bits)});
+    for (const char* dir : {"left", "right"}) {
+      Array got = run_op1(Op::BitShift, {a, s}, {{"direction", std::string(dir)}});
+      for (int64_t i = 0; i < 15; ++i) {
+        const uint64_t x = uint64_t(a.get_i64(i)), sh = uint64_t(s.get_i64(i % 5));
+        const uint64_t mask = bits == 64 ? ~uint64_t(0) : (uint64_t(1) << bits) - 1;
+        const uint64_t want = sh >= uint64_t(bits) ? 0 : (dir[0] == 'l' ? (x << sh) & mask : x >> sh);
+        EXPECT_EQ(uint64_t(got.get_i64(i)), want) << dtype_name(t) << " " << dir << " element " << i;
+      }
+    }
+  }
+}
+
 TEST(ReferenceUnary, ClosedFormValues) {
   Array x = array_of(DType::F64, {7}, {0.0, 1.0, -1.0, 0.5, 3.0, -3.0, 40.0});
   auto at = [](const Array& a, int64_t i) { return a.get_f64(i); };

@@ -196,6 +196,24 @@ Status ref_Mod(const KernelArgs& a) {
                [](auto x, auto y) { return int_mod(x, y); });
 }
 
+// Shifts by the bit width or more give 0 (C++ leaves them undefined; ONNX does not say).
+Status ref_BitShift(const KernelArgs& a) {
+  const bool left = a.node.attr_str("direction") == "left";
+  return visit_dtype(a.in[0].dtype(), [&]<DType D>() -> Status {
+    if constexpr (kIsIntType<D>) {
+      using T = Storage<D>;
+      if constexpr (std::is_unsigned_v<T>) {
+        broadcast_binary<D, D>(a.in[0], a.in[1], a.out[0], [left](T x, T s) -> T {
+          if (s >= T(8 * sizeof(T))) return T(0);
+          return left ? static_cast<T>(x << s) : static_cast<T>(x >> s);
+        });
+        return Status::ok();
+      }
+    }
+    return unsupported_dtype(a, D);
+  });
+}
+
 Status ref_Equal(const KernelArgs& a) { return compare(a, [](auto x, auto y) { return x == y; }); }
 Status ref_NotEqual(const KernelArgs& a) { return compare(a, [](auto x, auto y) { return x != y; }); }
 Status ref_Less(const KernelArgs& a) { return compare(a, [](auto x, auto y) { return x < y; }); }
