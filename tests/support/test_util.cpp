@@ -8,6 +8,7 @@
 #include <random>
 
 #include "backends/cpu/reference/reference.h"
+#include "ir/printer.h"
 #include "ir/shape_inference.h"
 
 namespace fusebox::testing {
@@ -167,6 +168,30 @@ std::vector<int64_t> to_ints(const Array& a) {
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+Graph expect_frame_program_matches_reference(const Graph& g, std::optional<FusionOptions> options,
+                                             const std::vector<int64_t>& frame, std::initializer_list<uint64_t> seeds) {
+  Session session;
+  CompileOptions ref_opts;
+  ref_opts.fuse = false;
+  use_backend(ref_opts, kReference);
+  CompileOptions fused_opts;
+  fused_opts.fusion = std::move(options);
+  fused_opts.verify_each_pass = true;
+  Expected<Executable> ref = session.compile(g, ref_opts);
+  Expected<Executable> fused = session.compile(g, fused_opts);
+  EXPECT_TRUE(ref && fused) << (fused ? ref.status() : fused.status()).to_string();
+  if (!ref || !fused) return Graph();
+  for (uint64_t seed : seeds) {
+    NamedArrays in{{"frame", random_array(DType::U8, frame, seed, 0, 256)}};
+    Expected<std::vector<Array>> want = ref->run(in);
+    Expected<std::vector<Array>> got = fused->run(in);
+    EXPECT_TRUE(want && got) << got.status().to_string();
+    if (!want || !got) break;
+    EXPECT_TRUE(arrays_close((*got)[0], (*want)[0], 1e-6, 1e-6)) << print_graph(fused->graph());
+  }
+  return fused->graph();
 }
 
 }  // namespace fusebox::testing

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,5 +71,12 @@ std::string read_test_file(const std::string& relative);
 std::vector<double> to_doubles(const Array& a);
 // Every element as int64_t (through Array::get_i64).
 std::vector<int64_t> to_ints(const Array& a);
+
+// Compiles `g` (one u8 input named "frame" of shape `frame`) fused with `options` and unfused on
+// the reference backend, runs both on a random frame per seed, and expects result 0 to agree
+// within 1e-6 relative and absolute (a normalising region may contract sub and mul). Returns the
+// fused graph for the caller's structural checks (empty when compiling failed).
+Graph expect_frame_program_matches_reference(const Graph& g, std::optional<FusionOptions> options,
+                                             const std::vector<int64_t>& frame, std::initializer_list<uint64_t> seeds);
 
 }  // namespace fusebox::testing

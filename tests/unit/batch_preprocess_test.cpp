@@ -91,26 +91,7 @@ Graph parse_one(const std::string& text) {
 // Fused (these options) equals the reference backend running the program unfused, on several
 // random frames; returns the fused graph.
 Graph expect_matches_reference(const Graph& g, std::optional<FusionOptions> options, int64_t H, int64_t W) {
-  Session session;
-  CompileOptions ref_opts;
-  ref_opts.fuse = false;
-  testing::use_backend(ref_opts, testing::kReference);
-  CompileOptions fused_opts;
-  fused_opts.fusion = std::move(options);
-  fused_opts.verify_each_pass = true;
-  Expected<Executable> ref = session.compile(g, ref_opts);
-  Expected<Executable> fused = session.compile(g, fused_opts);
-  EXPECT_TRUE(ref && fused) << (fused ? ref.status() : fused.status()).to_string();
-  if (!ref || !fused) return Graph();
-  for (uint64_t seed : {31u, 32u}) {
-    NamedArrays in{{"frame", random_array(DType::U8, {H, W, 3}, seed, 0, 256)}};
-    Expected<std::vector<Array>> want = ref->run(in);
-    Expected<std::vector<Array>> got = fused->run(in);
-    EXPECT_TRUE(want && got) << got.status().to_string();
-    if (!want || !got) break;
-    EXPECT_TRUE(testing::arrays_close((*got)[0], (*want)[0], 1e-6, 1e-6)) << print_graph(fused->graph());
-  }
-  return fused->graph();
+  return testing::expect_frame_program_matches_reference(g, std::move(options), {H, W, 3}, {31u, 32u});
 }
 
 size_t batches(const Graph& g) { return testing::count_op(g, Op::BatchElementwiseRegion); }

@@ -62,28 +62,7 @@ size_t count_prologues(const Graph& g) {
 // Fused (these options) equals the reference backend running the program unfused, on several
 // random frames; returns the fused graph for the caller's structural checks.
 Graph expect_matches_reference(const Graph& g, std::optional<FusionOptions> options, const std::vector<int64_t>& frame) {
-  Session session;
-  CompileOptions ref_opts;
-  ref_opts.fuse = false;
-  testing::use_backend(ref_opts, testing::kReference);
-  CompileOptions fused_opts;
-  fused_opts.fusion = std::move(options);
-  fused_opts.verify_each_pass = true;
-  Expected<Executable> ref = session.compile(g, ref_opts);
-  Expected<Executable> fused = session.compile(g, fused_opts);
-  EXPECT_TRUE(ref && fused) << (fused ? ref.status() : fused.status()).to_string();
-  if (!ref || !fused) return Graph();
-  for (uint64_t seed : {11u, 12u, 13u}) {
-    NamedArrays in{{"frame", random_array(DType::U8, frame, seed, 0, 256)}};
-    Expected<std::vector<Array>> want = ref->run(in);
-    Expected<std::vector<Array>> got = fused->run(in);
-    EXPECT_TRUE(want && got) << got.status().to_string();
-    if (!want || !got) break;
-    // The normalising region may contract sub and mul (f32: 1e-6 relative, written down in
-    // transform_region_test for the same program).
-    EXPECT_TRUE(testing::arrays_close((*got)[0], (*want)[0], 1e-6, 1e-6)) << print_graph(fused->graph());
-  }
-  return fused->graph();
+  return testing::expect_frame_program_matches_reference(g, std::move(options), frame, {11u, 12u, 13u});
 }
 
 TEST(RegionPrologue, CropsOfEverySizeMatchTheReference) {
