@@ -86,12 +86,15 @@ Expected<Executable> Session::compile(const Graph& graph_in, const CompileOption
     with_optional->set_optional_outputs(std::move(slots));
   }
   const Graph& graph = with_optional ? *with_optional : graph_in;
-  if (options.target != FusionTarget::Cpu) {
+  if (!claim_table_of(options.target).has_executor) {
     return Status::unimplemented("target " + std::string(target_name(options.target)) +
                                  " has no executor in this build; `fusebox opt --target " +
                                  std::string(target_name(options.target)) +
                                  "` or `fusebox explain` shows what it would fuse");
   }
+  // A target other than the CPU runs on its own backend unless the caller named another.
+  const std::string backend_name =
+      options.target != FusionTarget::Cpu && options.backend == "cpu" ? std::string(target_name(options.target)) : options.backend;
   EnvLookup env = options.env ? options.env : process_env();
   Fuse fuser(options.target, claim_table_of(options.target));
   if (options.fusion) fuser.options(*options.fusion);
@@ -119,11 +122,11 @@ Expected<Executable> Session::compile(const Graph& graph_in, const CompileOption
   if (fusion_report_requested(env)) std::fprintf(stderr, "%s", plan->report.to_string().c_str());
   const Graph& g = plan->graph;
 
-  FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<Backend> target, make_backend(options.backend, BackendOptions{options.cpu}));
+  FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<Backend> target, make_backend(backend_name, BackendOptions{options.cpu}));
   FUSEBOX_ASSIGN_OR_RETURN(plan->graph, target->lower(plan->graph));
   if (options.verify_each_pass) {
     if (Status s = verify(plan->graph); !s.is_ok()) {
-      return Status::internal("the " + options.backend + " backend's lowering broke the graph: " + s.message());
+      return Status::internal("the " + backend_name + " backend's lowering broke the graph: " + s.message());
     }
   }
   FUSEBOX_ASSIGN_OR_RETURN(plan->placement, place(g, std::move(target), cpu_fallback(options.cpu)));

@@ -1,4 +1,4 @@
-// The cuda target's claim table (ir/claim_table.h): this folder holds only the table, since the target has no executor in this build.
+// The cuda target's claim table (ir/claim_table.h); the backend itself is cuda_backend.h.
 #pragma once
 
 #include "ir/claim_table.h"

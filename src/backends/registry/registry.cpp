@@ -5,6 +5,9 @@
 #include "backends/cpu/claims.h"
 #include "backends/cpu/reference_backend.h"
 #include "backends/cuda/claims.h"
+#ifdef FUSEBOX_HAVE_CUDA
+#include "backends/cuda/cuda_backend.h"
+#endif
 #include "backends/metal/claims.h"
 #include "backends/mlx/claims.h"
 #include "backends/rocm/claims.h"
@@ -20,11 +23,15 @@ struct Row {
   BackendFactory make;
 };
 
-// The built-in rows. A "cuda" row comes with src/backends/cuda/.
+// The built-in rows; "cuda" when the build has the CUDA backend (making one fails with the
+// reason on a machine without a GPU).
 std::vector<Row> builtin_rows() {
   return {
       {"cpu", [](const BackendOptions& o) -> Expected<std::shared_ptr<Backend>> { return cpu::make_cpu_backend(o.cpu); }},
       {"reference", [](const BackendOptions&) -> Expected<std::shared_ptr<Backend>> { return cpu::make_reference_backend(); }},
+#ifdef FUSEBOX_HAVE_CUDA
+      {"cuda", [](const BackendOptions&) -> Expected<std::shared_ptr<Backend>> { return cuda::make_cuda_backend(0); }},
+#endif
   };
 }
 

@@ -1,0 +1,120 @@
+#include "backends/cuda/cuda_backend.h"
+
+#include "backends/cuda/context.h"
+#include "backends/cuda/nvrtc.h"
+#include "backends/cuda/region_kernel.h"
+#include "ir/check.h"
+
+namespace fusebox::cuda {
+
+namespace {
+
+class CudaStream final : public Stream {
+ public:
+  explicit CudaStream(std::shared_ptr<Context> c) : context_(std::move(c)) {}
+  Device device() const override { return context_->device(); }
+  Status sync() override {
+    FUSEBOX_RETURN_IF_ERROR(context_->make_current());
+    const Driver& d = context_->driver();
+    return d.check(d.cuStreamSynchronize(context_->stream()), "running work on " + context_->device().to_string());
+  }
+
+ private:
+  std::shared_ptr<Context> context_;
+};
+
+// A value moved within device memory: reshape (when it is returned) and identity.
+class DeviceCopyKernel final : public Kernel {
+ public:
+  explicit DeviceCopyKernel(std::shared_ptr<Context> c) : context_(std::move(c)) {}
+  Status run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const override {
+    FUSEBOX_CHECK(in.size() == 1 && out.size() == 1 && in[0].nbytes() == out[0].nbytes()) << "device copy sizes";
+    if (!out[0].nbytes()) return Status::ok();
+    FUSEBOX_RETURN_IF_ERROR(context_->make_current());
+    const Driver& d = context_->driver();
+    return d.check(d.cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(out[0].data), reinterpret_cast<CUdeviceptr>(in[0].data),
+                                       out[0].nbytes(), context_->stream()),
+                   "copying on the device");
+  }
+  std::string_view kind() const override { return "cuda_copy"; }
+
+ private:
+  std::shared_ptr<Context> context_;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(std::shared_ptr<Context> c) : context_(std::move(c)), stream_(std::make_unique<CudaStream>(context_)) {}
+
+  std::string_view name() const override { return "cuda"; }
+  Device device() const override { return context_->device(); }
+
+  Claim claims(const Graph& g, const Node& n) const override {
+    if (n.op == Op::Reshape || n.op == Op::Identity) return Claim::accept();
+    if (std::shared_ptr<const Graph> body = region_body_of(g, n)) {
+      Expected<std::string> source = region_source(*body, RegionVariant{});
+      if (!source) return Claim::refuse(source.status().message());
+      return Claim::accept();
+    }
+    if (n.op == Op::ElementwiseRegion) return Claim::refuse("a region with a transform prologue has no CUDA kernel yet");
+    return Claim::refuse("no CUDA kernel for " + std::string(n.info().keyword) + " yet");
+  }
+
+  Expected<std::shared_ptr<const Kernel>> compile(const Graph& g, const Node& n) const override {
+    if (n.op == Op::Reshape || n.op == Op::Identity) return std::shared_ptr<const Kernel>(std::make_shared<DeviceCopyKernel>(context_));
+    if (std::shared_ptr<const Graph> body = region_body_of(g, n)) return RegionKernel::make(context_, std::move(body));
+    return Status::unimplemented("the CUDA backend does not run " + std::string(n.info().keyword));
+  }
+
+  Expected<Buffer> allocate(DType dtype, std::span<const int64_t> shape) const override {
+    BufferView view;
+    view.dtype = dtype;
+    view.shape.assign(shape.begin(), shape.end());
+    view.strides.assign(shape.size(), 1);
+    for (size_t i = shape.size(); i-- > 1;) view.strides[i - 1] = view.strides[i] * shape[i];
+    view.device = device();
+    FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<void> memory, context_->allocate(view.nbytes()));
+    view.data = memory.get();
+    return Buffer(std::move(view), std::move(memory));
+  }
+
+  Status copy_from_host(Stream&, const BufferView& host, const BufferView& dst) const override {
+    FUSEBOX_CHECK(host.nbytes() == dst.nbytes() && host.dtype == dst.dtype) << "copy sizes";
+    if (!dst.nbytes()) return Status::ok();
+    FUSEBOX_RETURN_IF_ERROR(context_->make_current());
+    const Driver& d = context_->driver();
+    return d.check(d.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst.data), host.data, dst.nbytes(), context_->stream()),
+                   "copying to " + device().to_string());
+  }
+
+  Status copy_to_host(Stream&, const BufferView& src, const BufferView& host) const override {
+    FUSEBOX_CHECK(host.nbytes() == src.nbytes() && host.dtype == src.dtype) << "copy sizes";
+    if (!src.nbytes()) return Status::ok();
+    FUSEBOX_RETURN_IF_ERROR(context_->make_current());
+    const Driver& d = context_->driver();
+    return d.check(d.cuMemcpyDtoHAsync(host.data, reinterpret_cast<CUdeviceptr>(src.data), src.nbytes(), context_->stream()),
+                   "copying from " + device().to_string());
+  }
+
+  Stream& stream() const override { return *stream_; }
+  PoolStats pool_stats() const override { return context_->pool_stats(); }
+
+ private:
+  std::shared_ptr<Context> context_;
+  std::unique_ptr<CudaStream> stream_;
+};
+
+}  // namespace
+
+Status cuda_available() {
+  FUSEBOX_RETURN_IF_ERROR(nvrtc_version().status());
+  return Context::get(0).status();
+}
+
+Expected<std::shared_ptr<Backend>> make_cuda_backend(int index) {
+  FUSEBOX_RETURN_IF_ERROR(nvrtc_version().status());
+  FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<Context> context, Context::get(index));
+  return std::shared_ptr<Backend>(std::make_shared<CudaBackend>(std::move(context)));
+}
+
+}  // namespace fusebox::cuda

@@ -1,0 +1,15 @@
+// The device functions every generated kernel starts with (prelude.cpp): loads and stores of
+// each dtype, and one function per element-wise step with the reference kernels' semantics
+// (src/backends/cpu/reference/unary.cpp, binary.cpp): the same operation order, NaN rules,
+// wrapping integer arithmetic, saturating float-to-integer casts. Kernels are compiled with
+// --fmad=false, so a*b+c rounds twice as on the CPU. Transcendental functions are CUDA's (at most
+// 2 ulp from the correctly rounded value, where the CPU's are within 1).
+#pragma once
+
+#include <string_view>
+
+namespace fusebox::cuda {
+
+std::string_view prelude_source();
+
+}  // namespace fusebox::cuda

@@ -1,0 +1,42 @@
+// An elementwise_region (or a lone element-wise op as a one-step body) on the GPU.
+//
+// At each run the kernel looks at the operands' sizes: all full-size or one element -> the flat
+// variant (V-wide accesses when every pointer is aligned); otherwise broadcast strides over the
+// output's dims, merged where contiguous, -> the strided variant of that rank. Each variant's
+// source is compiled once (Context::function: memory, then disk, then NVRTC) and kept.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "backends/backend.h"
+#include "backends/cuda/context.h"
+#include "backends/cuda/region_codegen.h"
+
+namespace fusebox::cuda {
+
+class RegionKernel final : public Kernel {
+ public:
+  // Fails (unimplemented) when a step has no device code.
+  static Expected<std::shared_ptr<const Kernel>> make(std::shared_ptr<Context> context, std::shared_ptr<const Graph> body);
+
+  Status run(Stream& stream, std::span<const BufferView> in, std::span<const BufferView> out) const override;
+  std::string_view kind() const override { return "cuda_region"; }
+
+ private:
+  RegionKernel(std::shared_ptr<Context> context, std::shared_ptr<const Graph> body)
+      : context_(std::move(context)), body_(std::move(body)) {}
+  Expected<CUfunction> function(const RegionVariant& v) const;
+
+  std::shared_ptr<Context> context_;
+  std::shared_ptr<const Graph> body_;
+  mutable std::mutex mu_;
+  mutable std::map<std::string, CUfunction> functions_;  // by RegionVariant::key()
+};
+
+// The body a node runs as on the GPU: an elementwise_region's own body, or a lone element-wise
+// op as a one-step body; null when the node is neither (or has a transform prologue).
+std::shared_ptr<const Graph> region_body_of(const Graph& g, const Node& n);
+
+}  // namespace fusebox::cuda
