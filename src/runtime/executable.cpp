@@ -2,6 +2,7 @@
 // kernel on its backend's stream with copies where a value changes device.
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 
 #include "runtime/executable_plan.h"
 #include "runtime/shape_plan.h"
@@ -215,17 +216,82 @@ const Array* Executable::donor_for(size_t i, ValueId v, std::span<const Array* c
 Expected<std::vector<Array>> Executable::execute(std::span<const Array* const> inputs,
                                                  std::vector<double>* node_seconds,
                                                  std::span<const Array> donated) const {
+  FUSEBOX_ASSIGN_OR_RETURN(std::vector<Buffer> out, run_plan(inputs, {}, node_seconds, donated));
+  const Graph& g = plan_->graph;
+  std::vector<Array> results;
+  results.reserve(out.size());
+  for (size_t k = 0; k < out.size(); ++k) {
+    // A slot the IO output gate left unmaterialised is not read back: an empty array of its dtype.
+    if (!g.output_materialized(k)) {
+      results.emplace_back(g.type(g.outputs()[k]).dtype, std::vector<int64_t>{0});
+      continue;
+    }
+    results.push_back(out[k].to_array());
+  }
+  return results;
+}
+
+Expected<std::vector<Buffer>> Executable::run_buffers(std::span<const Buffer> inputs) const {
+  const Graph& g = plan_->graph;
+  if (!plan_->device_io) {
+    return Status::invalid("@" + g.name() + ": run_buffers needs a plan compiled with CompileOptions::device_io");
+  }
+  if (inputs.size() != g.inputs().size()) {
+    return Status::invalid("@" + g.name() + ": expects " + std::to_string(g.inputs().size()) + " input buffers, got " +
+                           std::to_string(inputs.size()));
+  }
+  const Device want = plan_->placement.backends[0]->device();
+  std::vector<Array> shapes;  // descriptors for the checks: dtype and shape, memory never read
+  shapes.reserve(inputs.size());
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const BufferView& b = inputs[k].view();
+    if (!inputs[k] || b.device != want) {
+      return Status::invalid("@" + g.name() + ": input %" + g.value(g.inputs()[k]).name + " must be a buffer on " +
+                             want.to_string() + (inputs[k] ? ", got one on " + b.device.to_string() : ", got none"));
+    }
+    shapes.push_back(Array::view(b.dtype, b.shape, b.data));
+  }
+  std::vector<const Array*> ordered;
+  for (const Array& a : shapes) ordered.push_back(&a);
+  return run_plan(ordered, inputs, nullptr, {});
+}
+
+Status Executable::sync() const {
+  for (const auto& b : plan_->placement.backends) FUSEBOX_RETURN_IF_ERROR(b->stream().sync());
+  return Status::ok();
+}
+
+Expected<std::vector<Buffer>> Executable::run_plan(std::span<const Array* const> inputs,
+                                                   std::span<const Buffer> input_buffers,
+                                                   std::vector<double>* node_seconds,
+                                                   std::span<const Array> donated) const {
   const Plan& plan = *plan_;
   const Graph& g = plan.graph;
   const Placement& place = plan.placement;
   if (node_seconds) node_seconds->assign(g.nodes().size(), 0.0);
   FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const ShapePlan> shapes, shapes_for(inputs));
   std::vector<Buffer> residents(place.resident_value.size());
-  for (size_t k = 0; k < g.inputs().size(); ++k) residents[size_t(g.inputs()[k])] = Buffer::wrap(*inputs[k]);
+  for (size_t k = 0; k < g.inputs().size(); ++k) {
+    residents[size_t(g.inputs()[k])] = input_buffers.empty() ? Buffer::wrap(*inputs[k]) : input_buffers[k];
+  }
   std::vector<std::string> names;  // computed lazily for error messages
   auto where = [&](const Node& n) {
     if (names.empty()) names = value_display_names(g);
     return "@" + g.name() + ": " + describe_node(g, n, names);
+  };
+  // A constant crosses to a device once per plan; later runs reuse that copy.
+  auto copy = [&](const Copy& c) -> Status {
+    const ValueId v = place.resident_value[size_t(c.to)];
+    const bool constant = !c.to_host && size_t(c.from) == size_t(v) && plan.constants[size_t(v)];
+    if (!constant) return run_copy(c, place, *shapes, residents);
+    std::lock_guard<std::mutex> lock(plan.uploads_mu);
+    if (plan.uploaded.size() < residents.size()) plan.uploaded.resize(residents.size());
+    if (!plan.uploaded[size_t(c.to)]) {
+      FUSEBOX_RETURN_IF_ERROR(run_copy(c, place, *shapes, residents));
+      plan.uploaded[size_t(c.to)] = residents[size_t(c.to)];
+    }
+    residents[size_t(c.to)] = plan.uploaded[size_t(c.to)];
+    return Status::ok();
   };
   std::vector<BufferView> in, out;
   const auto& nodes = g.nodes();
@@ -236,7 +302,7 @@ Expected<std::vector<Array>> Executable::execute(std::span<const Array* const> i
       continue;
     }
     for (const Copy& c : place.copies_before[i]) {
-      Status s = run_copy(c, place, *shapes, residents);
+      Status s = copy(c);
       if (!s.is_ok()) return s.with_context(where(n));
     }
     if (plan.aliases[i]) {
@@ -269,6 +335,8 @@ Expected<std::vector<Array>> Executable::execute(std::span<const Array* const> i
     auto start = std::chrono::steady_clock::now();
     Status s = all_empty ? Status::ok() : plan.kernels[i]->run(backend.stream(), in, out);
     if (node_seconds) {
+      // Device kernels are asynchronous: a profile waits for each (host kernels ran inline).
+      if (!backend.device().is_host() && s.is_ok()) s = backend.stream().sync();
       (*node_seconds)[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
     if (!s.is_ok()) {
@@ -277,17 +345,13 @@ Expected<std::vector<Array>> Executable::execute(std::span<const Array* const> i
     }
     for (int dead : plan.memory.release_after[i]) residents[size_t(dead)] = Buffer();
   }
-  for (const Copy& c : place.final_copies) FUSEBOX_RETURN_IF_ERROR(run_copy(c, place, *shapes, residents));
-  for (const auto& b : place.backends) FUSEBOX_RETURN_IF_ERROR(b->stream().sync());
-  std::vector<Array> results;
+  for (const Copy& c : place.final_copies) FUSEBOX_RETURN_IF_ERROR(copy(c));
+  // Host results are complete when returned; device results are ordered on their stream.
+  if (!plan.device_io) FUSEBOX_RETURN_IF_ERROR(sync());
+  std::vector<Buffer> results;
   results.reserve(place.output_resident.size());
   for (size_t k = 0; k < place.output_resident.size(); ++k) {
-    // A slot the IO output gate left unmaterialised is not read back: an empty array of its dtype.
-    if (!g.output_materialized(k)) {
-      results.emplace_back(g.type(g.outputs()[k]).dtype, std::vector<int64_t>{0});
-      continue;
-    }
-    results.push_back(residents[size_t(place.output_resident[k])].to_array());
+    results.push_back(g.output_materialized(k) ? residents[size_t(place.output_resident[k])] : Buffer());
   }
   return results;
 }

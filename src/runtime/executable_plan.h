@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,11 @@ struct Executable::Plan {
   // caller gets to own alone.
   std::vector<bool> aliases;
   std::vector<std::string> output_names;
+  bool device_io = false;  // CompileOptions::device_io
+  // Per resident: a constant's copy on a device, made by the first run that needs it and kept
+  // (constants never change), so weights cross to a GPU once.
+  mutable std::mutex uploads_mu;
+  mutable std::vector<Buffer> uploaded;
 };
 
 }  // namespace fusebox

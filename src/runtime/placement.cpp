@@ -6,7 +6,8 @@ namespace {
 
 class Placer {
  public:
-  Placer(const Graph& g, Placement& p, const BackendMaker& fallback) : g_(g), p_(p), fallback_(fallback) {}
+  Placer(const Graph& g, Placement& p, const BackendMaker& fallback, bool device_io)
+      : g_(g), p_(p), fallback_(fallback), io_(device_io ? 0 : -1) {}
 
   Status run() {
     if (!p_.backends[0]->device().is_host()) {
@@ -17,7 +18,11 @@ class Placer {
     p_.resident_backend.assign(num_values, p_.host);
     residents_.resize(num_values);
     for (size_t v = 0; v < num_values; ++v) p_.resident_value[v] = ValueId(v);
-    for (ValueId v : g_.inputs()) residents_[size_t(v)].push_back(int(v));
+    if (io_ < 0) io_ = p_.host;
+    for (ValueId v : g_.inputs()) {
+      residents_[size_t(v)].push_back(int(v));
+      p_.resident_backend[size_t(v)] = io_;
+    }
     const auto& nodes = g_.nodes();
     p_.node_backend.resize(nodes.size());
     p_.operands.resize(nodes.size());
@@ -39,7 +44,7 @@ class Placer {
         residents_[size_t(v)].push_back(int(v));
       }
     }
-    for (ValueId v : g_.outputs()) p_.output_resident.push_back(resident_on(v, p_.host, p_.final_copies));
+    for (ValueId v : g_.outputs()) p_.output_resident.push_back(resident_on(v, io_, p_.final_copies));
     return Status::ok();
   }
 
@@ -82,6 +87,7 @@ class Placer {
   Placement& p_;
   const BackendMaker& fallback_;
   int cpu_ = -1;
+  int io_;  // the backend whose device holds graph inputs and outputs
   std::vector<std::vector<int>> residents_;  // per value: its residents, the defining one first
 };
 
@@ -106,10 +112,10 @@ std::string Placement::summary() const {
   return s;
 }
 
-Expected<Placement> place(const Graph& g, std::shared_ptr<Backend> target, const BackendMaker& fallback) {
+Expected<Placement> place(const Graph& g, std::shared_ptr<Backend> target, const BackendMaker& fallback, bool device_io) {
   Placement p;
   p.backends.push_back(std::move(target));
-  Placer placer(g, p, fallback);
+  Placer placer(g, p, fallback, device_io);
   FUSEBOX_RETURN_IF_ERROR(placer.run());
   return p;
 }

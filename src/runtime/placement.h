@@ -6,7 +6,8 @@
 //   resident  one value on one device: residents [0, num_values) are the values where they are
 //             defined (graph inputs: the host); each copy adds one
 //   copy      to the host by the source's backend, or from the host by the destination's;
-//             device to device goes through the host. Outputs end on the host.
+//             device to device goes through the host. Outputs end on the host (on the target
+//             with device_io, where graph inputs also start).
 #pragma once
 
 #include <functional>
@@ -47,6 +48,8 @@ using BackendMaker = std::function<Expected<std::shared_ptr<Backend>>()>;
 
 // `fallback` makes the CPU backend; it is called only when a node is refused or the target's
 // device is not the host.
-Expected<Placement> place(const Graph& g, std::shared_ptr<Backend> target, const BackendMaker& fallback);
+// `device_io`: graph inputs are given on the target's device and outputs stay there.
+Expected<Placement> place(const Graph& g, std::shared_ptr<Backend> target, const BackendMaker& fallback,
+                          bool device_io = false);
 
 }  // namespace fusebox

@@ -25,7 +25,7 @@ std::string options_key(const CompileOptions& o, const Fuse& fuser) {
   }
   key += ";backend=" + o.backend + ";codegen=" + std::string(codegen_name(o.cpu.codegen)) +
          ";onednn=" + std::to_string(o.cpu.onednn) + ";layout=" + cpu_layout_name(o.cpu.nchwc_block) + ";verify=" + std::to_string(o.verify) +
-         ";verify_each_pass=" + std::to_string(o.verify_each_pass) + ";sizes=";
+         ";verify_each_pass=" + std::to_string(o.verify_each_pass) + ";device_io=" + std::to_string(o.device_io) + ";sizes=";
   for (const auto& [sym, n] : o.report_sizes) key += sym + "=" + std::to_string(n) + ",";
   return key;
 }
@@ -129,7 +129,8 @@ Expected<Executable> Session::compile(const Graph& graph_in, const CompileOption
       return Status::internal("the " + backend_name + " backend's lowering broke the graph: " + s.message());
     }
   }
-  FUSEBOX_ASSIGN_OR_RETURN(plan->placement, place(g, std::move(target), cpu_fallback(options.cpu)));
+  plan->device_io = options.device_io;
+  FUSEBOX_ASSIGN_OR_RETURN(plan->placement, place(g, std::move(target), cpu_fallback(options.cpu), options.device_io));
   plan->memory = plan_memory(g, plan->placement);
   plan->constants.resize(g.num_values());
   plan->aliases.assign(g.nodes().size(), false);

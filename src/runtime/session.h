@@ -58,6 +58,9 @@ struct CompileOptions {
   // unmaterialised; the output list keeps its arity and that slot comes back as an empty array
   // (Executable::output_materialized says which). Leave a slot out to request it explicitly.
   std::vector<int64_t> optional_outputs;
+  // Inputs and outputs live on the target backend's device (Executable::run_buffers): no copy
+  // in or out, so a plan on a GPU can be run again and again on device data.
+  bool device_io = false;
 };
 
 using NamedArrays = std::map<std::string, Array, std::less<>>;
@@ -92,6 +95,13 @@ class Executable {
   Expected<std::vector<Array>> run_donating(std::span<const Array> inputs, std::span<const Array> donated) const;
   // Binds the symbols of the input shapes (exposed for tests and tools).
   Expected<SymbolBindings> bind(const NamedArrays& inputs) const;
+  // Runs a plan compiled with CompileOptions::device_io on buffers of the target's device
+  // (Backend::allocate, copy_from_host), inputs by position. The work is enqueued on the device's
+  // stream and the outputs stay there: read them after sync() (or copy them to the host, which
+  // orders after the work). The same checks as run().
+  Expected<std::vector<Buffer>> run_buffers(std::span<const Buffer> inputs) const;
+  // Waits for all work this plan enqueued on its backends' streams; reports a failed kernel.
+  Status sync() const;
   // Buffers of every backend's pool this plan allocates from.
   PoolStats pool_stats() const;
 
@@ -106,6 +116,10 @@ class Executable {
   friend class Session;
   Expected<std::vector<Array>> execute(std::span<const Array* const> inputs, std::vector<double>* node_seconds,
                                        std::span<const Array> donated = {}) const;
+  // The plan over input buffers (`input_buffers` empty: the host arrays of `inputs`); the output
+  // buffers where they end (an empty Buffer for an unmaterialised slot).
+  Expected<std::vector<Buffer>> run_plan(std::span<const Array* const> inputs, std::span<const Buffer> input_buffers,
+                                         std::vector<double>* node_seconds, std::span<const Array> donated) const;
   // The donated array output `v` of node `i` may be written into, or null.
   const Array* donor_for(size_t i, ValueId v, std::span<const Array* const> inputs, std::span<const Array> donated,
                          const std::vector<int64_t>& dims) const;

@@ -191,7 +191,12 @@ TEST(Claims, DTypesPerTarget) {
 TEST(Claims, ExecutorsMemoryAndForcedUnfuse) {
   for (FusionTarget t : kAllTargets) {
     bool cpu = t == FusionTarget::Cpu;
-    EXPECT_EQ(C(t).has_executor, cpu) << t;  // cuda has no executor in this build yet
+#ifdef FUSEBOX_HAVE_CUDA
+    const bool cuda_built = true;
+#else
+    const bool cuda_built = false;
+#endif
+    EXPECT_EQ(C(t).has_executor, cpu || (t == FusionTarget::Cuda && cuda_built)) << t;
     EXPECT_EQ(C(t).unified_memory, cpu) << t;
     EXPECT_EQ(C(t).forces_unfuse_regions, t == FusionTarget::Metal ||
                                                    t == FusionTarget::Mlx ||

@@ -412,5 +412,58 @@ TEST(Placement, ClaimedNodesRunOnTheTargetWithCopiesAtDeviceBoundaries) {
   EXPECT_EQ(on_cpu->summary(), "cpu 3 nodes");
 }
 
+// device_io: inputs arrive and outputs stay on the target's device (no copies in or out), and a
+// constant the device reads crosses once per plan, not once per run.
+TEST(Placement, DeviceIoKeepsValuesOnTheTargetAndUploadsConstantsOnce) {
+  register_fake();
+  Graph g = parse_one(R"(func @f(%x: f32[N,16]) -> f32[N,16] {
+  %c = constant {value = dense<f32[16]: [0.5, -1.0, 2.0, 0.25, 1.5, -0.5, 3.0, 0.125, 1.0, -2.0, 0.75, 0.0, -0.25, 4.0, 2.5, -3.0]>} : f32[16]
+  %0 = add %x, %c : f32[N,16]
+  %1 = add %0, %x : f32[N,16]
+  return %1
+}
+)");
+  CompileOptions o;
+  o.fuse = false;
+  o.backend = "fake-add";
+  o.device_io = true;
+  Expected<Executable> exe = Session().compile(g, o);
+  ASSERT_TRUE(exe) << exe.status().to_string();
+  // The constant is defined on the host and copied to the device: the one copy.
+  EXPECT_EQ(exe->placement().summary(), "fake-add 2 nodes, cpu 1 node, 1 copy");
+  Expected<std::shared_ptr<Backend>> dev = make_backend("fake-add");
+  ASSERT_TRUE(dev);
+  FakeCounters& c = fake_counters();
+  c.runs = c.to_device = c.to_host = 0;
+  const Array x = random_array(DType::F32, {3, 16}, 73);
+  Expected<Buffer> xb = (*dev)->allocate(DType::F32, x.shape());
+  ASSERT_TRUE(xb);
+  ASSERT_TRUE((*dev)->copy_from_host((*dev)->stream(), host_view(x), xb->view()).is_ok());
+  c.to_device = 0;
+  for (int run = 0; run < 2; ++run) {
+    Expected<std::vector<Buffer>> out = exe->run_buffers(std::vector<Buffer>{*xb});
+    ASSERT_TRUE(out) << out.status().to_string();
+    ASSERT_TRUE(exe->sync().is_ok());
+    ASSERT_EQ(out->size(), 1u);
+    EXPECT_EQ((*out)[0].view().device, (Device{DeviceKind::Cpu, 1}));
+    expect_all_close({(*out)[0].to_array()}, reference(g, {x}));
+  }
+  EXPECT_EQ(c.runs.load(), 4);
+  EXPECT_EQ(c.to_device.load(), 1);  // the constant, once
+  EXPECT_EQ(c.to_host.load(), 0);
+
+  // A host buffer where the device's is expected, and run_buffers on a plan without device_io.
+  Expected<std::vector<Buffer>> wrong = exe->run_buffers(std::vector<Buffer>{Buffer::wrap(x)});
+  ASSERT_FALSE(wrong);
+  EXPECT_NE(wrong.status().message().find("must be a buffer on cpu:1, got one on cpu:0"), std::string::npos)
+      << wrong.status().message();
+  o.device_io = false;
+  Expected<Executable> plain = Session().compile(g, o);
+  ASSERT_TRUE(plain);
+  Expected<std::vector<Buffer>> refused = plain->run_buffers(std::vector<Buffer>{*xb});
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.status().message().find("needs a plan compiled with CompileOptions::device_io"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace fusebox
