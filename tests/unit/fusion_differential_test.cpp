@@ -9,6 +9,9 @@
 #include <random>
 
 #include "backends/cpu/region_jit.h"
+#ifdef FUSEBOX_HAVE_CUDA
+#include "backends/cuda/cuda_backend.h"
+#endif
 #include "fusion/fuse.h"
 #include "support/test_util.h"
 
@@ -148,7 +151,8 @@ class DagGenerator {
 // Runs `count` random DAGs fused on `executor` against the reference; returns the number of
 // region nodes the fused graphs had, and counts in `staged` those whose generated code would run
 // in stages (cpu::jit_stage_starts).
-int run_differential(uint64_t seed, int count, testing::BackendChoice executor, int* staged = nullptr) {
+int run_differential(uint64_t seed, int count, testing::BackendChoice executor, int* staged = nullptr,
+                     FusionTarget target = FusionTarget::Cpu) {
   DagGenerator gen(seed);
   int regions = 0, compared = 0;
   for (int iter = 0; iter < count; ++iter) {
@@ -159,6 +163,7 @@ int run_differential(uint64_t seed, int count, testing::BackendChoice executor, 
     ref_opts.fuse = false;
     testing::use_backend(ref_opts, testing::kReference);
     CompileOptions fused_opts;
+    fused_opts.target = target;
     fused_opts.fusion = d.options;
     fused_opts.verify_each_pass = true;
     testing::use_backend(fused_opts, executor);
@@ -209,6 +214,18 @@ TEST(FusionDifferential, RandomDagsOnGeneratedCodeMatchTheReference) {
   EXPECT_GT(run_differential(20261201, 1500, testing::kCpuJit, &staged), 700);
   EXPECT_GT(staged, 50) << staged;
   EXPECT_GT(cpu::jit_stats().compiled - before, 500u);
+}
+
+// The same DAGs on the GPU: every region and lone op as generated CUDA C++ (flat and strided
+// kernels; f32, f64, i32 and bool values). Skips without a GPU.
+TEST(FusionDifferential, RandomDagsOnCudaMatchTheReference) {
+#ifdef FUSEBOX_HAVE_CUDA
+  if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
+  EXPECT_GT(run_differential(20261202, 300, testing::BackendChoice{"cuda", cpu::Codegen::Auto}, nullptr, FusionTarget::Cuda),
+            150);
+#else
+  GTEST_SKIP() << "this build has no CUDA backend";
+#endif
 }
 
 }  // namespace

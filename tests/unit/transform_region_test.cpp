@@ -62,7 +62,7 @@ std::vector<int64_t> dims(const Shape& s) {
   Status s = cpu::run_reference(region, in, ref_out);
   if (!s.is_ok()) return ::testing::AssertionFailure() << "reference: " << s.message();
   std::string why;
-  auto plan = cpu::plan_transform_region(region, &why);
+  auto plan = plan_transform_region(region, &why);
   if (!plan) return ::testing::AssertionFailure() << "no plan: " << why;
   for (uint8_t poison : kPoisonBytes) {
     Array got(t.dtype, dims(t.shape));
@@ -191,10 +191,10 @@ TEST(TransformRegion, ChainsThePlanDoesNotCoverSayWhy) {
   Array img = random_array(DType::F32, {4, 6}, 1);
   std::string why;
   Node two = region_of(type_of(img), {resize({8, 12}, "linear", "half_pixel"), resize({3, 5}, "linear", "half_pixel")});
-  EXPECT_EQ(cpu::plan_transform_region(two, &why), nullptr);
+  EXPECT_EQ(plan_transform_region(two, &why), nullptr);
   EXPECT_NE(why.find("two linear resizes"), std::string::npos) << why;
   Node merge = region_of(type_of(img), {flip({0}), reshape({24}), slice({3}, {20}, {0})});
-  EXPECT_EQ(cpu::plan_transform_region(merge, &why), nullptr);
+  EXPECT_EQ(plan_transform_region(merge, &why), nullptr);
   EXPECT_NE(why.find("merges or splits"), std::string::npos) << why;
 }
 

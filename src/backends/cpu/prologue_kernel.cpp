@@ -14,7 +14,7 @@
 
 #include "backends/cpu/reference/reference.h"
 #include "backends/cpu/transform_kernel.h"
-#include "backends/cpu/transform_plan.h"
+#include "backends/transform_plan.h"
 #include "ir/region_prologue.h"
 
 namespace fusebox::cpu {

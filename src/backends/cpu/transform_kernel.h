@@ -2,11 +2,7 @@
 // execution"). Each output coordinate is mapped back through the steps to the source elements
 // it reads; nothing in between is materialised.
 //
-//   plan     walk the steps from the result back to the source once per axis, giving per output
-//            axis and index a list of taps {source offset or "constant of pad step k", weight}:
-//            slice/flip/pad/nearest resize map an index to one index, transpose relabels axes,
-//            reshape is a view at either end of the chain (or anywhere when it only adds or
-//            removes unit axes), linear resize splits an index into one or two weighted taps
+//   plan     backends/transform_plan.h (shared with the other backends)
 //   run      per output row (parallel over rows): outer taps once per row, the last axis from
 //            its table; a row whose map is a plain offset is one memcpy
 //
@@ -19,18 +15,12 @@
 #include <memory>
 #include <string>
 
+#include "backends/transform_plan.h"
 #include "fusebox/status.h"
 #include "ir/array.h"
 #include "ir/graph.h"
 
 namespace fusebox::cpu {
-
-struct TransformPlan;
-
-// The plan of a transform_region node, or null (with `why` set) when its chain has a form the
-// plan does not cover: two linear resizes, a reshape in the middle that merges or splits axes,
-// an empty source axis. Those regions run on the reference kernel.
-std::shared_ptr<const TransformPlan> plan_transform_region(const Node& region, std::string* why = nullptr);
 
 // Runs the plan: `in` has the body parameter's type, `out` the region's result type.
 Status run_transform_plan(const TransformPlan& plan, const Array& in, Array& out);

@@ -7,7 +7,7 @@
 #include "backends/cpu/reference/dtype_dispatch.h"
 #include "backends/cpu/reference/resize_math.h"
 #include "backends/cpu/transform_kernel.h"
-#include "backends/cpu/transform_plan.h"
+#include "backends/transform_plan.h"
 
 namespace fusebox::cpu {
 

@@ -1,13 +1,12 @@
-#include "backends/cpu/transform_kernel.h"
-#include "backends/cpu/transform_plan.h"
+#include "backends/transform_plan.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "backends/cpu/reference/resize_math.h"
+#include "backends/resize_index.h"
 #include "ir/shape_inference.h"
 
-namespace fusebox::cpu {
+namespace fusebox {
 
 namespace {
 
@@ -217,4 +216,4 @@ std::shared_ptr<const TransformPlan> plan_transform_region(const Node& region, s
   return plan;
 }
 
-}  // namespace fusebox::cpu
+}  // namespace fusebox

@@ -1,13 +1,24 @@
-// The plan of a transform_region (transform_kernel.h): what plan_transform_region builds
-// (transform_kernel.cpp) and the loops run (transform_loops.cpp).
+// The plan of a transform_region, shared by the backends that run transform regions natively
+// (cpu/transform_kernel.h, cuda/transform_kernel.h): every output coordinate mapped back through
+// the steps to the source elements it reads.
+//
+//   walk the steps from the result back to the source once per axis, giving per output axis and
+//   index a list of taps {source offset or "constant of pad step k", weight}: slice/flip/pad/
+//   nearest resize map an index to one index, transpose relabels axes, reshape is a view at
+//   either end of the chain (or anywhere when it only adds or removes unit axes), linear resize
+//   splits an index into one or two weighted taps
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "ir/dtype.h"
+#include <memory>
+#include <string>
 
-namespace fusebox::cpu {
+#include "ir/dtype.h"
+#include "ir/graph.h"
+
+namespace fusebox {
 
 inline constexpr int64_t kConst = -1;  // a tap that reads a pad constant instead of the source
 
@@ -31,4 +42,9 @@ struct TransformPlan {
   std::vector<std::vector<uint8_t>> const_bytes;  // per step: the constant's bytes
 };
 
-}  // namespace fusebox::cpu
+// The plan of a transform_region node, or null (with `why` set) when its chain has a form the
+// plan does not cover: two linear resizes, a reshape in the middle that merges or splits axes,
+// an empty source axis. Those regions run on the reference kernel.
+std::shared_ptr<const TransformPlan> plan_transform_region(const Node& region, std::string* why = nullptr);
+
+}  // namespace fusebox
