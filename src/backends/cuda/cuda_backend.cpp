@@ -56,13 +56,22 @@ class CudaBackend final : public Backend {
       if (!source) return Claim::refuse(source.status().message());
       return Claim::accept();
     }
-    if (n.op == Op::ElementwiseRegion) return Claim::refuse("a region with a transform prologue has no CUDA kernel yet");
+    if (n.op == Op::ElementwiseRegion) {
+      const std::string why = prologue_region_unsupported(n);
+      return why.empty() ? Claim::accept() : Claim::refuse(why);
+    }
+    if (n.op == Op::TransformRegion) {
+      const std::string why = transform_region_unsupported(n);
+      return why.empty() ? Claim::accept() : Claim::refuse(why);
+    }
     return Claim::refuse("no CUDA kernel for " + std::string(n.info().keyword) + " yet");
   }
 
   Expected<std::shared_ptr<const Kernel>> compile(const Graph& g, const Node& n) const override {
     if (n.op == Op::Reshape || n.op == Op::Identity) return std::shared_ptr<const Kernel>(std::make_shared<DeviceCopyKernel>(context_));
     if (std::shared_ptr<const Graph> body = region_body_of(g, n)) return RegionKernel::make(context_, std::move(body));
+    if (n.op == Op::ElementwiseRegion) return RegionKernel::make_with_prologue(context_, n);
+    if (n.op == Op::TransformRegion) return TransformKernel::make(context_, n);
     return Status::unimplemented("the CUDA backend does not run " + std::string(n.info().keyword));
   }
 

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "backends/cuda/prelude.h"
+#include "backends/cuda/transform_codegen.h"
 #include "ir/array.h"
 
 namespace fusebox::cuda {
@@ -324,9 +325,11 @@ Graph single_step_body(const Node& n, const std::vector<DType>& operand_dtypes, 
   return body;
 }
 
-Expected<std::string> region_source(const Graph& body, const RegionVariant& v) {
+Expected<std::string> region_source(const Graph& body, const RegionVariant& v, const RegionPrologue* prologue) {
   std::ostringstream os;
   os << prelude_source() << "\n";
+  const size_t pk = prologue ? prologue->operand : size_t(-1);
+  if (prologue) os << prologue->transform->source;
   FUSEBOX_RETURN_IF_ERROR(BodyWriter(body).write(os));
   const auto& ins = body.inputs();
   const auto& outs = body.outputs();
@@ -342,12 +345,18 @@ Expected<std::string> region_source(const Graph& body, const RegionVariant& v) {
   os << "extern \"C\" __global__ void __launch_bounds__(" << kRegionThreads << ") " << kRegionEntry << "(i64 n";
   for (size_t k = 0; k < ins.size(); ++k) os << ", const void* __restrict__ in" << k << "_";
   for (size_t j = 0; j < outs.size(); ++j) os << ", void* __restrict__ out" << j << "_";
+  if (prologue) os << ", const " << prologue->transform->name << "_axes pro_axes";
   if (strided) os << ", const FbShape shape";
   os << ") {\n";
   for (size_t k = 0; k < ins.size(); ++k) {
-    os << "  const " << storage_type(in_dtype(k)) << "* __restrict__ in" << k << " = (const " << storage_type(in_dtype(k))
-       << "*)in" << k << "_;\n";
+    const char* st = k == pk ? storage_type(prologue->transform->src_dtype) : storage_type(in_dtype(k));
+    os << "  const " << st << "* __restrict__ in" << k << " = (const " << st << "*)in" << k << "_;\n";
   }
+  // Operand k's element at index i: a load, or the prologue's transform computing it.
+  auto element = [&](size_t k, const std::string& i) {
+    if (k == pk) return load_expr(in_dtype(k), prologue->transform->name + "(" + i + ", in" + std::to_string(k) + ", pro_axes)");
+    return load_expr(in_dtype(k), "in" + std::to_string(k) + "[" + i + "]");
+  };
   for (size_t j = 0; j < outs.size(); ++j) {
     os << "  " << storage_type(out_dtype(j)) << "* __restrict__ out" << j << " = (" << storage_type(out_dtype(j)) << "*)out"
        << j << "_;\n";
@@ -365,7 +374,7 @@ Expected<std::string> region_source(const Graph& body, const RegionVariant& v) {
     const int V = v.vector;
     for (size_t k = 0; k < ins.size(); ++k) {
       if ((v.repeated >> k) & 1u) {
-        os << "  const " << compute_type(in_dtype(k)) << " r" << k << " = " << load_expr(in_dtype(k), "in" + std::to_string(k) + "[0]") << ";\n";
+        os << "  const " << compute_type(in_dtype(k)) << " r" << k << " = " << element(k, "0") << ";\n";
       }
     }
     auto repeated = [&](size_t k) { return (v.repeated >> k) & 1u; };
@@ -375,7 +384,7 @@ Expected<std::string> region_source(const Graph& body, const RegionVariant& v) {
       os << "  const i64 nv = n / " << V << ";\n";
       os << "  for (i64 j = first; j < nv; j += stride) {\n";
       for (size_t k = 0; k < ins.size(); ++k) {
-        if (repeated(k)) continue;
+        if (repeated(k) || k == pk) continue;
         os << "    const Pack<" << storage_type(in_dtype(k)) << ", " << V << "> p" << k << " = ((const Pack<"
            << storage_type(in_dtype(k)) << ", " << V << ">*)in" << k << ")[j];\n";
       }
@@ -383,7 +392,11 @@ Expected<std::string> region_source(const Graph& body, const RegionVariant& v) {
       os << "#pragma unroll\n    for (int e = 0; e < " << V << "; ++e) {\n";
       body_call(
           "      ",
-          [&](size_t k) { return repeated(k) ? "r" + std::to_string(k) : load_expr(in_dtype(k), "p" + std::to_string(k) + ".v[e]"); },
+          [&](size_t k) {
+            if (repeated(k)) return "r" + std::to_string(k);
+            if (k == pk) return element(k, "j * " + std::to_string(V) + " + e");
+            return load_expr(in_dtype(k), "p" + std::to_string(k) + ".v[e]");
+          },
           [&](size_t j, const std::string& e) { return "q" + std::to_string(j) + ".v[e] = " + e; });
       os << "    }\n";
       for (size_t j = 0; j < outs.size(); ++j) {
@@ -397,7 +410,7 @@ Expected<std::string> region_source(const Graph& body, const RegionVariant& v) {
     }
     body_call(
         "    ",
-        [&](size_t k) { return repeated(k) ? "r" + std::to_string(k) : load_expr(in_dtype(k), "in" + std::to_string(k) + "[t]"); },
+        [&](size_t k) { return repeated(k) ? "r" + std::to_string(k) : element(k, "t"); },
         [&](size_t j, const std::string& e) { return "out" + std::to_string(j) + "[t] = " + e; });
     os << "  }\n}\n";
     return os.str();
@@ -412,7 +425,7 @@ Expected<std::string> region_source(const Graph& body, const RegionVariant& v) {
   for (size_t k = 0; k < ins.size(); ++k) os << "      o" << k << " += c * shape.strides[" << k << "][d];\n";
   os << "    }\n";
   body_call(
-      "    ", [&](size_t k) { return load_expr(in_dtype(k), "in" + std::to_string(k) + "[o" + std::to_string(k) + "]"); },
+      "    ", [&](size_t k) { return element(k, "o" + std::to_string(k)); },
       [&](size_t j, const std::string& e) { return "out" + std::to_string(j) + "[i] = " + e; });
   os << "  }\n}\n";
   return os.str();

@@ -32,13 +32,25 @@ struct RegionVariant {
   std::string key() const;
 };
 
+struct DeviceTransform;
+
+// A region whose operand `operand` is read through a transform (a prologue): that operand's
+// pointer is the transform's source, and each element the body reads is computed by the
+// transform's device function at the element's index in the transform's result.
+struct RegionPrologue {
+  size_t operand = 0;
+  const DeviceTransform* transform = nullptr;
+};
+
 // The kernel's entry point in every generated source.
 inline constexpr const char* kRegionEntry = "fb_region";
 
 // The kernel source of `body` (an elementwise_region body: rank-0 inputs, steps, outputs) for
-// `variant`. Its arguments: (long long n, const void* operand..., void* output...[, FbShape]),
-// FbShape = { IDX dims[rank]; IDX strides[operands][rank]; } with IDX u32 or long long.
-Expected<std::string> region_source(const Graph& body, const RegionVariant& variant);
+// `variant`. Its arguments: (long long n, const void* operand..., void* output...[, prologue
+// axes][, FbShape]), FbShape = { IDX dims[rank]; IDX strides[operands][rank]; } with IDX u32 or
+// long long, the prologue axes the transform's argument struct (transform_codegen.h).
+Expected<std::string> region_source(const Graph& body, const RegionVariant& variant,
+                                    const RegionPrologue* prologue = nullptr);
 
 // Elements per thread of the flat variant: 16 bytes of the widest dtype the kernel reads or
 // writes (4 for f32, 2 for f64, 16 for u8 alone).

@@ -4,8 +4,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backends/transform_plan.h"
 #include "ir/check.h"
 #include "ir/outline.h"
+#include "ir/region_prologue.h"
 
 namespace fusebox::cuda {
 
@@ -48,6 +50,70 @@ std::shared_ptr<const Graph> region_body_of(const Graph& g, const Node& n) {
   return std::make_shared<const Graph>(single_step_body(n, dtypes, g.type(n.outputs[0]).dtype));
 }
 
+namespace {
+
+std::vector<int64_t> static_dims(const TensorType& t) {
+  std::vector<int64_t> d;
+  for (const Dim& x : t.shape) d.push_back(x.is_static() ? x.value() : -1);
+  return d;
+}
+
+}  // namespace
+
+std::string transform_region_unsupported(const Node& region) {
+  std::string why;
+  std::shared_ptr<const TransformPlan> plan = plan_transform_region(region, &why);
+  if (!plan) return "its transform has no plan: " + why;
+  return device_transform_unsupported(*plan);
+}
+
+std::string prologue_region_unsupported(const Node& region) {
+  Expected<PrologueParts> parts = split_prologue(region);
+  if (!parts) return parts.status().message();
+  if (std::string why = transform_region_unsupported(parts->transform); !why.empty()) return why;
+  for (int64_t d : static_dims(parts->read))
+    if (d < 0) return "its transform's result has a symbolic size";
+  Expected<std::string> source = region_source(*parts->region.body, RegionVariant{});
+  return source ? "" : source.status().message();
+}
+
+Expected<std::shared_ptr<const Kernel>> RegionKernel::make_with_prologue(std::shared_ptr<Context> context, const Node& region) {
+  FUSEBOX_ASSIGN_OR_RETURN(PrologueParts parts, split_prologue(region));
+  std::string why;
+  std::shared_ptr<const TransformPlan> plan = plan_transform_region(parts.transform, &why);
+  if (!plan) return Status::unimplemented("the prologue's transform has no plan: " + why);
+  FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceTransform> t, make_device_transform(context.get(), *plan, "fb_pro"));
+  std::shared_ptr<RegionKernel> k(new RegionKernel(std::move(context), parts.region.body));
+  k->transform_ = std::move(t);
+  k->prologue_ = RegionPrologue{parts.input, k->transform_.get()};
+  k->read_shape_ = static_dims(parts.read);
+  FUSEBOX_RETURN_IF_ERROR(region_source(*k->body_, RegionVariant{}, &k->prologue_).status());
+  return std::shared_ptr<const Kernel>(std::move(k));
+}
+
+Expected<std::shared_ptr<const Kernel>> TransformKernel::make(std::shared_ptr<Context> context, const Node& region) {
+  std::string why;
+  std::shared_ptr<const TransformPlan> plan = plan_transform_region(region, &why);
+  if (!plan) return Status::unimplemented("transform_region without a plan: " + why);
+  FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceTransform> t, make_device_transform(context.get(), *plan, "fb_tf"));
+  FUSEBOX_ASSIGN_OR_RETURN(CUfunction f, context->function(transform_kernel_source(*t), "fb_transform"));
+  return std::shared_ptr<const Kernel>(new TransformKernel(std::move(context), std::move(t), f));
+}
+
+Status TransformKernel::run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const {
+  FUSEBOX_CHECK(in.size() == 1 && out.size() == 1 && out[0].dtype == transform_->out_dtype) << "transform operands";
+  int64_t n = out[0].numel();
+  if (n == 0) return Status::ok();
+  FUSEBOX_RETURN_IF_ERROR(context_->make_current());
+  void* src = in[0].data;
+  void* dst = out[0].data;
+  std::vector<void*> args = {&n, &src, &dst, const_cast<uint8_t*>(transform_->axes_arg.data())};
+  const Driver& d = context_->driver();
+  return d.check(d.cuLaunchKernel(function_, grid_for(n, context_->multiprocessors()), 1, 1, kRegionThreads, 1, 1, 0,
+                                  context_->stream(), args.data(), nullptr),
+                 "launching a CUDA transform");
+}
+
 Expected<std::shared_ptr<const Kernel>> RegionKernel::make(std::shared_ptr<Context> context, std::shared_ptr<const Graph> body) {
   // Generating the flat source checks that every step has device code.
   FUSEBOX_RETURN_IF_ERROR(region_source(*body, RegionVariant{}).status());
@@ -60,7 +126,7 @@ Expected<CUfunction> RegionKernel::function(const RegionVariant& v) const {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = functions_.find(key); it != functions_.end()) return it->second;
   }
-  FUSEBOX_ASSIGN_OR_RETURN(std::string source, region_source(*body_, v));
+  FUSEBOX_ASSIGN_OR_RETURN(std::string source, region_source(*body_, v, transform_ ? &prologue_ : nullptr));
   FUSEBOX_ASSIGN_OR_RETURN(CUfunction f, context_->function(source, kRegionEntry));
   std::lock_guard<std::mutex> lock(mu_);
   functions_.emplace(key, f);
@@ -76,8 +142,11 @@ Status RegionKernel::run(Stream&, std::span<const BufferView> in, std::span<cons
   FUSEBOX_RETURN_IF_ERROR(context_->make_current());
   RegionVariant v;
   bool broadcast = false;
+  const size_t pk = transform_ ? prologue_.operand : size_t(-1);
+  // The shape each operand stands for (the prologue's operand: the transform's result).
+  auto shape_of = [&](size_t k) -> const std::vector<int64_t>& { return k == pk ? read_shape_ : in[k].shape; };
   for (size_t k = 0; k < in.size(); ++k) {
-    const int64_t m = in[k].numel();
+    const int64_t m = product(shape_of(k));
     if (m == n) continue;
     if (m == 1 && k < 64) v.repeated |= uint64_t(1) << k;
     else broadcast = true;
@@ -89,6 +158,7 @@ Status RegionKernel::run(Stream&, std::span<const BufferView> in, std::span<cons
   int64_t count = n;
   args.push_back(&count);
   for (void*& p : pointers) args.push_back(&p);
+  if (transform_) args.push_back(const_cast<uint8_t*>(transform_->axes_arg.data()));
   std::vector<uint8_t> shape_arg;
   int64_t work = n;
   if (!broadcast) {
@@ -96,14 +166,14 @@ Status RegionKernel::run(Stream&, std::span<const BufferView> in, std::span<cons
     for (size_t k = 0; k < pointers.size(); ++k) {
       const bool repeated = k < in.size() && ((v.repeated >> k) & 1u);
       const DType d = k < in.size() ? in[k].dtype : out[k - in.size()].dtype;
-      if (!repeated && reinterpret_cast<uintptr_t>(pointers[k]) % uintptr_t(v.vector * dtype_size(d)) != 0) v.vector = 1;
+      if (!repeated && k != pk && reinterpret_cast<uintptr_t>(pointers[k]) % uintptr_t(v.vector * dtype_size(d)) != 0) v.vector = 1;
     }
     work = (n + v.vector - 1) / v.vector;
   } else {
     // Strides of every operand over the output's dims; then dims merged where every operand
     // walks them contiguously, and dims of size 1 dropped.
     std::vector<std::vector<int64_t>> st;
-    for (const BufferView& b : in) st.push_back(strides_over(b.shape, shape));
+    for (size_t k = 0; k < in.size(); ++k) st.push_back(strides_over(shape_of(k), shape));
     std::vector<int64_t> dims;
     std::vector<std::vector<int64_t>> merged(in.size());
     for (size_t d = 0; d < shape.size(); ++d) {

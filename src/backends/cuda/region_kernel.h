@@ -13,6 +13,7 @@
 #include "backends/backend.h"
 #include "backends/cuda/context.h"
 #include "backends/cuda/region_codegen.h"
+#include "backends/cuda/transform_codegen.h"
 
 namespace fusebox::cuda {
 
@@ -20,6 +21,8 @@ class RegionKernel final : public Kernel {
  public:
   // Fails (unimplemented) when a step has no device code.
   static Expected<std::shared_ptr<const Kernel>> make(std::shared_ptr<Context> context, std::shared_ptr<const Graph> body);
+  // A region with a prologue (region_prologue.h): operand k read through its transform.
+  static Expected<std::shared_ptr<const Kernel>> make_with_prologue(std::shared_ptr<Context> context, const Node& region);
 
   Status run(Stream& stream, std::span<const BufferView> in, std::span<const BufferView> out) const override;
   std::string_view kind() const override { return "cuda_region"; }
@@ -31,6 +34,10 @@ class RegionKernel final : public Kernel {
 
   std::shared_ptr<Context> context_;
   std::shared_ptr<const Graph> body_;
+  // The prologue, when there is one: operand prologue_.operand is the transform's source.
+  RegionPrologue prologue_;
+  std::shared_ptr<const DeviceTransform> transform_;
+  std::vector<int64_t> read_shape_;  // the transform's result: the shape operand k stands for
   mutable std::mutex mu_;
   mutable std::map<std::string, CUfunction> functions_;  // by RegionVariant::key()
 };
@@ -38,5 +45,26 @@ class RegionKernel final : public Kernel {
 // The body a node runs as on the GPU: an elementwise_region's own body, or a lone element-wise
 // op as a one-step body; null when the node is neither (or has a transform prologue).
 std::shared_ptr<const Graph> region_body_of(const Graph& g, const Node& n);
+
+// Why a region with a prologue cannot run on the GPU ("" when it can).
+std::string prologue_region_unsupported(const Node& region);
+
+// transform_region on the GPU: one thread per output element through the device transform.
+class TransformKernel final : public Kernel {
+ public:
+  static Expected<std::shared_ptr<const Kernel>> make(std::shared_ptr<Context> context, const Node& region);
+  Status run(Stream& stream, std::span<const BufferView> in, std::span<const BufferView> out) const override;
+  std::string_view kind() const override { return "cuda_transform"; }
+
+ private:
+  TransformKernel(std::shared_ptr<Context> c, std::shared_ptr<const DeviceTransform> t, CUfunction f)
+      : context_(std::move(c)), transform_(std::move(t)), function_(f) {}
+  std::shared_ptr<Context> context_;
+  std::shared_ptr<const DeviceTransform> transform_;
+  CUfunction function_;
+};
+
+// Why a transform_region cannot run on the GPU ("" when it can).
+std::string transform_region_unsupported(const Node& region);
 
 }  // namespace fusebox::cuda

@@ -1,0 +1,47 @@
+// A transform plan (backends/transform_plan.h) on the GPU: its per-axis tap tables uploaded to
+// device memory once, and a device function computing any one output element from the source,
+// with the CPU plan's arithmetic (the taps summed in the reference's order in double, rounded
+// once at the resize's dtype; integers round half away from zero and saturate). Used alone by
+// transform_region nodes and inside a region kernel as the read of its prologue operand.
+//
+//   __device__ OUT_STORAGE <name>(i64 e, const SRC_STORAGE* src, const <name>_axes& axes)
+//   <name>_axes = { const u8* count[A]; const i64* off[A]; const i32* step[A]; const double* weight[A]; }
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/context.h"
+#include "backends/transform_plan.h"
+#include "fusebox/status.h"
+
+namespace fusebox::cuda {
+
+inline constexpr size_t kMaxTransformAxes = 16;
+
+struct DeviceTransform {
+  std::string name;             // the device function; its argument struct is name + "_axes"
+  std::string source;           // both definitions (needs the prelude before it)
+  DType src_dtype = DType::F32, out_dtype = DType::F32;
+  std::vector<int64_t> out_shape;
+  std::shared_ptr<void> tables;  // device memory the argument struct points into
+  std::vector<uint8_t> axes_arg;  // the argument struct's bytes, passed by value
+};
+
+// Why the plan cannot run on the device ("" when it can).
+std::string device_transform_unsupported(const TransformPlan& plan);
+
+// Uploads the plan's tables (on the context's stream, synchronised) and writes its device function.
+// Without a context only the source is written (tables null: for compiling it, not running it).
+Expected<std::shared_ptr<const DeviceTransform>> make_device_transform(Context* context, const TransformPlan& plan,
+                                                                       const std::string& name);
+
+// The source of the standalone kernel `fb_transform(i64 n, const void* src, void* out, axes)`.
+std::string transform_kernel_source(const DeviceTransform& t);
+
+// Expressions converting storage of a dtype to double and a double to storage with the plan's
+// rounding (exposed for the region code generator).
+std::string storage_type_name(DType d);
+
+}  // namespace fusebox::cuda

@@ -1,0 +1,139 @@
+// Transform regions and region prologues on the GPU (pre-processing programs from
+// include/fusebox/preprocess.h): every crop/resize/pad/flip/transpose/normalise variant compiled
+// for the cuda target must run its fused kernels on the device and equal the reference backend
+// (the transform's arithmetic is the CPU plan's, in double: within 1e-6). The sources also
+// compile with NVRTC where there is no GPU.
+#include <gtest/gtest.h>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/nvrtc.h"
+#include "backends/cuda/region_codegen.h"
+#include "backends/cuda/transform_codegen.h"
+#include "backends/transform_plan.h"
+#include "fusebox/preprocess.h"
+#include "ir/region_prologue.h"
+#include "support/test_util.h"
+
+namespace fusebox {
+namespace {
+
+struct Case {
+  const char* name;
+  PreprocessSpec spec;
+  std::vector<CropRect> crops;
+};
+
+std::vector<Case> cases() {
+  auto spec = [](Interpolation interp, const char* coord, bool bgr, bool nhwc, bool letterbox) {
+    PreprocessSpec s;
+    s.height = 37;
+    s.width = 53;
+    s.interp = interp;
+    s.coordinate = coord;
+    s.bgr = bgr;
+    s.nhwc = nhwc;
+    s.letterbox = letterbox;
+    s.pad_value = 114;
+    s.mean = {123.675, 116.28, 103.53};
+    s.stddev = {58.395, 57.12, 57.375};
+    return s;
+  };
+  const std::vector<CropRect> one = {{13, 7, 71, 45}};
+  return {
+      {"bilinear_half_pixel", spec(Interpolation::Bilinear, "half_pixel", false, false, false), one},
+      {"bilinear_align_corners_bgr", spec(Interpolation::Bilinear, "align_corners", true, false, false), one},
+      {"bilinear_pytorch_nhwc", spec(Interpolation::Bilinear, "pytorch_half_pixel", false, true, false), one},
+      {"bilinear_asymmetric_letterbox", spec(Interpolation::Bilinear, "asymmetric", false, false, true), one},
+      {"nearest_half_pixel", spec(Interpolation::Nearest, "half_pixel", false, false, false), one},
+      {"nearest_letterbox_bgr_nhwc", spec(Interpolation::Nearest, "align_corners", true, true, true), one},
+      {"whole_frame_downscale", spec(Interpolation::Bilinear, "half_pixel", false, false, false), {{0, 0, 97, 61}}},
+  };
+}
+
+const ImageType kFrame{{61, 97, 3}, DType::U8};
+
+// Every kernel node of the plan runs on the target (constants live on the host).
+::testing::AssertionResult all_on_target(const Executable& exe) {
+  const Graph& g = exe.graph();
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    if (g.nodes()[i].op == Op::Constant) continue;
+    if (exe.placement().node_backend[i] != 0) {
+      return ::testing::AssertionFailure() << op_keyword(g.nodes()[i].op) << " ran on "
+                                           << exe.placement().backends[size_t(exe.placement().node_backend[i])]->name();
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(CudaTransform, PrologueAndTransformSourcesCompileWithNvrtc) {
+  if (Expected<std::string> v = cuda::nvrtc_version(); !v) GTEST_SKIP() << v.status().message();
+  size_t compiled = 0;
+  for (const Case& c : cases()) {
+    Expected<Graph> g = build_preprocess_graph(kFrame, c.crops, c.spec);
+    ASSERT_TRUE(g) << g.status().message();
+    Session session;
+    CompileOptions o;
+    o.target = FusionTarget::Cuda;
+    o.backend = "reference";
+    Expected<Executable> exe = session.compile(*g, o);
+    ASSERT_TRUE(exe) << exe.status().message();
+    for (const Node& n : exe->graph().nodes()) {
+      if (n.op != Op::ElementwiseRegion || n.attr_i64("prologue_input") < 0) continue;
+      Expected<PrologueParts> parts = split_prologue(n);
+      ASSERT_TRUE(parts) << parts.status().message();
+      std::shared_ptr<const TransformPlan> plan = plan_transform_region(parts->transform);
+      ASSERT_TRUE(plan) << c.name;
+      Expected<std::shared_ptr<const cuda::DeviceTransform>> t = cuda::make_device_transform(nullptr, *plan, "fb_pro");
+      ASSERT_TRUE(t) << t.status().message();
+      cuda::RegionPrologue pro{parts->input, t->get()};
+      for (cuda::RegionVariant v : {cuda::RegionVariant{0, 0, 4, false}, cuda::RegionVariant{3, 0, 1, false}}) {
+        Expected<std::string> source = cuda::region_source(*parts->region.body, v, &pro);
+        ASSERT_TRUE(source) << source.status().message();
+        Expected<std::string> cubin = cuda::compile_cubin(*source, std::string(c.name) + ".cu", 90);
+        ASSERT_TRUE(cubin) << c.name << ": " << cubin.status().message();
+        ++compiled;
+      }
+      Expected<std::string> alone = cuda::compile_cubin(cuda::transform_kernel_source(**t), "transform.cu", 90);
+      ASSERT_TRUE(alone) << c.name << ": " << alone.status().message();
+    }
+  }
+  EXPECT_GE(compiled, 2 * cases().size());
+}
+
+// Each program on the device, fused (one prologue region per crop) and with prologues off
+// (a transform_region and a region), against the reference.
+TEST(CudaTransform, PreprocessProgramsMatchTheReferenceOnTheDevice) {
+  if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
+  for (const Case& c : cases()) {
+    Expected<Graph> g = build_preprocess_graph(kFrame, c.crops, c.spec);
+    ASSERT_TRUE(g) << g.status().message();
+    Session session;
+    CompileOptions ref;
+    ref.fuse = false;
+    ref.backend = "reference";
+    Expected<Executable> want_exe = session.compile(*g, ref);
+    ASSERT_TRUE(want_exe);
+    for (bool prologue : {true, false}) {
+      CompileOptions o;
+      o.target = FusionTarget::Cuda;
+      FusionOptions f = FusionOptions::for_target(FusionTarget::Cuda);
+      f.fuse_region_prologue = prologue;
+      o.fusion = f;
+      Expected<Executable> exe = session.compile(*g, o);
+      ASSERT_TRUE(exe) << exe.status().message();
+      EXPECT_TRUE(all_on_target(*exe)) << c.name << (prologue ? " (prologue)" : " (transform + region)") << "\n"
+                                       << print_graph(exe->graph());
+      EXPECT_EQ(testing::count_op(exe->graph(), Op::TransformRegion) == 0, prologue) << c.name;
+      for (uint64_t seed : {1, 2}) {
+        const Array frame = testing::random_array(DType::U8, kFrame.shape, seed, 0, 256);
+        Expected<std::vector<Array>> want = want_exe->run(std::vector<Array>{frame});
+        Expected<std::vector<Array>> got = exe->run(std::vector<Array>{frame});
+        ASSERT_TRUE(want && got) << got.status().message();
+        EXPECT_TRUE(testing::arrays_close((*got)[0], (*want)[0], 1e-6, 1e-6)) << c.name << (prologue ? " (prologue)" : "");
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fusebox
