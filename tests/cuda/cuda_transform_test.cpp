@@ -5,6 +5,7 @@
 // compile with NVRTC where there is no GPU.
 #include <gtest/gtest.h>
 
+#include "backends/cuda/batch_kernel.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/nvrtc.h"
 #include "backends/cuda/region_codegen.h"
@@ -47,6 +48,10 @@ std::vector<Case> cases() {
       {"nearest_half_pixel", spec(Interpolation::Nearest, "half_pixel", false, false, false), one},
       {"nearest_letterbox_bgr_nhwc", spec(Interpolation::Nearest, "align_corners", true, true, true), one},
       {"whole_frame_downscale", spec(Interpolation::Bilinear, "half_pixel", false, false, false), {{0, 0, 97, 61}}},
+      // Several crops of one frame: one batch region (one launch for every crop).
+      {"batch_bilinear_chw", spec(Interpolation::Bilinear, "half_pixel", false, false, false), {{13, 7, 71, 45}, {0, 0, 40, 30}, {50, 20, 47, 41}}},
+      {"batch_nearest_nhwc_bgr", spec(Interpolation::Nearest, "half_pixel", true, true, false), {{1, 2, 30, 30}, {60, 25, 37, 36}}},
+      {"batch_letterbox", spec(Interpolation::Bilinear, "align_corners", false, false, true), {{13, 7, 71, 45}, {0, 0, 97, 61}}},
   };
 }
 
@@ -96,6 +101,14 @@ TEST(CudaTransform, PrologueAndTransformSourcesCompileWithNvrtc) {
       Expected<std::string> alone = cuda::compile_cubin(cuda::transform_kernel_source(**t), "transform.cu", 90);
       ASSERT_TRUE(alone) << c.name << ": " << alone.status().message();
     }
+    for (const Node& n : exe->graph().nodes()) {
+      if (n.op != Op::BatchElementwiseRegion) continue;
+      Expected<std::string> source = cuda::batch_kernel_source(n);
+      ASSERT_TRUE(source) << c.name << ": " << source.status().message();
+      Expected<std::string> cubin = cuda::compile_cubin(*source, std::string(c.name) + ".cu", 90);
+      ASSERT_TRUE(cubin) << c.name << ": " << cubin.status().message();
+      compiled += 2;
+    }
   }
   EXPECT_GE(compiled, 2 * cases().size());
 }
@@ -123,7 +136,8 @@ TEST(CudaTransform, PreprocessProgramsMatchTheReferenceOnTheDevice) {
       ASSERT_TRUE(exe) << exe.status().message();
       EXPECT_TRUE(all_on_target(*exe)) << c.name << (prologue ? " (prologue)" : " (transform + region)") << "\n"
                                        << print_graph(exe->graph());
-      EXPECT_EQ(testing::count_op(exe->graph(), Op::TransformRegion) == 0, prologue) << c.name;
+      if (c.crops.size() == 1) EXPECT_EQ(testing::count_op(exe->graph(), Op::TransformRegion) == 0, prologue) << c.name;
+      if (c.crops.size() > 1 && prologue) EXPECT_EQ(testing::count_op(exe->graph(), Op::BatchElementwiseRegion), 1u) << c.name;
       for (uint64_t seed : {1, 2}) {
         const Array frame = testing::random_array(DType::U8, kFrame.shape, seed, 0, 256);
         Expected<std::vector<Array>> want = want_exe->run(std::vector<Array>{frame});

@@ -1,5 +1,6 @@
 #include "backends/cuda/cuda_backend.h"
 
+#include "backends/cuda/batch_kernel.h"
 #include "backends/cuda/context.h"
 #include "backends/cuda/nvrtc.h"
 #include "backends/cuda/region_kernel.h"
@@ -64,6 +65,10 @@ class CudaBackend final : public Backend {
       const std::string why = transform_region_unsupported(n);
       return why.empty() ? Claim::accept() : Claim::refuse(why);
     }
+    if (n.op == Op::BatchElementwiseRegion) {
+      const std::string why = batch_region_unsupported(n);
+      return why.empty() ? Claim::accept() : Claim::refuse(why);
+    }
     return Claim::refuse("no CUDA kernel for " + std::string(n.info().keyword) + " yet");
   }
 
@@ -72,6 +77,7 @@ class CudaBackend final : public Backend {
     if (std::shared_ptr<const Graph> body = region_body_of(g, n)) return RegionKernel::make(context_, std::move(body));
     if (n.op == Op::ElementwiseRegion) return RegionKernel::make_with_prologue(context_, n);
     if (n.op == Op::TransformRegion) return TransformKernel::make(context_, n);
+    if (n.op == Op::BatchElementwiseRegion) return make_batch_kernel(context_, n);
     return Status::unimplemented("the CUDA backend does not run " + std::string(n.info().keyword));
   }
 

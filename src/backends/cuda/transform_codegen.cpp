@@ -1,5 +1,6 @@
 #include "backends/cuda/transform_codegen.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstring>
 #include <limits>
@@ -97,8 +98,13 @@ std::string device_transform_unsupported(const TransformPlan& plan) {
 }
 
 Expected<std::shared_ptr<const DeviceTransform>> make_device_transform(Context* context, const TransformPlan& p,
-                                                                       const std::string& name) {
+                                                                       const std::string& name, bool index_only) {
   if (std::string why = device_transform_unsupported(p); !why.empty()) return Status::unimplemented(why);
+  if (index_only) {
+    bool constant = false;
+    for (const auto& ax : p.axes) constant = constant || std::find(ax.off.begin(), ax.off.end(), int64_t(-1)) != ax.off.end();
+    if (p.linear || constant) return Status::unimplemented("a transform that interpolates or pads is not a permutation");
+  }
   auto t = std::make_shared<DeviceTransform>();
   t->name = name;
   t->src_dtype = p.src_dtype;
@@ -156,8 +162,12 @@ Expected<std::shared_ptr<const DeviceTransform>> make_device_transform(Context* 
     if (p.const_value[s] != 0.0) os << "    case " << s << ": return " << double_literal(p.const_value[s]) << ";\n";
   }
   os << "  }\n  return 0.0;\n}\n";
-  os << "__device__ __forceinline__ " << O << " " << name << "(i64 e, const " << S << "* __restrict__ src, const " << name
-     << "_axes& ax) {\n";
+  if (index_only) {
+    os << "__device__ __forceinline__ i64 " << name << "(i64 e, const " << name << "_axes& ax) {\n";
+  } else {
+    os << "__device__ __forceinline__ " << O << " " << name << "(i64 e, const " << S << "* __restrict__ src, const " << name
+       << "_axes& ax) {\n";
+  }
   os << "  i64 index[" << slots << "];\n  i64 rest = e;\n";
   for (size_t a = R; a-- > 0;) {
     os << "  index[" << a << "] = rest % " << p.out_shape[a] << "ll; rest /= " << p.out_shape[a] << "ll;\n";
@@ -169,7 +179,9 @@ Expected<std::shared_ptr<const DeviceTransform>> make_device_transform(Context* 
   os << "    if (o == -1) { const int st = ax.step[d][k]; if (st > " << post_after
      << ") post = max(post, st); else pre = max(pre, st); } else base += o;\n  }\n";
   os << "  if (post >= 0) return " << name << "_store(" << name << "_const(post));\n";
-  if (!p.linear) {
+  if (index_only) {
+    os << "  return base;\n";
+  } else if (!p.linear) {
     if (p.src_dtype == p.out_dtype) {
       os << "  return src[base];\n";
     } else {

@@ -34,8 +34,11 @@ std::string device_transform_unsupported(const TransformPlan& plan);
 
 // Uploads the plan's tables (on the context's stream, synchronised) and writes its device function.
 // Without a context only the source is written (tables null: for compiling it, not running it).
+// `index_only`: the function returns the source offset an output element reads instead of the
+// value (`i64 name(i64 e, const name_axes&)`): for a plain permutation (no interpolation, no pad
+// constants), as a batch region's per-item layout is.
 Expected<std::shared_ptr<const DeviceTransform>> make_device_transform(Context* context, const TransformPlan& plan,
-                                                                       const std::string& name);
+                                                                       const std::string& name, bool index_only = false);
 
 // The source of the standalone kernel `fb_transform(i64 n, const void* src, void* out, axes)`.
 std::string transform_kernel_source(const DeviceTransform& t);
