@@ -3,7 +3,10 @@
 // "GPU"; bench/peers/torch_gpu.py times PyTorch eager and torch.compile on the same workloads,
 // bench/run_cuda_bench.sh runs both).
 //
-//   build/bench/cuda_bench [--only NAME[,NAME]] [--min-seconds S] [--print-graphs]
+//   build/bench/cuda_bench [--only NAME[,NAME]] [--min-seconds S] [--target cuda|cpu] [--print-graphs]
+//
+// --target cpu runs the same on the CPU target (host buffers, a host copy as the ceiling): it
+// checks the program where there is no GPU. --print-graphs prints the workloads as .fbir.
 //
 // Output, whitespace-separated; the placement (free text) is last:
 //   device <copy GB/s> <name>            1 GiB device-to-device copy, bytes read + written
@@ -14,9 +17,9 @@
 // Method. Inputs are random host arrays copied once to device buffers; plans are compiled with
 // CompileOptions{target = cuda, device_io = true}, so run_buffers reads and writes device
 // memory (what the CUDA backend does not run goes to the CPU through copies, and the
-// placement column says so). A timing is 3 warm-up runs (fewer when one run takes longer than
-// --min-seconds), then N runs and one sync, N grown until that loop takes --min-seconds;
-// the time is the wall clock of the loop / N.
+// placement column says so). A timing is 3 warm-up runs (the first is the compile step's run;
+// fewer when they take longer than --min-seconds), then N runs and one sync, N grown until that
+// loop takes --min-seconds; the time is the wall clock of the loop / N.
 //   bytes          each graph input read once + each output written once (the minimum traffic)
 //   kernels        nodes of the compiled graph besides constants and aliasing reshapes
 //   cold_compile_s first Session::compile + first run + sync of the fused plan; the cubin cache
@@ -25,6 +28,7 @@
 //                  compiles this step made
 //   warm_compile_s the same with a new Session (its plan cache empty; the kernels are cached)
 //   rel_diff       max |fused - unfused| / max |unfused| over the outputs of the first runs
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
