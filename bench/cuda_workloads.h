@@ -1,0 +1,101 @@
+// The workloads of bench/cuda_bench.cpp as fusebox graphs. bench/peers/torch_gpu.py writes the
+// same computations in PyTorch; a change here needs the same change there.
+//
+//   chain5            x, y f32[2^26]: relu(tanh(x * 0.5 + y) * x)
+//   chain10           chain5, then exp((sigmoid(t + y) - x) * 2)
+//   bias_gelu         gelu_tanh(x + b), x f32[8192,4096], b f32[4096]
+//   residual_rms      rms_norm(x + r, g) on [8192,4096] f32 (eps 1e-6)
+//   residual_ln       layer_norm(x + r, g, h) on [8192,4096] f32 (eps 1e-5)
+//   softmax           softmax over the rows of x f32[8192,4096]
+//   frame_half_chw    a u8 [1080,1920,3] frame -> 540x960 bilinear (half_pixel) -> (x - mean) / std
+//                     -> CHW f32 [1,3,540,960] (the preprocess API)
+//   crops64           64 crops of 448x448 -> 224x224 bilinear -> normalise -> f32 [64,3,224,224]
+//   matmul_bias_gelu  gelu_tanh(a @ w + b), a, w f16[4096,4096], b f16[4096]
+//   chain100_small    x, y f32[1024]: 25 times t = tanh(t * 0.9 + y) * x (100 ops)
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "fusebox/preprocess.h"
+#include "ir/builder.h"
+#include "ir/parser.h"
+
+namespace fusebox::bench {
+
+struct GpuWorkload {
+  std::string name;
+  std::function<Expected<Graph>()> build;
+};
+
+// Mean and std of the pre-processing workloads, in pixel units (ImageNet's).
+inline const std::vector<double> kPixelMean = {123.675, 116.28, 103.53};
+inline const std::vector<double> kPixelStd = {58.395, 57.12, 57.375};
+
+// Crop rectangles of crops64 (x, y): spread over the frame, overlapping.
+inline std::vector<CropRect> crops64_rects() {
+  std::vector<CropRect> rects;
+  for (int64_t i = 0; i < 64; ++i) rects.push_back({(i * 23) % (1920 - 448), (i * 37) % (1080 - 448), 448, 448});
+  return rects;
+}
+
+inline Expected<Graph> chain_graph(const std::string& name, int64_t n, int ops) {
+  GraphBuilder b(name);
+  const Shape shape = make_shape({n});
+  ValueId x = b.input("x", DType::F32, shape), y = b.input("y", DType::F32, shape);
+  ValueId t;
+  if (ops == 100) {
+    t = x;
+    for (int i = 0; i < 25; ++i) t = b.mul(b.tanh(b.add(b.mul(t, b.scalar(DType::F32, 0.9)), y)), x);
+  } else {
+    t = b.relu(b.mul(b.tanh(b.add(b.mul(x, b.scalar(DType::F32, 0.5)), y)), x));
+    if (ops == 10) t = b.op(Op::Exp, {b.mul(b.sub(b.sigmoid(b.add(t, y)), x), b.scalar(DType::F32, 2.0))});
+  }
+  b.name(t, "out");
+  b.output(t);
+  return b.build();
+}
+
+inline std::string rows_text(const std::string& name, const std::string& params, const std::string& body) {
+  return "func @" + name + "(" + params + ") -> f32[8192,4096] {\n" + body + "  return %y\n}\n";
+}
+
+inline std::vector<GpuWorkload> gpu_workloads() {
+  const std::string x = "%x: f32[8192,4096]", r = "%r: f32[8192,4096]";
+  const std::string g = "%g: f32[4096]", h = "%h: f32[4096]", bias = "%b: f32[4096]";
+  auto parsed = [](std::string text) { return [text] { return parse_graph(text); }; };
+  PreprocessSpec half;
+  half.height = 540;
+  half.width = 960;
+  half.mean = kPixelMean;
+  half.stddev = kPixelStd;
+  PreprocessSpec crop = half;
+  crop.height = crop.width = 224;
+  const ImageType frame{{1080, 1920, 3}, DType::U8};
+  return {
+      {"chain5", [] { return chain_graph("chain5", int64_t(1) << 26, 5); }},
+      {"chain10", [] { return chain_graph("chain10", int64_t(1) << 26, 10); }},
+      {"bias_gelu", parsed(rows_text("bias_gelu", x + ", " + bias,
+                                     "  %s = add %x, %b : f32[8192,4096]\n"
+                                     "  %y = gelu %s {approximate = \"tanh\"} : f32[8192,4096]\n"))},
+      {"residual_rms", parsed(rows_text("residual_rms", x + ", " + r + ", " + g,
+                                        "  %s = add %x, %r : f32[8192,4096]\n"
+                                        "  %y = rms_norm %s, %g : f32[8192,4096]\n"))},
+      {"residual_ln", parsed(rows_text("residual_ln", x + ", " + r + ", " + g + ", " + h,
+                                       "  %s = add %x, %r : f32[8192,4096]\n"
+                                       "  %y = layer_norm %s, %g, %h : f32[8192,4096]\n"))},
+      {"softmax", parsed(rows_text("softmax", x, "  %y = softmax %x : f32[8192,4096]\n"))},
+      {"frame_half_chw", [=] { return build_preprocess_graph(frame, {CropRect{0, 0, 1920, 1080}}, half); }},
+      {"crops64", [=] { return build_preprocess_graph(frame, crops64_rects(), crop); }},
+      {"matmul_bias_gelu", parsed("func @matmul_bias_gelu(%a: f16[4096,4096], %w: f16[4096,4096], %b: f16[4096]) "
+                                  "-> f16[4096,4096] {\n"
+                                  "  %m = matmul %a, %w : f16[4096,4096]\n"
+                                  "  %s = add %m, %b : f16[4096,4096]\n"
+                                  "  %y = gelu %s {approximate = \"tanh\"} : f16[4096,4096]\n"
+                                  "  return %y\n}\n")},
+      {"chain100_small", [] { return chain_graph("chain100_small", 1024, 100); }},
+  };
+}
+
+}  // namespace fusebox::bench
