@@ -115,8 +115,8 @@ TEST(CudaCodegen, EveryReferenceStepCompilesWithNvrtc) {
       body.add_output(body.add_node(s.op, ins, *result, s.attrs)[0]);
       ++steps;
     }
-    for (cuda::RegionVariant v : {cuda::RegionVariant{0, 0, cuda::region_vector_width(body), false},
-                                  cuda::RegionVariant{2, 0, 1, false}}) {
+    for (cuda::RegionVariant v : {cuda::RegionVariant{0, 0, cuda::region_vector_width(body), 1, false},
+                                  cuda::RegionVariant{2, 0, 1, 1, false}}) {
       Expected<std::string> source = cuda::region_source(body, v);
       ASSERT_TRUE(source) << dtype_name(d) << ": " << source.status().message();
       Expected<std::string> cubin = cuda::compile_cubin(*source, "steps_" + std::string(dtype_name(d)) + ".cu", 90);

@@ -91,7 +91,7 @@ TEST(CudaTransform, PrologueAndTransformSourcesCompileWithNvrtc) {
       Expected<std::shared_ptr<const cuda::DeviceTransform>> t = cuda::make_device_transform(nullptr, *plan, "fb_pro");
       ASSERT_TRUE(t) << t.status().message();
       cuda::RegionPrologue pro{parts->input, t->get()};
-      for (cuda::RegionVariant v : {cuda::RegionVariant{0, 0, 4, false}, cuda::RegionVariant{3, 0, 1, false}}) {
+      for (cuda::RegionVariant v : {cuda::RegionVariant{0, 0, 4, 2, false}, cuda::RegionVariant{3, 0, 1, 1, false}}) {
         Expected<std::string> source = cuda::region_source(*parts->region.body, v, &pro);
         ASSERT_TRUE(source) << source.status().message();
         Expected<std::string> cubin = cuda::compile_cubin(*source, std::string(c.name) + ".cu", 90);

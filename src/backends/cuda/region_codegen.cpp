@@ -303,7 +303,7 @@ class BodyWriter {
 }  // namespace
 
 std::string RegionVariant::key() const {
-  return rank == 0 ? "flat:v" + std::to_string(vector) + ":r" + std::to_string(repeated)
+  return rank == 0 ? "flat:v" + std::to_string(vector) + ":u" + std::to_string(unroll) + ":r" + std::to_string(repeated)
                    : "strided:" + std::to_string(rank) + (index64 ? ":i64" : ":u32");
 }
 
@@ -381,28 +381,37 @@ Expected<std::string> region_source(const Graph& body, const RegionVariant& v, c
     os << "  const i64 stride = i64(gridDim.x) * blockDim.x;\n";
     os << "  const i64 first = i64(blockIdx.x) * blockDim.x + threadIdx.x;\n";
     if (V > 1) {
+      const int U = std::max(1, v.unroll);
       os << "  const i64 nv = n / " << V << ";\n";
-      os << "  for (i64 j = first; j < nv; j += stride) {\n";
+      // U packs per thread in flight: every load of the U iterations is issued before any
+      // result is computed (more bytes in flight per thread for memory-bound regions).
+      os << "  for (i64 j0 = first; j0 < nv; j0 += stride * " << U << ") {\n";
       for (size_t k = 0; k < ins.size(); ++k) {
         if (repeated(k) || k == pk) continue;
-        os << "    const Pack<" << storage_type(in_dtype(k)) << ", " << V << "> p" << k << " = ((const Pack<"
-           << storage_type(in_dtype(k)) << ", " << V << ">*)in" << k << ")[j];\n";
+        os << "    Pack<" << storage_type(in_dtype(k)) << ", " << V << "> p" << k << "[" << U << "];\n";
       }
-      for (size_t j = 0; j < outs.size(); ++j) os << "    Pack<" << storage_type(out_dtype(j)) << ", " << V << "> q" << j << ";\n";
-      os << "#pragma unroll\n    for (int e = 0; e < " << V << "; ++e) {\n";
+      os << "#pragma unroll\n    for (int u = 0; u < " << U << "; ++u) {\n      const i64 j = j0 + u * stride;\n      if (j < nv) {\n";
+      for (size_t k = 0; k < ins.size(); ++k) {
+        if (repeated(k) || k == pk) continue;
+        os << "        p" << k << "[u] = ((const Pack<" << storage_type(in_dtype(k)) << ", " << V << ">*)in" << k << ")[j];\n";
+      }
+      os << "      }\n    }\n";
+      os << "#pragma unroll\n    for (int u = 0; u < " << U << "; ++u) {\n      const i64 j = j0 + u * stride;\n      if (j >= nv) break;\n";
+      for (size_t j = 0; j < outs.size(); ++j) os << "      Pack<" << storage_type(out_dtype(j)) << ", " << V << "> q" << j << ";\n";
+      os << "#pragma unroll\n      for (int e = 0; e < " << V << "; ++e) {\n";
       body_call(
-          "      ",
+          "        ",
           [&](size_t k) {
             if (repeated(k)) return "r" + std::to_string(k);
             if (k == pk) return element(k, "j * " + std::to_string(V) + " + e");
-            return load_expr(in_dtype(k), "p" + std::to_string(k) + ".v[e]");
+            return load_expr(in_dtype(k), "p" + std::to_string(k) + "[u].v[e]");
           },
           [&](size_t j, const std::string& e) { return "q" + std::to_string(j) + ".v[e] = " + e; });
-      os << "    }\n";
+      os << "      }\n";
       for (size_t j = 0; j < outs.size(); ++j) {
-        os << "    ((Pack<" << storage_type(out_dtype(j)) << ", " << V << ">*)out" << j << ")[j] = q" << j << ";\n";
+        os << "      ((Pack<" << storage_type(out_dtype(j)) << ", " << V << ">*)out" << j << ")[j] = q" << j << ";\n";
       }
-      os << "  }\n";
+      os << "    }\n  }\n";
       os << "  const i64 t = nv * " << V << " + first;\n";
       os << "  if (t < n) {\n";
     } else {

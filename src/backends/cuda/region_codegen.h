@@ -28,6 +28,7 @@ struct RegionVariant {
   int rank = 0;            // 0: flat; else strided over this many dims
   uint64_t repeated = 0;   // flat: bit k means operand k is one element read by every thread
   int vector = 1;          // flat: elements per thread and access (1, 2, 4, 8 or 16)
+  int unroll = 1;          // flat with vector > 1: accesses in flight per thread per iteration
   bool index64 = false;    // strided: 64-bit index arithmetic
   std::string key() const;
 };

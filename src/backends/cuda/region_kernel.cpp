@@ -27,6 +27,8 @@ std::vector<int64_t> strides_over(const std::vector<int64_t>& shape, const std::
 
 // Blocks per launch: enough for every element, at most `cap_per_sm` per multiprocessor when
 // FUSEBOX_CUDA_BLOCKS_PER_SM sets one (the grid-stride loops cover the rest).
+constexpr int kDefaultUnroll = 2;
+
 unsigned grid_for(int64_t work, int sms) {
   static const int64_t cap_per_sm = [] {
     const char* e = std::getenv("FUSEBOX_CUDA_BLOCKS_PER_SM");
@@ -35,6 +37,15 @@ unsigned grid_for(int64_t work, int sms) {
   int64_t blocks = (work + kRegionThreads - 1) / kRegionThreads;
   if (cap_per_sm > 0) blocks = std::min<int64_t>(blocks, cap_per_sm * sms);
   return unsigned(std::clamp<int64_t>(blocks, 1, int64_t(1) << 30));
+}
+
+// Accesses in flight per thread in the flat kernel (FUSEBOX_CUDA_UNROLL overrides, 1 to 8).
+int flat_unroll() {
+  static const int unroll = [] {
+    const char* e = std::getenv("FUSEBOX_CUDA_UNROLL");
+    return e ? std::clamp(std::atoi(e), 1, 8) : kDefaultUnroll;
+  }();
+  return unroll;
 }
 
 }  // namespace
@@ -168,7 +179,9 @@ Status RegionKernel::run(Stream&, std::span<const BufferView> in, std::span<cons
       const DType d = k < in.size() ? in[k].dtype : out[k - in.size()].dtype;
       if (!repeated && k != pk && reinterpret_cast<uintptr_t>(pointers[k]) % uintptr_t(v.vector * dtype_size(d)) != 0) v.vector = 1;
     }
-    work = (n + v.vector - 1) / v.vector;
+    v.unroll = v.vector > 1 ? flat_unroll() : 1;
+    work = ((n / v.vector) + v.unroll - 1) / v.unroll;
+    if (work == 0) work = n;
   } else {
     // Strides of every operand over the output's dims; then dims merged where every operand
     // walks them contiguously, and dims of size 1 dropped.
