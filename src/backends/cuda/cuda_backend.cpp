@@ -4,6 +4,7 @@
 #include "backends/cuda/context.h"
 #include "backends/cuda/nvrtc.h"
 #include "backends/cuda/region_kernel.h"
+#include "backends/cuda/row_kernel.h"
 #include "ir/check.h"
 
 namespace fusebox::cuda {
@@ -69,6 +70,7 @@ class CudaBackend final : public Backend {
       const std::string why = batch_region_unsupported(n);
       return why.empty() ? Claim::accept() : Claim::refuse(why);
     }
+    if (std::optional<Claim> row = claim_row_op(g, n)) return *row;
     return Claim::refuse("no CUDA kernel for " + std::string(n.info().keyword) + " yet");
   }
 
@@ -78,6 +80,7 @@ class CudaBackend final : public Backend {
     if (n.op == Op::ElementwiseRegion) return RegionKernel::make_with_prologue(context_, n);
     if (n.op == Op::TransformRegion) return TransformKernel::make(context_, n);
     if (n.op == Op::BatchElementwiseRegion) return make_batch_kernel(context_, n);
+    if (claim_row_op(g, n)) return make_row_kernel(context_, g, n);
     return Status::unimplemented("the CUDA backend does not run " + std::string(n.info().keyword));
   }
 

@@ -1,0 +1,181 @@
+// The row ops' claims and their Kernel: operand roles from the node (ir/fused_norm_ops.h for
+// the fused norms), sizes and strides from the buffers at each run, one compiled source per
+// (op, dtype, residual, vector width), kept after its first use.
+#include "backends/cuda/row_kernel.h"
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <mutex>
+
+#include "ir/check.h"
+#include "ir/fused_norm_ops.h"
+
+namespace fusebox::cuda {
+
+namespace {
+
+std::optional<RowOp> row_op_of(Op op) {
+  switch (op) {
+    case Op::Softmax: return RowOp::Softmax;
+    case Op::LogSoftmax: return RowOp::LogSoftmax;
+    case Op::LayerNorm: case Op::FusedResidualLayerNorm: return RowOp::LayerNorm;
+    case Op::RmsNorm: case Op::FusedResidualRmsNorm: return RowOp::RmsNorm;
+    default: return std::nullopt;
+  }
+}
+
+// Where each operand of a row op sits in its node's inputs (-1: absent).
+NormRoles roles_of(const Node& n) {
+  if (is_fused_norm(n.op)) return fused_norm_roles(n);
+  NormRoles r;
+  r.residual = -1;
+  if (n.op == Op::LayerNorm || n.op == Op::RmsNorm) {
+    if (n.inputs.size() > 1) r.scale = 1;
+    if (n.inputs.size() > 2) r.shift = 2;
+  }
+  return r;
+}
+
+// A bias the kernels read: one value, one row of n (all other dims 1), or x's own shape.
+bool bias_is_row_shaped(const TensorType& bias, const TensorType& x) {
+  if (bias.shape == x.shape) return true;
+  if (bias.rank() > x.rank()) return false;
+  for (int i = 0; i + 1 < bias.rank(); ++i) {
+    const Dim& d = bias.shape[size_t(i)];
+    if (!d.is_static() || d.value() != 1) return false;
+  }
+  return true;
+}
+
+// Element stride (0 or 1) of a scale, shift or row bias of `numel` elements over rows of n.
+std::optional<int64_t> param_stride(const BufferView& p, int64_t n) {
+  if (p.numel() == n && (p.shape.empty() || p.shape.back() == n)) return 1;
+  if (p.numel() == 1) return 0;
+  return std::nullopt;
+}
+
+class RowKernel final : public Kernel {
+ public:
+  RowKernel(std::shared_ptr<Context> context, const Node& n, RowOp op)
+      : context_(std::move(context)), op_(op), residual_(is_fused_norm(n.op)), roles_(roles_of(n)),
+        eps_(op == RowOp::LayerNorm || op == RowOp::RmsNorm ? n.attr_f64("eps") : 0.0), keyword_(n.info().keyword) {}
+
+  Status run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const override {
+    FUSEBOX_CHECK(!in.empty() && !out.empty() && out.size() <= 2) << keyword_ << " operands";
+    const BufferView& x = in[0];
+    const int64_t total = x.numel();
+    if (total == 0) return Status::ok();
+    const int64_t n = x.shape.empty() ? 1 : x.shape.back();
+    if (n > INT_MAX / 2) {
+      return Status::unimplemented(keyword_ + " over rows of " + std::to_string(n) + " elements: the CUDA row kernels take rows below 2^30");
+    }
+    const int64_t rows = total / n;
+    auto operand = [&](int role) -> const BufferView* { return role >= 0 ? &in[size_t(role)] : nullptr; };
+    const BufferView* r = operand(roles_.residual);
+    const BufferView* bias = operand(roles_.bias);
+    const BufferView* scale = operand(roles_.scale);
+    const BufferView* shift = operand(roles_.shift);
+    const BufferView* sum = out.size() == 2 ? &out[1] : nullptr;
+    int64_t bias_row_stride = 0, bias_stride = 0, scale_stride = 0, shift_stride = 0;
+    if (bias) {
+      if (bias->shape == x.shape) {
+        bias_row_stride = n;
+        bias_stride = 1;
+      } else if (std::optional<int64_t> s = param_stride(*bias, n)) {
+        bias_stride = *s;
+      } else {
+        return Status::unimplemented(keyword_ + ": the CUDA row kernels take a bias of one value, one row or x's shape");
+      }
+    }
+    for (auto [p, stride] : {std::pair{scale, &scale_stride}, std::pair{shift, &shift_stride}}) {
+      if (!p) continue;
+      std::optional<int64_t> s = param_stride(*p, n);
+      if (!s) return Status::unimplemented(keyword_ + ": a scale or shift that is not one value or one row");
+      *stride = *s;
+    }
+
+    // 16-byte accesses when the row length and every full-size operand allow them.
+    RowVariant v{op_, x.dtype, residual_, 16 / dtype_size(x.dtype)};
+    auto aligned = [&](const BufferView* p, int64_t stride) {
+      return !p || stride == 0 || reinterpret_cast<uintptr_t>(p->data) % 16 == 0;
+    };
+    if (n % v.vector != 0 || !aligned(&x, 1) || !aligned(r, 1) || !aligned(&out[0], 1) || !aligned(sum, 1) ||
+        !aligned(bias, bias_stride) || !aligned(scale, scale_stride) || !aligned(shift, shift_stride)) {
+      v.vector = 1;
+    }
+    FUSEBOX_ASSIGN_OR_RETURN(CUfunction f, function(v));
+    FUSEBOX_RETURN_IF_ERROR(context_->make_current());
+
+    void* ptrs[7] = {x.data, r ? r->data : nullptr, bias ? bias->data : nullptr, scale ? scale->data : nullptr,
+                     shift ? shift->data : nullptr, out[0].data, sum ? sum->data : nullptr};
+    int64_t sizes[6] = {rows, n, bias_row_stride, bias_stride, scale_stride, shift_stride};
+    double eps = eps_;
+    void* args[14];
+    for (int i = 0; i < 7; ++i) args[i] = &ptrs[i];
+    for (int i = 0; i < 6; ++i) args[7 + i] = &sizes[i];
+    args[13] = &eps;
+    // Threads: a warp for a short row, up to kRowThreads; blocks: one per row.
+    const int64_t chunks = n / v.vector;
+    const unsigned threads = unsigned(std::clamp<int64_t>((chunks + 31) / 32 * 32, 32, kRowThreads));
+    const unsigned blocks = unsigned(std::min<int64_t>(rows, INT_MAX));
+    const Driver& d = context_->driver();
+    return d.check(d.cuLaunchKernel(f, blocks, 1, 1, threads, 1, 1, 0, context_->stream(), args, nullptr),
+                   "launching the CUDA " + keyword_ + " kernel");
+  }
+  std::string_view kind() const override { return "cuda_row"; }
+
+ private:
+  Expected<CUfunction> function(const RowVariant& v) const {
+    const std::string key = v.key();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = functions_.find(key); it != functions_.end()) return it->second;
+    }
+    FUSEBOX_ASSIGN_OR_RETURN(CUfunction f, context_->function(row_source(v), kRowEntry));
+    std::lock_guard<std::mutex> lock(mu_);
+    functions_.emplace(key, f);
+    return f;
+  }
+
+  std::shared_ptr<Context> context_;
+  RowOp op_;
+  bool residual_;
+  NormRoles roles_;
+  double eps_;
+  std::string keyword_;
+  mutable std::mutex mu_;
+  mutable std::map<std::string, CUfunction> functions_;  // by RowVariant::key()
+};
+
+}  // namespace
+
+std::optional<Claim> claim_row_op(const Graph& g, const Node& n) {
+  if (!row_op_of(n.op)) return std::nullopt;
+  const std::string kw(n.info().keyword);
+  const TensorType& x = g.type(n.inputs[0]);
+  if (x.dtype != DType::F32 && x.dtype != DType::F16 && x.dtype != DType::BF16) {
+    return Claim::refuse(kw + " on " + std::string(dtype_name(x.dtype)) + ": the CUDA row kernels run f32, f16 and bf16");
+  }
+  const int64_t axis = n.attr_i64("axis");
+  std::optional<int> a = normalize_axis(axis, x.rank());
+  if (!a || *a != x.rank() - 1) {
+    return Claim::refuse(kw + " over axis " + std::to_string(axis) + " of " + x.to_string() +
+                         ": the CUDA row kernels normalise the last axis only");
+  }
+  const NormRoles roles = roles_of(n);
+  if (roles.bias >= 0 && !bias_is_row_shaped(g.type(n.inputs[size_t(roles.bias)]), x)) {
+    return Claim::refuse(kw + " with bias " + g.type(n.inputs[size_t(roles.bias)]).to_string() + " over " + x.to_string() +
+                         ": the CUDA row kernels take a bias of one value, one row or x's shape");
+  }
+  return Claim::accept();
+}
+
+Expected<std::shared_ptr<const Kernel>> make_row_kernel(std::shared_ptr<Context> context, const Graph& g, const Node& n) {
+  std::optional<Claim> claim = claim_row_op(g, n);
+  if (!claim) return Status::unimplemented(std::string(n.info().keyword) + " is not a row op");
+  if (!*claim) return Status::unimplemented(claim->reason);
+  return std::shared_ptr<const Kernel>(std::make_shared<RowKernel>(std::move(context), n, *row_op_of(n.op)));
+}
+
+}  // namespace fusebox::cuda

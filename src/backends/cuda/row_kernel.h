@@ -1,0 +1,53 @@
+// Row kernels on the GPU: softmax, log_softmax, layer_norm, rms_norm and the fused residual
+// norms (ir/fused_norm_ops.h), normalising the last axis of f32, f16 or bf16 values.
+//
+// One thread block per row. A row of up to kRowItems elements per thread (8192 with 256
+// threads) is read once into registers and reduced there; a longer row is read twice (its
+// statistics, then the normalised write). Values are computed in float, f16/bf16 stored with
+// round-to-nearest-even; the residual sum x + r (+ bias) rounds to the dtype after each add, as
+// the unfused adds do, so a returned sum is bit-exact. Row length and count are kernel
+// arguments: a new size never recompiles. Accuracy against the reference (which computes in
+// double and rounds once) is in row_source.cpp.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/cuda/context.h"
+
+namespace fusebox::cuda {
+
+enum class RowOp { Softmax, LogSoftmax, LayerNorm, RmsNorm };
+
+// What one generated source computes. Optional operands (scale, shift, bias, the sum result)
+// are null pointers at run time, not variants.
+struct RowVariant {
+  RowOp op = RowOp::Softmax;
+  DType dtype = DType::F32;
+  bool residual = false;  // v = x + r (+ bias): the fused residual norms
+  int vector = 1;         // elements per access: 1, or 16 bytes of the dtype
+  std::string key() const;
+};
+
+inline constexpr const char* kRowEntry = "fb_row";
+inline constexpr int kRowThreads = 256;
+inline constexpr int kRowItems = 32;  // elements per thread of a row held in registers
+
+// The CUDA C++ source of one variant (row_source.cpp). Kernel arguments, all 8 bytes:
+//   (x, r, bias, scale, shift, y, sum, rows, n, bias_row_stride, bias_stride, scale_stride,
+//    shift_stride, eps)
+std::string row_source(const RowVariant& v);
+// Every variant the backend can generate (the code generation test compiles each).
+std::vector<RowVariant> all_row_variants();
+
+// nullopt when `n` is not a row op (the backend looks further); else accept, or refuse with
+// the reason (a dtype, an axis or a bias the kernels do not take).
+std::optional<Claim> claim_row_op(const Graph& g, const Node& n);
+
+// The kernel of a claimed row op; an error with the refusal's reason otherwise.
+Expected<std::shared_ptr<const Kernel>> make_row_kernel(std::shared_ptr<Context> context, const Graph& g, const Node& n);
+
+}  // namespace fusebox::cuda
