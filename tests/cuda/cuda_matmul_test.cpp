@@ -16,11 +16,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
+#include <iostream>
 
 #include "backends/cuda/cublaslt.h"
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/matmul_fallback.h"
 #include "backends/cuda/matmul_kernel.h"
+#include "backends/cuda/nvrtc.h"
 #include "fusion/fuse.h"
 #include "ir/builder.h"
 #include "ir/printer.h"
@@ -196,6 +200,20 @@ TEST(CudaMatmul, FusionForCudaProducesTheFusedOpTheClaimAccepts) {
   }
 }
 
+TEST(CudaMatmul, PlainKernelCompilesWithNvrtc) {
+  if (Expected<std::string> v = cuda::nvrtc_version(); !v) GTEST_SKIP() << v.status().message();
+  for (DType d : kMatmulDTypes) {
+    for (EpilogueAct a : {EpilogueAct::None, EpilogueAct::Relu, EpilogueAct::GeluTanh}) {
+      for (bool bias : {false, true}) {
+        const std::string name = "matmul_" + std::string(dtype_name(d)) + "_" + std::string(epilogue_act_name(a)) + ".cu";
+        Expected<std::string> cubin = cuda::compile_cubin(cuda::matmul_fallback_source(d, a, bias), name, 90);
+        ASSERT_TRUE(cubin) << name << (bias ? " with bias: " : ": ") << cubin.status().message();
+        EXPECT_GT(cubin->size(), 1000u);
+      }
+    }
+  }
+}
+
 // ---- on the device -------------------------------------------------------------------------
 
 // Compiles `g` for the reference (unfused) and for the cuda target, checks where `op` runs,
@@ -240,7 +258,67 @@ TEST(CudaMatmul, RandomProductsMatchTheReference) {
       SCOPED_TRACE(std::string(dtype_name(d)) + " " + shape_to_string(make_shape(c.a)) + " x " + shape_to_string(make_shape(c.b)));
       Expected<Graph> g = matmul_graph(d, make_shape(c.a), make_shape(c.b));
       ASSERT_TRUE(g) << g.status().message();
+      const cuda::MatmulRuns before = cuda::matmul_runs();
       expect_device_matches_reference(*g, Op::MatMul, "cuda", tolerance(d, c.a.back()), {{"a", c.a}, {"b", c.b}});
+      const cuda::MatmulRuns after = cuda::matmul_runs();
+      EXPECT_EQ(after.cublaslt + after.fallback - before.cublaslt - before.fallback, 2u);
+      // cuBLASLt must run the plain cases: f32, or rows of whole 16-byte groups, and no
+      // dimension of 1 (the plain kernel is for what its heuristic refuses). For the others, say
+      // which way ran.
+      const bool degenerate = c.a.size() == 1 || c.b.size() == 1 || std::find(c.a.begin(), c.a.end(), 1) != c.a.end() ||
+                              std::find(c.b.begin(), c.b.end(), 1) != c.b.end();
+      const bool aligned = d == DType::F32 || (c.a.back() % 8 == 0 && c.b.back() % 8 == 0);
+      if (!degenerate && aligned) {
+        EXPECT_EQ(after.cublaslt - before.cublaslt, 2u) << "cuBLASLt had no algorithm";
+      }
+      if (after.fallback != before.fallback) {
+        std::cout << "  ran on the plain kernel: " << dtype_name(d) << " " << shape_to_string(make_shape(c.a)) << " x "
+                  << shape_to_string(make_shape(c.b)) << "\n";
+      }
+    }
+  }
+}
+
+// The plain kernel (what runs where cuBLASLt's heuristic has no algorithm, and K = 0), forced
+// for every product by FUSEBOX_CUDA_MATMUL_PLAIN, on the same cases as cuBLASLt.
+TEST(CudaMatmul, PlainKernelMatchesTheReference) {
+  if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
+  ::setenv("FUSEBOX_CUDA_MATMUL_PLAIN", "1", 1);
+  const cuda::MatmulRuns before = cuda::matmul_runs();
+  for (DType d : kMatmulDTypes) {
+    SCOPED_TRACE(std::string(dtype_name(d)));
+    Expected<Graph> g = matmul_graph(d, shape_of({129, 257}), shape_of({257, 65}));
+    ASSERT_TRUE(g) << g.status().message();
+    expect_device_matches_reference(*g, Op::MatMul, "cuda", tolerance(d, 257), {{"a", {129, 257}}, {"b", {257, 65}}});
+    g = matmul_graph(d, shape_of({2, 3, 5, 7}), shape_of({2, 3, 7, 4}));
+    ASSERT_TRUE(g) << g.status().message();
+    expect_device_matches_reference(*g, Op::MatMul, "cuda", tolerance(d, 7), {{"a", {2, 3, 5, 7}}, {"b", {2, 3, 7, 4}}});
+    for (const char* activation : {"none", "relu", "gelu_tanh"}) {
+      g = fused_graph(d, shape_of({3, 33, 17}), shape_of({17, 9}), shape_of({9}), activation);
+      ASSERT_TRUE(g) << g.status().message();
+      expect_device_matches_reference(*g, Op::FusedMatmulBiasAct, "cuda", tolerance(d, 17),
+                                      {{"a", {3, 33, 17}}, {"bias", {9}}, {"w", {17, 9}}});
+    }
+  }
+  ::unsetenv("FUSEBOX_CUDA_MATMUL_PLAIN");
+  const cuda::MatmulRuns after = cuda::matmul_runs();
+  EXPECT_EQ(after.cublaslt, before.cublaslt);
+  EXPECT_EQ(after.fallback - before.fallback, 3u * 5u * 2u);
+}
+
+// An empty contraction: zeros, then the epilogue (act(bias)).
+TEST(CudaMatmul, EmptyContractionMatchesTheReference) {
+  if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
+  for (DType d : kMatmulDTypes) {
+    SCOPED_TRACE(std::string(dtype_name(d)));
+    Expected<Graph> g = matmul_graph(d, shape_of({5, 0}), shape_of({0, 3}));
+    ASSERT_TRUE(g) << g.status().message();
+    expect_device_matches_reference(*g, Op::MatMul, "cuda", tolerance(d, 1), {{"a", {5, 0}}, {"b", {0, 3}}});
+    for (const char* activation : {"relu", "gelu_tanh"}) {
+      g = fused_graph(d, shape_of({5, 0}), shape_of({0, 3}), shape_of({3}), activation);
+      ASSERT_TRUE(g) << g.status().message();
+      expect_device_matches_reference(*g, Op::FusedMatmulBiasAct, "cuda", tolerance(d, 1, true),
+                                      {{"a", {5, 0}}, {"bias", {3}}, {"w", {0, 3}}});
     }
   }
 }

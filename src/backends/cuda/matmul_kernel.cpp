@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <climits>
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "backends/cuda/cublaslt.h"
+#include "backends/cuda/matmul_fallback.h"
 #include "ir/check.h"
 #include "ir/epilogue.h"
 
@@ -181,11 +185,14 @@ Status make_layout(const CublasLt& lt, cublasLtMatrixLayout_t* layout, cudaDataT
                   "batch stride");
 }
 
+std::atomic<uint64_t> cublaslt_runs{0}, fallback_runs{0};
+
 class MatmulKernel final : public Kernel {
  public:
-  MatmulKernel(std::shared_ptr<Context> context, const CublasLt& lt, DType dtype, cudaDataType_t type,
-               cublasLtEpilogue_t epilogue, bool bias)
-      : context_(std::move(context)), lt_(lt), dtype_(dtype), type_(type), epilogue_(epilogue), bias_(bias) {}
+  MatmulKernel(std::shared_ptr<Context> context, const CublasLt& lt, DType dtype, cudaDataType_t type, EpilogueAct act,
+               cublasLtEpilogue_t epilogue, bool bias, bool plain_only)
+      : context_(std::move(context)), lt_(lt), dtype_(dtype), type_(type), epilogue_(epilogue), bias_(bias),
+        plain_only_(plain_only), fallback_source_(matmul_fallback_source(dtype, act, bias)) {}
 
   Status run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const override;
   std::string_view kind() const override { return "cuda_matmul"; }
@@ -193,7 +200,11 @@ class MatmulKernel final : public Kernel {
  private:
   // batch, m, n, k and the alignments of a, b, y and the bias.
   using AlgoKey = std::array<int64_t, 8>;
-  Expected<cublasLtMatmulAlgo_t> algorithm(const AlgoKey& key, const LtDevice& dev, const Descriptors& ds) const;
+  // cuBLASLt's algorithm for `key`, or nullopt when its heuristic has none (the plain kernel
+  // runs those sizes).
+  std::optional<cublasLtMatmulAlgo_t> algorithm(const AlgoKey& key, const LtDevice& dev, const Descriptors& ds) const;
+  // Enqueues the product through cuBLASLt; false when cuBLASLt has no algorithm for it.
+  Expected<bool> run_cublaslt(const Sizes& s, const void* a, const void* b, const void* bias, void* y) const;
 
   std::shared_ptr<Context> context_;
   const CublasLt& lt_;
@@ -201,59 +212,39 @@ class MatmulKernel final : public Kernel {
   cudaDataType_t type_;
   cublasLtEpilogue_t epilogue_;
   bool bias_;
+  bool plain_only_;
+  std::string fallback_source_;
   mutable std::mutex mu_;
-  mutable std::map<AlgoKey, cublasLtMatmulAlgo_t> algorithms_;
+  mutable std::map<AlgoKey, std::optional<cublasLtMatmulAlgo_t>> algorithms_;
 };
 
-Expected<cublasLtMatmulAlgo_t> MatmulKernel::algorithm(const AlgoKey& key, const LtDevice& dev, const Descriptors& ds) const {
+std::optional<cublasLtMatmulAlgo_t> MatmulKernel::algorithm(const AlgoKey& key, const LtDevice& dev, const Descriptors& ds) const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = algorithms_.find(key); it != algorithms_.end()) return it->second;
   }
+  // Some degenerate shapes (a dimension of 1) get CUBLAS_STATUS_INVALID_VALUE or no result from
+  // the heuristic; either way cuBLASLt will not run them.
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  FUSEBOX_RETURN_IF_ERROR(lt_.check(lt_.cublasLtMatmulAlgoGetHeuristic(dev.handle, ds.op, ds.a, ds.b, ds.d, ds.d, ds.preference,
-                                                                       1, &result, &found),
-                                    "cublasLtMatmulAlgoGetHeuristic"));
-  if (found == 0) {
-    return Status::unimplemented("cuBLASLt has no algorithm for a " + std::string(dtype_name(dtype_)) + " matmul of " +
-                                 std::to_string(key[0]) + " x [" + std::to_string(key[1]) + "," + std::to_string(key[3]) +
-                                 "] x [" + std::to_string(key[3]) + "," + std::to_string(key[2]) + "]");
-  }
+  const cublasStatus_t status =
+      lt_.cublasLtMatmulAlgoGetHeuristic(dev.handle, ds.op, ds.a, ds.b, ds.d, ds.d, ds.preference, 1, &result, &found);
+  std::optional<cublasLtMatmulAlgo_t> algo;
+  if (status == CUBLAS_STATUS_SUCCESS && found > 0) algo = result.algo;
   std::lock_guard<std::mutex> lock(mu_);
-  algorithms_.emplace(key, result.algo);
-  return result.algo;
+  algorithms_.emplace(key, algo);
+  return algo;
 }
 
-Status MatmulKernel::run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const {
-  FUSEBOX_CHECK(in.size() == (bias_ ? 3u : 2u) && out.size() == 1) << "cuda matmul operands";
-  const BufferView& a = in[0];
-  const BufferView& b = in[1];
-  const BufferView& y = out[0];
-  if (y.numel() == 0) return Status::ok();
-  FUSEBOX_ASSIGN_OR_RETURN(Batching mode, batching(make_shape(a.shape), make_shape(b.shape)));
-  const Sizes s = sizes_of(a.shape, b.shape, mode);
-  FUSEBOX_CHECK(y.numel() == s.batch * s.m * s.n) << "cuda matmul result size";
-  FUSEBOX_RETURN_IF_ERROR(context_->make_current());
-  if (bias_ && in[2].numel() != s.n) {
-    return Status::unimplemented("a bias of " + std::to_string(in[2].numel()) + " values over " + std::to_string(s.n) +
-                                 " columns: cuBLASLt's bias epilogue reads one value per column");
-  }
-  if (s.k == 0) {  // an empty sum: zeros, and relu(0) = gelu(0) = 0
-    if (bias_) return Status::unimplemented("a matmul with an empty contraction (K = 0) and a bias");
-    const Driver& d = context_->driver();
-    return d.check(d.cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(y.data), 0, y.nbytes(), context_->stream()), "zeroing a matmul");
-  }
-  if (s.batch > INT32_MAX) return Status::unimplemented("cuBLASLt counts at most 2^31-1 products in a batch");
+Expected<bool> MatmulKernel::run_cublaslt(const Sizes& s, const void* a, const void* b, const void* bias, void* y) const {
+  if (s.batch > INT32_MAX) return false;  // cuBLASLt counts products in an int32
   FUSEBOX_ASSIGN_OR_RETURN(const LtDevice* dev, lt_device(*context_, lt_));
-
   Descriptors ds(lt_);
   FUSEBOX_RETURN_IF_ERROR(lt_.check(lt_.cublasLtMatmulDescCreate(&ds.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate"));
   const uint32_t epilogue = epilogue_;
   FUSEBOX_RETURN_IF_ERROR(lt_.check(
       lt_.cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)), "epilogue"));
-  const void* bias = bias_ ? in[2].data : nullptr;
-  if (bias_) {
+  if (bias) {
     FUSEBOX_RETURN_IF_ERROR(
         lt_.check(lt_.cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)), "bias"));
   }
@@ -262,7 +253,7 @@ Status MatmulKernel::run(Stream&, std::span<const BufferView> in, std::span<cons
   FUSEBOX_RETURN_IF_ERROR(make_layout(lt_, &ds.b, type_, s.k, s.m, s.k, s.batch, s.m * s.k));
   FUSEBOX_RETURN_IF_ERROR(make_layout(lt_, &ds.d, type_, s.n, s.m, s.n, s.batch, s.m * s.n));
 
-  const AlgoKey key = {s.batch, s.m, s.n, s.k, alignment(a.data), alignment(b.data), alignment(y.data), alignment(bias)};
+  const AlgoKey key = {s.batch, s.m, s.n, s.k, alignment(a), alignment(b), alignment(y), alignment(bias)};
   FUSEBOX_RETURN_IF_ERROR(lt_.check(lt_.cublasLtMatmulPreferenceCreate(&ds.preference), "cublasLtMatmulPreferenceCreate"));
   const uint64_t workspace = kWorkspaceBytes;
   FUSEBOX_RETURN_IF_ERROR(lt_.check(lt_.cublasLtMatmulPreferenceSetAttribute(ds.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -278,16 +269,47 @@ Status MatmulKernel::run(Stream&, std::span<const BufferView> in, std::span<cons
     FUSEBOX_RETURN_IF_ERROR(
         lt_.check(lt_.cublasLtMatmulPreferenceSetAttribute(ds.preference, attribute, &bytes, sizeof(bytes)), "alignment"));
   }
-  FUSEBOX_ASSIGN_OR_RETURN(cublasLtMatmulAlgo_t algo, algorithm(key, *dev, ds));
+  const std::optional<cublasLtMatmulAlgo_t> algo = algorithm(key, *dev, ds);
+  if (!algo) return false;
 
   const float alpha = 1.0f, beta = 0.0f;
-  return lt_.check(lt_.cublasLtMatmul(dev->handle, ds.op, &alpha, b.data, ds.a, a.data, ds.b, &beta, y.data, ds.d, y.data, ds.d,
-                                      &algo, dev->workspace.get(), kWorkspaceBytes, context_->stream()),
-                   "cublasLtMatmul (" + std::string(dtype_name(dtype_)) + ", " + std::to_string(s.batch) + " x " +
-                       std::to_string(s.m) + "x" + std::to_string(s.k) + "x" + std::to_string(s.n) + ")");
+  FUSEBOX_RETURN_IF_ERROR(lt_.check(lt_.cublasLtMatmul(dev->handle, ds.op, &alpha, b, ds.a, a, ds.b, &beta, y, ds.d, y, ds.d,
+                                                       &*algo, dev->workspace.get(), kWorkspaceBytes, context_->stream()),
+                                    "cublasLtMatmul (" + std::string(dtype_name(dtype_)) + ", " + std::to_string(s.batch) +
+                                        " x " + std::to_string(s.m) + "x" + std::to_string(s.k) + "x" + std::to_string(s.n) + ")"));
+  return true;
+}
+
+Status MatmulKernel::run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const {
+  FUSEBOX_CHECK(in.size() == (bias_ ? 3u : 2u) && out.size() == 1) << "cuda matmul operands";
+  const BufferView& a = in[0];
+  const BufferView& b = in[1];
+  const BufferView& y = out[0];
+  if (y.numel() == 0) return Status::ok();
+  FUSEBOX_ASSIGN_OR_RETURN(Batching mode, batching(make_shape(a.shape), make_shape(b.shape)));
+  const Sizes s = sizes_of(a.shape, b.shape, mode);
+  FUSEBOX_CHECK(y.numel() == s.batch * s.m * s.n) << "cuda matmul result size";
+  if (bias_ && in[2].numel() != s.n) {
+    return Status::unimplemented("a bias of " + std::to_string(in[2].numel()) + " values over " + std::to_string(s.n) +
+                                 " columns: the CUDA matmul's bias epilogue reads one value per column");
+  }
+  FUSEBOX_RETURN_IF_ERROR(context_->make_current());
+  const void* bias = bias_ ? in[2].data : nullptr;
+  if (s.k > 0 && !plain_only_) {  // cuBLASLt wants K >= 1; an empty sum is the plain kernel's
+    FUSEBOX_ASSIGN_OR_RETURN(bool ran, run_cublaslt(s, a.data, b.data, bias, y.data));
+    if (ran) {
+      ++cublaslt_runs;
+      return Status::ok();
+    }
+  }
+  ++fallback_runs;
+  MatmulFallbackShape f{s.batch, s.m, s.n, s.k, mode == Batching::Strided ? s.m * s.k : 0, mode == Batching::Strided ? s.k * s.n : 0};
+  return run_matmul_fallback(*context_, fallback_source_, f, a.data, b.data, bias, y.data);
 }
 
 }  // namespace
+
+MatmulRuns matmul_runs() { return {cublaslt_runs.load(), fallback_runs.load()}; }
 
 Claim claim_matmul(const Graph& g, const Node& n) {
   FUSEBOX_CHECK(n.op == Op::MatMul || n.op == Op::FusedMatmulBiasAct) << "claim_matmul on " << n.info().keyword;
@@ -302,10 +324,14 @@ Expected<std::shared_ptr<const Kernel>> make_matmul_kernel(std::shared_ptr<Conte
   const DType dtype = g.type(n.outputs[0]).dtype;
   FUSEBOX_ASSIGN_OR_RETURN(cudaDataType_t type, data_type(dtype));
   const bool bias = n.op == Op::FusedMatmulBiasAct && n.inputs.size() == 3;
+  const EpilogueAct act = n.op == Op::FusedMatmulBiasAct ? epilogue_of_fused(n).act : EpilogueAct::None;
   FUSEBOX_ASSIGN_OR_RETURN(cublasLtEpilogue_t epilogue, epilogue_of(n, bias));
   // The handle and workspace are made now, so that a failure shows when the graph compiles.
   FUSEBOX_RETURN_IF_ERROR(lt_device(*context, *lt).status());
-  return std::shared_ptr<const Kernel>(std::make_shared<MatmulKernel>(std::move(context), *lt, dtype, type, epilogue, bias));
+  const char* plain = std::getenv("FUSEBOX_CUDA_MATMUL_PLAIN");
+  const bool plain_only = plain && *plain && std::string_view(plain) != "0";
+  return std::shared_ptr<const Kernel>(
+      std::make_shared<MatmulKernel>(std::move(context), *lt, dtype, type, act, epilogue, bias, plain_only));
 }
 
 }  // namespace fusebox::cuda

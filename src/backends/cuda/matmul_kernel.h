@@ -15,9 +15,14 @@
 //              C [M,N]  row stride N  ->  "D"  N x M, ld N    bias: one value per row of D
 //
 //   run      descriptors are built at every run (a new size never recompiles); the heuristic's
-//            first algorithm is kept per (sizes, pointer alignments) in the kernel.
+//            first algorithm is kept per (sizes, pointer alignments) in the kernel. Sizes the
+//            heuristic has no algorithm for, and K = 0, run on a plain NVRTC kernel
+//            (matmul_fallback.h), so a claimed node never fails for its sizes.
+//            FUSEBOX_CUDA_MATMUL_PLAIN=1 when a kernel is made: that kernel runs every product on
+//            the plain kernel (tests check it against the reference too).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "backends/backend.h"
@@ -32,5 +37,12 @@ Claim claim_matmul(const Graph& g, const Node& n);
 
 // The kernel of a node claim_matmul accepted.
 Expected<std::shared_ptr<const Kernel>> make_matmul_kernel(std::shared_ptr<Context> context, const Graph& g, const Node& n);
+
+// Products run so far in this process, by way (tests check which one ran).
+struct MatmulRuns {
+  uint64_t cublaslt = 0;  // through cuBLASLt
+  uint64_t fallback = 0;  // through the plain kernel (matmul_fallback.h)
+};
+MatmulRuns matmul_runs();
 
 }  // namespace fusebox::cuda
