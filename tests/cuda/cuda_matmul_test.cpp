@@ -141,6 +141,8 @@ TEST(CudaMatmul, ClaimAcceptsWhatCublasLtComputesExactly) {
     EXPECT_TRUE(claim_of(matmul_graph(d, batch_a, shape_of({1, 17, 9})), Op::MatMul).yes);     // batch dims of 1
     EXPECT_TRUE(claim_of(matmul_graph(d, shape_of({13}), shape_of({13, 5})), Op::MatMul).yes); // 1-D left
     EXPECT_TRUE(claim_of(matmul_graph(d, batch_a, shape_of({17})), Op::MatMul).yes);           // 1-D right
+    EXPECT_TRUE(claim_of(matmul_graph(d, shape_of({5, 0}), shape_of({0, 3})), Op::MatMul).yes);  // K = 0
+    EXPECT_TRUE(claim_of(fused_graph(d, shape_of({5, 0}), shape_of({0, 3}), shape_of({3}), "relu"), Op::FusedMatmulBiasAct).yes);
     for (const char* a : {"none", "relu", "gelu_tanh"}) {
       EXPECT_TRUE(claim_of(fused_graph(d, batch_a, shape_of({17, 9}), shape_of({9}), a), Op::FusedMatmulBiasAct).yes) << a;
       EXPECT_TRUE(claim_of(fused_graph(d, shape_of({7, 13}), shape_of({13, 5}), shape_of({1, 5}), a), Op::FusedMatmulBiasAct).yes) << a;
@@ -323,14 +325,33 @@ TEST(CudaMatmul, EmptyContractionMatchesTheReference) {
   }
 }
 
-TEST(CudaMatmul, NewSizesRunWithoutRecompiling) {
+// One executable, several sizes (symbolic batch and rows): each run builds its descriptors and
+// finds (or reuses) the algorithm for its sizes.
+TEST(CudaMatmul, OneExecutableRunsNewSizes) {
   if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
-  Expected<Graph> g = matmul_graph(DType::F32, {Dim::symbol("B"), Dim::symbol("M"), 24}, {Dim::symbol("B"), 24, 10});
+  Expected<Graph> g = fused_graph(DType::F32, {Dim::symbol("B"), Dim::symbol("M"), 24}, {Dim::symbol("B"), 24, 10}, shape_of({10}), "relu");
   ASSERT_TRUE(g) << g.status().message();
-  for (int64_t m : {1, 31, 100}) {
-    for (int64_t batch : {1, 4}) {
+  Session session;
+  CompileOptions ref;
+  ref.fuse = false;
+  ref.backend = "reference";
+  CompileOptions dev;
+  dev.target = FusionTarget::Cuda;
+  Expected<Executable> want_exe = session.compile(*g, ref);
+  Expected<Executable> got_exe = session.compile(*g, dev);
+  ASSERT_TRUE(want_exe && got_exe) << got_exe.status().message();
+  EXPECT_EQ(backend_of(*got_exe, Op::FusedMatmulBiasAct), "cuda") << got_exe->placement().summary();
+  uint64_t seed = 0;
+  for (int64_t m : {31, 1, 100, 31}) {
+    for (int64_t batch : {4, 1}) {
       SCOPED_TRACE("B " + std::to_string(batch) + " M " + std::to_string(m));
-      expect_device_matches_reference(*g, Op::MatMul, "cuda", tolerance(DType::F32, 24), {{"a", {batch, m, 24}}, {"b", {batch, 24, 10}}});
+      NamedArrays in = {{"a", testing::random_array(DType::F32, {batch, m, 24}, ++seed, -1, 1)},
+                        {"w", testing::random_array(DType::F32, {batch, 24, 10}, ++seed, -1, 1)},
+                        {"bias", testing::random_array(DType::F32, {10}, ++seed, -1, 1)}};
+      Expected<std::vector<Array>> want = want_exe->run(in), got = got_exe->run(in);
+      ASSERT_TRUE(want && got) << got.status().message();
+      const Tolerance tol = tolerance(DType::F32, 24);
+      EXPECT_TRUE(testing::arrays_close((*got)[0], (*want)[0], tol.rtol, tol.atol));
     }
   }
 }
