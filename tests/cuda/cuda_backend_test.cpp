@@ -116,7 +116,8 @@ TEST(CudaCodegen, EveryReferenceStepCompilesWithNvrtc) {
       ++steps;
     }
     for (cuda::RegionVariant v : {cuda::RegionVariant{0, 0, cuda::region_vector_width(body), 1, false},
-                                  cuda::RegionVariant{2, 0, 1, 1, false}}) {
+                                  cuda::RegionVariant{2, 0, 1, 1, false},
+                                  cuda::RegionVariant{2, 0, cuda::region_vector_width(body), 1, false, /*inner_repeated=*/0b100}}) {
       Expected<std::string> source = cuda::region_source(body, v);
       ASSERT_TRUE(source) << dtype_name(d) << ": " << source.status().message();
       Expected<std::string> cubin = cuda::compile_cubin(*source, "steps_" + std::string(dtype_name(d)) + ".cu", 90);
@@ -152,17 +153,21 @@ TEST(CudaBackend, WithoutADeviceEveryEntryPointSaysWhy) {
   EXPECT_EQ(exe.status().message(), s.message());
 }
 
-// Every reference step on the GPU, fused into one region per dtype: operands of one shape (the
-// flat kernel), then a broadcast second operand (the strided kernel).
+// Every reference step on the GPU, fused into regions per dtype: operands of one shape (the flat
+// kernel), then a broadcast second operand (the strided kernels, with and without packs).
 TEST(CudaBackend, EveryReferenceStepMatchesTheReferenceOnTheDevice) {
   if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
   for (DType d : kAllDTypes) {
     const std::vector<StepCase> cases = reference_steps(d);
-    for (const std::vector<int64_t>& other : {std::vector<int64_t>{37, 129}, std::vector<int64_t>{129}}) {
-      Expected<Graph> g = all_steps_graph(cases, d, {37, 129}, other);
+    // Same shapes (flat kernel); a row operand over rows of 129 (strided) and of 128 (strided, V
+    // elements of a row per thread); a column operand (repeated along the row).
+    const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
+        {{37, 129}, {37, 129}}, {{37, 129}, {129}}, {{37, 128}, {128}}, {{37, 128}, {37, 1}}};
+    for (const auto& [main, other] : shapes) {
+      Expected<Graph> g = all_steps_graph(cases, d, main, other);
       ASSERT_TRUE(g) << g.status().message();
-      NamedArrays in = {{"c", testing::random_array(DType::Bool, {37, 129}, 11)},
-                        {"x0", testing::random_array(d, {37, 129}, 12, -40, 40)},
+      NamedArrays in = {{"c", testing::random_array(DType::Bool, main, 11)},
+                        {"x0", testing::random_array(d, main, 12, -40, 40)},
                         {"x1", testing::random_array(d, other, 13, 0, 12)}};
       Session session;
       CompileOptions ref;
@@ -180,7 +185,7 @@ TEST(CudaBackend, EveryReferenceStepMatchesTheReferenceOnTheDevice) {
         const DType od = (*want)[k].dtype();
         const double tol = od == DType::F16 ? 2e-3 : od == DType::BF16 ? 1.6e-2 : is_float(od) ? 1e-5 : 0;
         EXPECT_TRUE(testing::arrays_close((*got)[k], (*want)[k], tol, tol))
-            << dtype_name(d) << " " << op_keyword(cases[k].op) << " (output " << k << ", operand shape " << other.size() << "-d)";
+            << dtype_name(d) << " " << op_keyword(cases[k].op) << " (output " << k << ", operand " << Array(d, other).type_string() << ")";
       }
     }
   }

@@ -137,7 +137,11 @@ TEST(CudaTransform, PreprocessProgramsMatchTheReferenceOnTheDevice) {
       EXPECT_TRUE(all_on_target(*exe)) << c.name << (prologue ? " (prologue)" : " (transform + region)") << "\n"
                                        << print_graph(exe->graph());
       if (c.crops.size() == 1) EXPECT_EQ(testing::count_op(exe->graph(), Op::TransformRegion) == 0, prologue) << c.name;
-      if (c.crops.size() > 1 && prologue) EXPECT_EQ(testing::count_op(exe->graph(), Op::BatchElementwiseRegion), 1u) << c.name;
+      // Letterboxed crops of different aspect ratios pad differently: their bodies differ, so they
+      // stay separate regions and a concat (on the device too).
+      if (c.crops.size() > 1 && prologue && !c.spec.letterbox) {
+        EXPECT_EQ(testing::count_op(exe->graph(), Op::BatchElementwiseRegion), 1u) << c.name;
+      }
       for (uint64_t seed : {1, 2}) {
         const Array frame = testing::random_array(DType::U8, kFrame.shape, seed, 0, 256);
         Expected<std::vector<Array>> want = want_exe->run(std::vector<Array>{frame});

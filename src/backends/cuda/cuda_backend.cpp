@@ -45,6 +45,49 @@ class DeviceCopyKernel final : public Kernel {
   std::shared_ptr<Context> context_;
 };
 
+// concat: each operand's rows copied into the result side by side (one 2-D copy per operand:
+// `outer` rows of the operand's extent on the axis times the inner size).
+class ConcatKernel final : public Kernel {
+ public:
+  ConcatKernel(std::shared_ptr<Context> c, int64_t axis) : context_(std::move(c)), axis_(axis) {}
+  Status run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const override {
+    const std::vector<int64_t>& shape = out[0].shape;
+    const size_t axis = size_t(axis_ < 0 ? axis_ + int64_t(shape.size()) : axis_);
+    FUSEBOX_CHECK(axis < shape.size()) << "concat axis";
+    int64_t outer = 1, inner = 1;
+    for (size_t a = 0; a < axis; ++a) outer *= shape[a];
+    for (size_t a = axis + 1; a < shape.size(); ++a) inner *= shape[a];
+    const size_t esize = size_t(dtype_size(out[0].dtype));
+    const size_t dst_pitch = size_t(shape[axis] * inner) * esize;
+    if (!dst_pitch || !outer) return Status::ok();
+    FUSEBOX_RETURN_IF_ERROR(context_->make_current());
+    const Driver& d = context_->driver();
+    size_t at = 0;
+    for (const BufferView& b : in) {
+      const size_t width = size_t(b.shape[axis] * inner) * esize;
+      if (width) {
+        CUDA_MEMCPY2D c{};
+        c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+        c.srcDevice = reinterpret_cast<CUdeviceptr>(b.data);
+        c.srcPitch = width;
+        c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+        c.dstDevice = reinterpret_cast<CUdeviceptr>(out[0].data) + at;
+        c.dstPitch = dst_pitch;
+        c.WidthInBytes = width;
+        c.Height = size_t(outer);
+        FUSEBOX_RETURN_IF_ERROR(d.check(d.cuMemcpy2DAsync(&c, context_->stream()), "concat on the device"));
+      }
+      at += width;
+    }
+    return Status::ok();
+  }
+  std::string_view kind() const override { return "cuda_copy"; }
+
+ private:
+  std::shared_ptr<Context> context_;
+  int64_t axis_;
+};
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(std::shared_ptr<Context> c) : context_(std::move(c)), stream_(std::make_unique<CudaStream>(context_)) {}
@@ -53,7 +96,7 @@ class CudaBackend final : public Backend {
   Device device() const override { return context_->device(); }
 
   Claim claims(const Graph& g, const Node& n) const override {
-    if (n.op == Op::Reshape || n.op == Op::Identity) return Claim::accept();
+    if (n.op == Op::Reshape || n.op == Op::Identity || n.op == Op::Concat) return Claim::accept();
     if (std::shared_ptr<const Graph> body = region_body_of(g, n)) {
       Expected<std::string> source = region_source(*body, RegionVariant{});
       if (!source) return Claim::refuse(source.status().message());
@@ -78,6 +121,7 @@ class CudaBackend final : public Backend {
 
   Expected<std::shared_ptr<const Kernel>> compile(const Graph& g, const Node& n) const override {
     if (n.op == Op::Reshape || n.op == Op::Identity) return std::shared_ptr<const Kernel>(std::make_shared<DeviceCopyKernel>(context_));
+    if (n.op == Op::Concat) return std::shared_ptr<const Kernel>(std::make_shared<ConcatKernel>(context_, n.attr_i64("axis")));
     if (std::shared_ptr<const Graph> body = region_body_of(g, n)) return RegionKernel::make(context_, std::move(body));
     if (n.op == Op::ElementwiseRegion) return RegionKernel::make_with_prologue(context_, n);
     if (n.op == Op::TransformRegion) return TransformKernel::make(context_, n);

@@ -31,6 +31,7 @@ namespace fusebox::cuda {
   X(cuMemcpyHtoDAsync)                   \
   X(cuMemcpyDtoHAsync)                   \
   X(cuMemcpyDtoDAsync)                   \
+  X(cuMemcpy2DAsync)                     \
   X(cuMemsetD8Async)                     \
   X(cuModuleLoadData)                    \
   X(cuModuleGetFunction)                 \
@@ -38,6 +39,7 @@ namespace fusebox::cuda {
   X(cuLaunchKernel)                      \
   X(cuEventCreate)                       \
   X(cuEventRecord)                       \
+  X(cuEventDestroy)                      \
   X(cuEventSynchronize)                  \
   X(cuEventElapsedTime)                  \
   X(cuStreamBeginCapture)                \

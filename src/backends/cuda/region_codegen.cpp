@@ -304,7 +304,8 @@ class BodyWriter {
 
 std::string RegionVariant::key() const {
   return rank == 0 ? "flat:v" + std::to_string(vector) + ":u" + std::to_string(unroll) + ":r" + std::to_string(repeated)
-                   : "strided:" + std::to_string(rank) + (index64 ? ":i64" : ":u32");
+                   : "strided:" + std::to_string(rank) + (index64 ? ":i64" : ":u32") + ":v" + std::to_string(vector) + ":r" +
+                         std::to_string(inner_repeated);
 }
 
 int region_vector_width(const Graph& body) {
@@ -424,18 +425,49 @@ Expected<std::string> region_source(const Graph& body, const RegionVariant& v, c
     os << "  }\n}\n";
     return os.str();
   }
-  os << "  const " << idx << " count = " << idx << "(n);\n";
+  const int V = v.vector;
+  os << "  const " << idx << " count = " << idx << "(n) / " << V << ";\n";
   os << "  const " << idx << " stride = " << idx << "(gridDim.x) * blockDim.x;\n";
-  os << "  for (" << idx << " i = " << idx << "(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {\n";
+  os << "  for (" << idx << " g = " << idx << "(blockIdx.x) * blockDim.x + threadIdx.x; g < count; g += stride) {\n";
+  os << "    const " << idx << " i = g * " << V << ";\n";
   os << "    " << idx << " rest = i;\n";
   for (size_t k = 0; k < ins.size(); ++k) os << "    " << idx << " o" << k << " = 0;\n";
   os << "#pragma unroll\n    for (int d = " << v.rank - 1 << "; d >= 0; --d) {\n";
   os << "      const " << idx << " c = rest % shape.dims[d];\n      rest /= shape.dims[d];\n";
   for (size_t k = 0; k < ins.size(); ++k) os << "      o" << k << " += c * shape.strides[" << k << "][d];\n";
   os << "    }\n";
-  body_call(
-      "    ", [&](size_t k) { return element(k, "o" + std::to_string(k)); },
-      [&](size_t j, const std::string& e) { return "out" + std::to_string(j) + "[i] = " + e; });
+  if (V == 1) {
+    body_call(
+        "    ", [&](size_t k) { return element(k, "o" + std::to_string(k)); },
+        [&](size_t j, const std::string& e) { return "out" + std::to_string(j) + "[i] = " + e; });
+  } else {
+    // V consecutive elements of one row: operands that walk the row are read as one pack, those
+    // repeated along it (inner stride 0) once; the outputs are written as packs.
+    auto along_row = [&](size_t k) { return !((v.inner_repeated >> k) & 1u); };
+    for (size_t k = 0; k < ins.size(); ++k) {
+      if (k == pk) continue;
+      if (along_row(k)) {
+        os << "    const Pack<" << storage_type(in_dtype(k)) << ", " << V << "> p" << k << " = *(const Pack<" << storage_type(in_dtype(k))
+           << ", " << V << ">*)(in" << k << " + o" << k << ");\n";
+      } else {
+        os << "    const " << compute_type(in_dtype(k)) << " r" << k << " = " << element(k, "o" + std::to_string(k)) << ";\n";
+      }
+    }
+    for (size_t j = 0; j < outs.size(); ++j) os << "    Pack<" << storage_type(out_dtype(j)) << ", " << V << "> q" << j << ";\n";
+    os << "#pragma unroll\n    for (int e = 0; e < " << V << "; ++e) {\n";
+    body_call(
+        "      ",
+        [&](size_t k) {
+          if (k == pk) return element(k, "o" + std::to_string(k) + (along_row(k) ? " + e" : ""));
+          if (!along_row(k)) return "r" + std::to_string(k);
+          return load_expr(in_dtype(k), "p" + std::to_string(k) + ".v[e]");
+        },
+        [&](size_t j, const std::string& e) { return "q" + std::to_string(j) + ".v[e] = " + e; });
+    os << "    }\n";
+    for (size_t j = 0; j < outs.size(); ++j) {
+      os << "    *(Pack<" << storage_type(out_dtype(j)) << ", " << V << ">*)(out" << j << " + i) = q" << j << ";\n";
+    }
+  }
   os << "  }\n}\n";
   return os.str();
 }

@@ -5,7 +5,8 @@
 //            output (16-byte accesses for f32 at V = 4), a grid-stride loop, a scalar tail
 //   strided  some operand is broadcast by strides: each element's operand offsets come from its
 //            index over `rank` dims (the runtime merges dims first, so [N,C] + [C] is rank 2
-//            however many dims the tensors have), 32-bit index arithmetic when it fits
+//            however many dims the tensors have), 32-bit index arithmetic when it fits; when the
+//            last dim allows, V elements of a row per thread (one index computation, packs)
 //
 // Sizes, strides and pointers are kernel arguments: a new size never recompiles. Every value
 // of the body is held in its compute type (float for f32/f16/bf16, the integer itself, bool)
@@ -30,6 +31,10 @@ struct RegionVariant {
   int vector = 1;          // flat: elements per thread and access (1, 2, 4, 8 or 16)
   int unroll = 1;          // flat with vector > 1: accesses in flight per thread per iteration
   bool index64 = false;    // strided: 64-bit index arithmetic
+  // strided with vector > 1: each thread takes `vector` consecutive elements of the last dim
+  // (its size a multiple of vector); bit k: operand k is repeated along it (stride 0), else it
+  // walks it with stride 1 and is read as one pack.
+  uint64_t inner_repeated = 0;
   std::string key() const;
 };
 

@@ -207,6 +207,25 @@ Status RegionKernel::run(Stream&, std::span<const BufferView> in, std::span<cons
     }
     v.rank = int(dims.size());
     v.index64 = n >= (int64_t(1) << 31);
+    // V elements of a row per thread when the last dim is a multiple of V, every operand walks
+    // it with stride 1 or repeats along it, and the row-walking pointers are aligned.
+    const int width = region_vector_width(*body_);
+    bool packs = width > 1 && v.rank > 0 && dims.back() % width == 0 && in.size() <= 64;
+    for (size_t k = 0; packs && k < in.size(); ++k) {
+      const int64_t s = merged[k].back();
+      if (s != 0 && s != 1) packs = false;
+      if (s == 0) v.inner_repeated |= uint64_t(1) << k;
+      if (s == 1 && k != pk && reinterpret_cast<uintptr_t>(in[k].data) % uintptr_t(width * dtype_size(in[k].dtype)) != 0) packs = false;
+    }
+    for (size_t j = 0; packs && j < out.size(); ++j) {
+      packs = reinterpret_cast<uintptr_t>(out[j].data) % uintptr_t(width * dtype_size(out[j].dtype)) == 0;
+    }
+    if (packs) {
+      v.vector = width;
+      work = n / width;
+    } else {
+      v.inner_repeated = 0;
+    }
     auto put = [&](int64_t x) {
       if (v.index64) {
         const uint8_t* p = reinterpret_cast<const uint8_t*>(&x);
