@@ -4,14 +4,19 @@
 // (N, T, ...) that no given input fixes take --dim values (default 2). Every problem with the
 // file, the inputs or the flags is a message and a non-zero exit, never a crash.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <chrono>
 #include <map>
 
 #include "cli_util.h"
 #include "commands.h"
+#include "backends/cpu/region_jit.h"
 #include "backends/registry/registry.h"
+#ifdef FUSEBOX_HAVE_CUDA
+#include "backends/cuda/context.h"
+#include "backends/cuda/cuda_backend.h"
+#endif
 #include "ir/size.h"
 #include "load_program.h"
 #include "runtime/file_io.h"
@@ -238,6 +243,42 @@ std::optional<int> read_backend(const CommandLine& cl, CompileOptions* options) 
   return std::nullopt;
 }
 
+double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Kernel code generation so far in this process: the CPU's generated region code and, with the
+// CUDA backend, NVRTC compiles (and cubins read from the disk cache).
+struct CodegenCounters {
+  uint64_t cpu_jit = 0;
+  uint64_t nvrtc = 0, nvrtc_disk = 0;
+  double nvrtc_seconds = 0;
+};
+
+CodegenCounters codegen_counters() {
+  CodegenCounters c;
+  c.cpu_jit = cpu::jit_stats().compiled;
+#ifdef FUSEBOX_HAVE_CUDA
+  if (cuda::cuda_available().is_ok()) {
+    if (Expected<std::shared_ptr<cuda::Context>> ctx = cuda::Context::get(0)) {
+      const cuda::CompileStats s = (*ctx)->compile_stats();
+      c.nvrtc = s.compiled;
+      c.nvrtc_disk = s.disk_hits;
+      c.nvrtc_seconds = s.compile_seconds;
+    }
+  }
+#endif
+  return c;
+}
+
+std::string describe_codegen(const CodegenCounters& a, const CodegenCounters& b) {
+  char buf[200];
+  std::snprintf(buf, sizeof(buf), "cpu kernels generated %llu; cuda kernels compiled %llu (%.1f ms), from the disk cache %llu",
+                static_cast<unsigned long long>(b.cpu_jit - a.cpu_jit), static_cast<unsigned long long>(b.nvrtc - a.nvrtc),
+                1e3 * (b.nvrtc_seconds - a.nvrtc_seconds), static_cast<unsigned long long>(b.nvrtc_disk - a.nvrtc_disk));
+  return buf;
+}
+
 }  // namespace
 
 int cmd_run(const Args& args) {
@@ -257,6 +298,7 @@ int cmd_run(const Args& args) {
                      {"--cpu-layout", "L", "CNN activations on cpu: auto (default: blocked as the host prefers), nchw or nchw8c/16c"},
                      {"--executor", "E", "shorthand: cpu, cpu-interpreter, cpu-jit or reference"},
                      {"--profile", "RUNS", "run RUNS more times and print the time per op kind to stderr"},
+                     {"--timings", "", "print compile, first-run and warm-run times and kernel code generation to stderr"},
                  });
   if (std::optional<int> exit = cl.parse(args)) return *exit;
   RunRequest req;
@@ -286,10 +328,23 @@ int cmd_run(const Args& args) {
     if (!fo) return cl.usage_error(fo.status().message());
     options.fusion = *fo;
   }
+  const CodegenCounters before = codegen_counters();
+  const double t0 = seconds_now();
   Expected<Executable> exe = session.compile(*graph, options);
   if (!exe) return cl.error(exe.status());
+  const double t1 = seconds_now();
   Expected<std::vector<Array>> outs = exe->run(*inputs);
   if (!outs) return cl.error(outs.status());
+  if (cl.has("--timings")) {
+    // The first run generates the kernels whose variant depends on the sizes; the warm run is
+    // what every later run costs.
+    const double t2 = seconds_now();
+    Expected<std::vector<Array>> again = exe->run(*inputs);
+    if (!again) return cl.error(again.status());
+    const double t3 = seconds_now();
+    std::fprintf(stderr, "timings @%s: compile %.3f ms, first run %.3f ms, warm run %.3f ms; %s\n", graph->name().c_str(),
+                 1e3 * (t1 - t0), 1e3 * (t2 - t1), 1e3 * (t3 - t2), describe_codegen(before, codegen_counters()).c_str());
+  }
   if (std::optional<std::string> runs = cl.value("--profile")) {
     std::optional<int64_t> n = parse_int(*runs);
     if (!n || *n < 1 || *n > 100000) return cl.usage_error("--profile expects a run count from 1 to 100000, got '" + *runs + "'");
