@@ -4,6 +4,8 @@
 // bench/run_cuda_bench.sh runs both).
 //
 //   build/bench/cuda_bench [--only NAME[,NAME]] [--min-seconds S] [--target cuda|cpu] [--print-graphs]
+//                          [--onnx MODEL.onnx]... [--dim SYM=N]...   (ONNX models as more workloads;
+//                          --dim sizes their symbolic input dims)
 //
 // --target cpu runs the same on the CPU target (host buffers, a host copy as the ceiling): it
 // checks the program where there is no GPU. --print-graphs prints the workloads as .fbir.
@@ -43,6 +45,9 @@
 #include "cuda_workloads.h"
 #include "fusebox/session.h"
 #include "ir/printer.h"
+#ifdef FUSEBOX_HAVE_ONNX
+#include "onnx/importer.h"
+#endif
 
 namespace fusebox {
 namespace {
@@ -185,6 +190,12 @@ Expected<double> relative_difference(const Backend& backend, const std::vector<B
 
 // One output row (or the error that stopped the workload).
 // `ctx`: the GPU's context (null on the CPU target).
+// Sizes of symbolic input dims (--dim SYM=N), for models exported with a dynamic batch.
+SymbolBindings& symbol_sizes() {
+  static SymbolBindings sizes;
+  return sizes;
+}
+
 Expected<std::string> run_workload(const bench::GpuWorkload& w, FusionTarget target, const Backend& backend,
                                    cuda::Context* ctx, double copy_gbps, double min_seconds) {
   FUSEBOX_ASSIGN_OR_RETURN(Graph g, w.build());
@@ -193,8 +204,9 @@ Expected<std::string> run_workload(const bench::GpuWorkload& w, FusionTarget tar
   double bytes = 0;
   for (size_t k = 0; k < g.inputs().size(); ++k) {
     const TensorType& t = g.type(g.inputs()[k]);
-    if (!is_static(t.shape)) return Status::invalid("input " + std::to_string(k) + " has a symbolic shape");
-    host.push_back(random_host(t.dtype, static_dims(t.shape), 17 + k));
+    const Shape shape = bind_shape(t.shape, symbol_sizes());
+    if (!is_static(shape)) return Status::invalid("input " + std::to_string(k) + " has a symbolic shape (give --dim SYM=N)");
+    host.push_back(random_host(t.dtype, static_dims(shape), 17 + k));
     FUSEBOX_ASSIGN_OR_RETURN(Buffer b, backend.allocate(t.dtype, host.back().shape()));
     FUSEBOX_RETURN_IF_ERROR(backend.copy_from_host(backend.stream(), host_view(host.back()), b.view()));
     in.push_back(std::move(b));
@@ -260,7 +272,7 @@ double host_copy_bandwidth() {
 }
 
 int usage(const char* argv0) {
-  std::fprintf(stderr, "usage: %s [--only NAME[,NAME]] [--min-seconds S] [--target cuda|cpu] [--print-graphs]\nworkloads:",
+  std::fprintf(stderr, "usage: %s [--only NAME[,NAME]] [--min-seconds S] [--target cuda|cpu] [--print-graphs] [--onnx MODEL.onnx]... [--dim SYM=N]...\nworkloads:",
                argv0);
   for (const bench::GpuWorkload& w : bench::gpu_workloads()) std::fprintf(stderr, " %s", w.name.c_str());
   std::fprintf(stderr, "\n");
@@ -277,6 +289,7 @@ int main(int argc, char** argv) {
   double min_seconds = 0.2;
   bool print_graphs = false;
   bool on_cpu = false;
+  std::vector<std::string> onnx_paths;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--only" && i + 1 < argc) {
@@ -295,6 +308,13 @@ int main(int argc, char** argv) {
       on_cpu = t == "cpu";
     } else if (a == "--print-graphs") {
       print_graphs = true;
+    } else if (a == "--onnx" && i + 1 < argc) {
+      onnx_paths.push_back(argv[++i]);
+    } else if (a == "--dim" && i + 1 < argc) {
+      const std::string kv = argv[++i];
+      const size_t eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) return usage(argv[0]);
+      symbol_sizes()[kv.substr(0, eq)] = std::atoll(kv.c_str() + eq + 1);
     } else {
       return usage(argv[0]);
     }
@@ -302,6 +322,15 @@ int main(int argc, char** argv) {
   std::vector<bench::GpuWorkload> workloads;
   for (const bench::GpuWorkload& w : bench::gpu_workloads()) {
     if (only.empty() || std::find(only.begin(), only.end(), w.name) != only.end()) workloads.push_back(w);
+  }
+  // ONNX models with static input shapes, named by their file (needs the ONNX component).
+  for (const std::string& path : onnx_paths) {
+#ifdef FUSEBOX_HAVE_ONNX
+    workloads.push_back({std::filesystem::path(path).stem().string(), [path] { return import_onnx_file(path); }});
+#else
+    std::fprintf(stderr, "cuda_bench: --onnx %s: this build has no ONNX import\n", path.c_str());
+    return 1;
+#endif
   }
   for (const std::string& name : only) {
     bool known = false;
