@@ -78,6 +78,13 @@ class Buffer {
   std::shared_ptr<void> owner_;
 };
 
+// Work recorded from a stream (a CUDA graph): replayed as one launch, with the same buffers.
+class RecordedWork {
+ public:
+  virtual ~RecordedWork() = default;
+  virtual Status replay() const = 0;
+};
+
 // Where a backend's kernels and copies run in order. sync() returns when all enqueued work is
 // done (and reports the first failure of asynchronous work).
 class Stream {
@@ -85,6 +92,13 @@ class Stream {
   virtual ~Stream() = default;
   virtual Device device() const = 0;
   virtual Status sync() = 0;
+  // Recording: between begin and end, work enqueued on the stream by the calling thread is
+  // recorded instead of run. Streams that cannot record (the CPU's) say so.
+  virtual Status begin_recording() { return Status::unimplemented("this stream cannot record work"); }
+  // Ends a recording (also after a failure while recording, to leave the stream usable).
+  virtual Expected<std::shared_ptr<const RecordedWork>> end_recording() {
+    return Status::unimplemented("this stream cannot record work");
+  }
 };
 
 // A compiled node. Outputs are allocated by the runtime with the node's concrete result shapes;
@@ -130,6 +144,10 @@ class Backend {
   // alive until the stream is synced. Views must agree in dtype and shape.
   virtual Status copy_from_host(Stream& stream, const BufferView& host, const BufferView& dst) const = 0;
   virtual Status copy_to_host(Stream& stream, const BufferView& src, const BufferView& host) const = 0;
+  // A copy within this device's memory, enqueued on `stream`.
+  virtual Status copy_on_device(Stream& stream, const BufferView& src, const BufferView& dst) const {
+    return Status::unimplemented(std::string(name()) + " has no device-to-device copy");
+  }
   // The stream kernels of this backend run on.
   virtual Stream& stream() const = 0;
   virtual PoolStats pool_stats() const { return {}; }

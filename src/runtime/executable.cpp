@@ -2,6 +2,7 @@
 // kernel on its backend's stream with copies where a value changes device.
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
 
 #include "runtime/executable_plan.h"
@@ -26,7 +27,51 @@ PoolStats Executable::pool_stats() const {
   return total;
 }
 
-Executable::Stats Executable::stats() const { return Stats{shapes_->computed()}; }
+// Recorded runs (CUDA graphs) of device_io plans whose every kernel runs on the target's device:
+//
+//   run 1 with given input buffers and sizes   runs normally (kernels whose variant depends on
+//                                              the sizes are generated on this run)
+//   run 2                                      recorded: the stream records the plan's launches
+//                                              into a graph, the buffers it used are kept with it
+//   later runs                                 one replay, then each output copied out of the
+//                                              recording's buffers into a fresh buffer
+//
+// A recording belongs to the input buffers it read (their addresses are in the graph), so a run
+// with other buffers or sizes has its own; at most kMaxRecordings are kept. A plan whose buffers
+// would exceed kMaxRecordedBytes is not recorded (it is bandwidth-bound: a launch is nothing to
+// save there). FUSEBOX_CUDA_GRAPHS=0 turns recording off.
+struct Executable::Recordings {
+  struct Entry {
+    std::vector<const void*> pointers;
+    std::vector<int64_t> dims;
+    std::mutex mu;  // one run through an entry at a time: replay and output copies stay paired
+    int runs = 0;
+    bool failed = false;
+    std::shared_ptr<const RecordedWork> work;
+    std::vector<Buffer> kept;     // every buffer the recorded run used
+    std::vector<Buffer> outputs;  // the recording's output buffers
+  };
+  std::mutex mu;
+  std::vector<std::shared_ptr<Entry>> entries;  // most recent first
+  size_t recorded = 0, replays = 0;
+};
+
+namespace {
+constexpr size_t kMaxRecordings = 8;
+constexpr double kMaxRecordedBytes = 256.0 * (1 << 20);
+}  // namespace
+
+std::shared_ptr<Executable::Recordings> make_recordings() { return std::make_shared<Executable::Recordings>(); }
+
+Executable::Stats Executable::stats() const {
+  Stats s{shapes_->computed()};
+  if (recordings_) {
+    std::lock_guard<std::mutex> lock(recordings_->mu);
+    s.recordings = recordings_->recorded;
+    s.replays = recordings_->replays;
+  }
+  return s;
+}
 
 Expected<SymbolBindings> Executable::bind_inputs(std::span<const Array* const> inputs) const {
   const Graph& g = plan_->graph;
@@ -253,7 +298,102 @@ Expected<std::vector<Buffer>> Executable::run_buffers(std::span<const Buffer> in
   }
   std::vector<const Array*> ordered;
   for (const Array& a : shapes) ordered.push_back(&a);
-  return run_plan(ordered, inputs, nullptr, {});
+  return run_recorded(ordered, inputs);
+}
+
+Expected<std::vector<Buffer>> Executable::run_recorded(std::span<const Array* const> inputs,
+                                                       std::span<const Buffer> buffers) const {
+  const Plan& plan = *plan_;
+  const Placement& place = plan.placement;
+  static const bool enabled = [] {
+    const char* e = std::getenv("FUSEBOX_CUDA_GRAPHS");
+    return !(e && std::string(e) == "0");
+  }();
+  // Recordable: every kernel on the target's device, nothing copied but constants (uploaded
+  // once, on the first run), at least two kernels (one launch saves nothing).
+  bool recordable = enabled && recordings_ && !place.backends[0]->device().is_host() && place.final_copies.empty();
+  size_t kernels = 0;
+  for (size_t i = 0; recordable && i < plan.graph.nodes().size(); ++i) {
+    if (!plan.kernels[i]) continue;
+    ++kernels;
+    recordable = place.node_backend[i] == 0;
+    for (const Copy& c : place.copies_before[i]) {
+      const ValueId v = place.resident_value[size_t(c.to)];
+      recordable = recordable && !c.to_host && size_t(c.from) == size_t(v) && plan.constants[size_t(v)];
+    }
+  }
+  if (!recordable || kernels < 2) return run_plan(inputs, buffers, nullptr, {});
+  FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const ShapePlan> shapes, shapes_for(inputs));
+  double bytes = 0;
+  for (size_t v = 0; v < shapes->dims.size(); ++v) {
+    bytes += double(product(shapes->dims[v])) * dtype_size(plan.graph.type(ValueId(v)).dtype);
+  }
+  if (bytes > kMaxRecordedBytes) return run_plan(inputs, buffers, nullptr, {});
+
+  std::shared_ptr<Recordings::Entry> entry;
+  {
+    std::vector<const void*> pointers;
+    std::vector<int64_t> dims;
+    for (const Buffer& b : buffers) {
+      pointers.push_back(b.view().data);
+      dims.push_back(int64_t(b.view().shape.size()));
+      dims.insert(dims.end(), b.view().shape.begin(), b.view().shape.end());
+    }
+    std::lock_guard<std::mutex> lock(recordings_->mu);
+    auto& list = recordings_->entries;
+    for (size_t k = 0; k < list.size() && !entry; ++k) {
+      if (list[k]->pointers == pointers && list[k]->dims == dims) {
+        entry = list[k];
+        list.erase(list.begin() + std::ptrdiff_t(k));
+      }
+    }
+    if (!entry) {
+      entry = std::make_shared<Recordings::Entry>();
+      entry->pointers = std::move(pointers);
+      entry->dims = std::move(dims);
+    }
+    list.insert(list.begin(), entry);
+    if (list.size() > kMaxRecordings) list.pop_back();
+  }
+  std::lock_guard<std::mutex> lock(entry->mu);
+  if (!entry->work && (entry->failed || entry->runs++ == 0)) return run_plan(inputs, buffers, nullptr, {});
+  const Backend& device = *place.backends[0];
+  if (!entry->work) {
+    FUSEBOX_RETURN_IF_ERROR(device.stream().sync());  // nothing of earlier runs is recorded
+    if (!device.stream().begin_recording().is_ok()) {
+      entry->failed = true;
+      return run_plan(inputs, buffers, nullptr, {});
+    }
+    std::vector<Buffer> kept;
+    Expected<std::vector<Buffer>> outs = run_plan(inputs, buffers, nullptr, {}, &kept);
+    Expected<std::shared_ptr<const RecordedWork>> work = device.stream().end_recording();
+    if (!outs || !work) {
+      entry->failed = true;
+      return run_plan(inputs, buffers, nullptr, {});
+    }
+    entry->work = *work;
+    entry->kept = std::move(kept);
+    entry->outputs = std::move(*outs);
+    std::lock_guard<std::mutex> count(recordings_->mu);
+    ++recordings_->recorded;
+  }
+  FUSEBOX_RETURN_IF_ERROR(entry->work->replay());
+  {
+    std::lock_guard<std::mutex> count(recordings_->mu);
+    ++recordings_->replays;
+  }
+  // The recording's buffers are rewritten by its next replay: the caller gets copies.
+  std::vector<Buffer> results;
+  for (const Buffer& b : entry->outputs) {
+    if (!b) {
+      results.emplace_back();
+      continue;
+    }
+    FUSEBOX_ASSIGN_OR_RETURN(Buffer copy, device.allocate(b.view().dtype, b.view().shape));
+    FUSEBOX_RETURN_IF_ERROR(device.copy_on_device(device.stream(), b.view(), copy.view()));
+    results.push_back(std::move(copy));
+  }
+  return results;
 }
 
 Status Executable::sync() const {
@@ -264,7 +404,8 @@ Status Executable::sync() const {
 Expected<std::vector<Buffer>> Executable::run_plan(std::span<const Array* const> inputs,
                                                    std::span<const Buffer> input_buffers,
                                                    std::vector<double>* node_seconds,
-                                                   std::span<const Array> donated) const {
+                                                   std::span<const Array> donated,
+                                                   std::vector<Buffer>* keep) const {
   const Plan& plan = *plan_;
   const Graph& g = plan.graph;
   const Placement& place = plan.placement;
@@ -293,6 +434,14 @@ Expected<std::vector<Buffer>> Executable::run_plan(std::span<const Array* const>
     residents[size_t(c.to)] = plan.uploaded[size_t(c.to)];
     return Status::ok();
   };
+  // Values dead after node i go back to their pools; a recorded run keeps every buffer instead
+  // (its graph goes on using them).
+  auto release = [&](size_t i) {
+    for (int dead : plan.memory.release_after[i]) {
+      if (keep) keep->push_back(residents[size_t(dead)]);
+      residents[size_t(dead)] = Buffer();
+    }
+  };
   std::vector<BufferView> in, out;
   const auto& nodes = g.nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -308,7 +457,7 @@ Expected<std::vector<Buffer>> Executable::run_plan(std::span<const Array* const>
     if (plan.aliases[i]) {
       const ValueId v = n.outputs[0];
       residents[size_t(v)] = residents[size_t(place.operands[i][0])].reshaped(shapes->dims[size_t(v)]);
-      for (int dead : plan.memory.release_after[i]) residents[size_t(dead)] = Buffer();
+      release(i);
       continue;
     }
     const Backend& backend = *place.backends[size_t(place.node_backend[i])];
@@ -343,7 +492,7 @@ Expected<std::vector<Buffer>> Executable::run_plan(std::span<const Array* const>
       return Status(s.code() == StatusCode::kInvalidArgument ? StatusCode::kExecutionError : s.code(),
                     where(n) + ": " + s.message());
     }
-    for (int dead : plan.memory.release_after[i]) residents[size_t(dead)] = Buffer();
+    release(i);
   }
   for (const Copy& c : place.final_copies) FUSEBOX_RETURN_IF_ERROR(copy(c));
   // Host results are complete when returned; device results are ordered on their stream.

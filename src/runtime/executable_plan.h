@@ -35,4 +35,7 @@ struct Executable::Plan {
   mutable std::vector<Buffer> uploaded;
 };
 
+// The recordings of an executable's device_io runs (one per input buffers and sizes).
+std::shared_ptr<Executable::Recordings> make_recordings();
+
 }  // namespace fusebox

@@ -158,6 +158,7 @@ Expected<Executable> Session::compile(const Graph& graph_in, const CompileOption
   Executable exe;
   exe.plan_ = std::move(plan);
   exe.shapes_ = std::make_shared<ShapePlanCache>();
+  exe.recordings_ = make_recordings();
   cache_->insert(hash, graph, key, exe);
   return exe;
 }

@@ -107,10 +107,13 @@ class Executable {
 
   struct Stats {
     size_t shape_plans = 0;  // sets of concrete shapes computed (one per new set of input sizes)
+    size_t recordings = 0;   // device_io runs recorded as one replayable graph (CUDA graphs)
+    size_t replays = 0;      // runs that replayed a recording
   };
   Stats stats() const;
 
-  struct Plan;  // the compiled, immutable part (executable.cpp)
+  struct Plan;        // the compiled, immutable part (executable.cpp)
+  struct Recordings;  // recorded device runs (CUDA graphs; executable.cpp)
 
  private:
   friend class Session;
@@ -119,7 +122,10 @@ class Executable {
   // The plan over input buffers (`input_buffers` empty: the host arrays of `inputs`); the output
   // buffers where they end (an empty Buffer for an unmaterialised slot).
   Expected<std::vector<Buffer>> run_plan(std::span<const Array* const> inputs, std::span<const Buffer> input_buffers,
-                                         std::vector<double>* node_seconds, std::span<const Array> donated) const;
+                                         std::vector<double>* node_seconds, std::span<const Array> donated,
+                                         std::vector<Buffer>* keep = nullptr) const;
+  // run_buffers through a recording of the plan when it can be recorded (executable.cpp).
+  Expected<std::vector<Buffer>> run_recorded(std::span<const Array* const> inputs, std::span<const Buffer> buffers) const;
   // The donated array output `v` of node `i` may be written into, or null.
   const Array* donor_for(size_t i, ValueId v, std::span<const Array* const> inputs, std::span<const Array> donated,
                          const std::vector<int64_t>& dims) const;
@@ -129,6 +135,7 @@ class Executable {
   // Shared by copies: a cached plan hands out copies that share kernels and shape plans.
   std::shared_ptr<const Plan> plan_;
   std::shared_ptr<ShapePlanCache> shapes_;
+  std::shared_ptr<Recordings> recordings_;
 };
 
 class Session {

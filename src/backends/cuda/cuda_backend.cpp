@@ -12,6 +12,26 @@ namespace fusebox::cuda {
 
 namespace {
 
+// A CUDA graph instantiated from a recording; replays on the context's stream.
+class CudaGraph final : public RecordedWork {
+ public:
+  CudaGraph(std::shared_ptr<Context> c, CUgraph g, CUgraphExec e) : context_(std::move(c)), graph_(g), exec_(e) {}
+  ~CudaGraph() override {
+    context_->driver().cuGraphExecDestroy(exec_);
+    context_->driver().cuGraphDestroy(graph_);
+  }
+  Status replay() const override {
+    FUSEBOX_RETURN_IF_ERROR(context_->make_current());
+    const Driver& d = context_->driver();
+    return d.check(d.cuGraphLaunch(exec_, context_->stream()), "replaying a CUDA graph");
+  }
+
+ private:
+  std::shared_ptr<Context> context_;
+  CUgraph graph_;
+  CUgraphExec exec_;
+};
+
 class CudaStream final : public Stream {
  public:
   explicit CudaStream(std::shared_ptr<Context> c) : context_(std::move(c)) {}
@@ -20,6 +40,24 @@ class CudaStream final : public Stream {
     FUSEBOX_RETURN_IF_ERROR(context_->make_current());
     const Driver& d = context_->driver();
     return d.check(d.cuStreamSynchronize(context_->stream()), "running work on " + context_->device().to_string());
+  }
+  // Relaxed capture: the memory pool may call cuMemAlloc while a plan is recorded.
+  Status begin_recording() override {
+    FUSEBOX_RETURN_IF_ERROR(context_->make_current());
+    const Driver& d = context_->driver();
+    return d.check(d.cuStreamBeginCapture(context_->stream(), CU_STREAM_CAPTURE_MODE_RELAXED), "recording a CUDA graph");
+  }
+  Expected<std::shared_ptr<const RecordedWork>> end_recording() override {
+    FUSEBOX_RETURN_IF_ERROR(context_->make_current());
+    const Driver& d = context_->driver();
+    CUgraph graph = nullptr;
+    FUSEBOX_RETURN_IF_ERROR(d.check(d.cuStreamEndCapture(context_->stream(), &graph), "recording a CUDA graph"));
+    CUgraphExec exec = nullptr;
+    if (Status s = d.check(d.cuGraphInstantiate(&exec, graph, 0), "instantiating a CUDA graph"); !s.is_ok()) {
+      d.cuGraphDestroy(graph);
+      return s;
+    }
+    return std::shared_ptr<const RecordedWork>(std::make_shared<CudaGraph>(context_, graph, exec));
   }
 
  private:
@@ -159,6 +197,16 @@ class CudaBackend final : public Backend {
     const Driver& d = context_->driver();
     return d.check(d.cuMemcpyDtoHAsync(host.data, reinterpret_cast<CUdeviceptr>(src.data), src.nbytes(), context_->stream()),
                    "copying from " + device().to_string());
+  }
+
+  Status copy_on_device(Stream&, const BufferView& src, const BufferView& dst) const override {
+    FUSEBOX_CHECK(src.nbytes() == dst.nbytes()) << "copy sizes";
+    if (!dst.nbytes()) return Status::ok();
+    FUSEBOX_RETURN_IF_ERROR(context_->make_current());
+    const Driver& d = context_->driver();
+    return d.check(d.cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(dst.data), reinterpret_cast<CUdeviceptr>(src.data),
+                                       dst.nbytes(), context_->stream()),
+                   "copying on " + device().to_string());
   }
 
   Stream& stream() const override { return *stream_; }
