@@ -122,12 +122,14 @@ TEST(CudaRowClaims, LaunchesFollowTheOperands) {
   EXPECT_NE(bad_scale.status().message().find("not one value or one row"), std::string::npos) << bad_scale.status().message();
 }
 
-// One op with its operands, written for dtype `D` (replaced) over x of shape [R,N].
+// One op with its operands, written for dtype `D` (replaced) over x of shape [R,N] (or another
+// shape whose last dim is N).
 struct RowCase {
   std::string name;
   std::string params;  // the function's parameters after %x
   std::string op;      // the op line's right-hand side, before " : "
   int results = 1;
+  std::string x = "R,N";  // x's dims
 };
 
 std::vector<RowCase> row_cases() {
@@ -154,6 +156,10 @@ std::vector<RowCase> row_cases() {
        "fused_residual_rms_norm %x, %r, %b, %g {has_bias = true}", 2},
       {"residual rms_norm one-value bias, sum", ", %r: D[R,N], %b: D[1], %g: D[N]",
        "fused_residual_rms_norm %x, %r, %b, %g {has_bias = true}", 2},
+      {"softmax rank 3", "", "softmax %x {axis = 2}", 1, "3,R,N"},
+      {"layer_norm rank 1 scale bias", ", %g: D[N], %h: D[N]", "layer_norm %x, %g, %h", 1, "N"},
+      {"residual rms_norm rank 3 bias [1,1,N], sum", ", %r: D[3,R,N], %b: D[1,1,N], %g: D[N]",
+       "fused_residual_rms_norm %x, %r, %b, %g {has_bias = true}", 2, "3,R,N"},
   };
 }
 
@@ -163,11 +169,24 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
 }
 
 std::string case_text(const RowCase& c, DType d) {
-  const std::string t = "D[R,N]";
-  std::string text = "func @f(%x: D[R,N]" + c.params + ") -> " + (c.results == 2 ? "(" + t + ", " + t + ")" : t) + " {\n";
+  const std::string t = "D[" + c.x + "]";
+  std::string text = "func @f(%x: " + t + c.params + ") -> " + (c.results == 2 ? "(" + t + ", " + t + ")" : t) + " {\n";
   text += std::string("  %0") + (c.results == 2 ? ":2" : "") + " = " + c.op + " : " + t + (c.results == 2 ? ", " + t : "") + "\n";
   text += c.results == 2 ? "  return %0#0, %0#1\n}" : "  return %0\n}";
   return replace_all(text, "D[", std::string(dtype_name(d)) + "[");
+}
+
+// The graphs the device test runs parse here, and their row op is claimed.
+TEST(CudaRowClaims, EveryTestedGraphIsClaimed) {
+  for (const RowCase& c : row_cases()) {
+    for (DType d : kRowDTypes) {
+      const Graph g = parse(case_text(c, d));
+      ASSERT_EQ(g.nodes().size(), 1u) << c.name;
+      std::optional<Claim> claim = cuda::claim_row_op(g, g.nodes()[0]);
+      ASSERT_TRUE(claim) << c.name;
+      EXPECT_TRUE(claim->yes) << c.name << " " << dtype_name(d) << ": " << claim->reason;
+    }
+  }
 }
 
 // Random operands for `g` at row count `rows` and row length `n`: x and r in [-3, 3), params
