@@ -9,7 +9,6 @@
 #include <mutex>
 
 #include "ir/check.h"
-#include "ir/fused_norm_ops.h"
 
 namespace fusebox::cuda {
 

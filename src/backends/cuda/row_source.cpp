@@ -305,7 +305,7 @@ __device__ __forceinline__ void fb_row_streamed(const FbRow& a, int chunks, i64 
 }
 #endif
 
-extern "C" __global__ void __launch_bounds__(256) fb_row(
+extern "C" __global__ void __launch_bounds__(FB_THREADS) fb_row(
     const fb_t* __restrict__ x, const fb_t* __restrict__ r, const fb_t* __restrict__ bias,
     const fb_t* __restrict__ scale, const fb_t* __restrict__ shift, fb_t* __restrict__ y, fb_t* __restrict__ sum,
     i64 rows, i64 n, i64 bias_row_stride, i64 bias_stride, i64 scale_stride, i64 shift_stride, double eps) {
@@ -354,6 +354,7 @@ std::string row_source(const RowVariant& v) {
   os << "#define FB_RESIDUAL " << (v.residual ? 1 : 0) << "\n";
   os << "#define FB_V " << v.vector << "\n";
   os << "#define FB_ITEMS " << kRowItems << "\n";
+  os << "#define FB_THREADS " << kRowThreads << "\n";
   switch (v.dtype) {
     case DType::F16:
       os << "typedef u16 fb_t;\n#define FB_LOAD(s) fb_f16_load(s)\n#define FB_STORE(f) fb_f16_store(f)\n"
