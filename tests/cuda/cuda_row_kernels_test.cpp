@@ -73,12 +73,63 @@ TEST(CudaRowClaims, RowOpsAreClaimedAndRefusalsSayWhy) {
   EXPECT_NE(bias->reason.find("bias f32[4,1]"), std::string::npos) << bias->reason;
 }
 
-// One op with its operands, written for dtype `D` (replaced) over x of shape [R,N].
+// The launch a row op gets for its operands: 16-byte accesses only where every full-size
+// operand and the row length allow them, a warp for short rows, a bias read per row only when
+// it has x's shape, and a run-time error (never a wrong answer) for a parameter of another size.
+TEST(CudaRowClaims, LaunchesFollowTheOperands) {
+  Graph g = parse(
+      "func @f(%x: f16[R,N], %r: f16[R,N], %b: f16[R,N], %g: f16[1]) -> (f16[R,N], f16[R,N]) {\n"
+      "  %0:2 = fused_residual_layer_norm %x, %r, %b, %g {has_bias = true} : f16[R,N], f16[R,N]\n  return %0#0, %0#1\n}");
+  ASSERT_EQ(g.nodes().size(), 1u);
+  const cuda::RowSpec spec = cuda::row_spec(g.nodes()[0]);
+  auto launch = [&](int64_t rows, int64_t n, size_t misaligned_operand, int64_t scale_size) {
+    std::vector<Array> arrays;
+    for (int i = 0; i < 3; ++i) arrays.push_back(testing::random_array(DType::F16, {rows, n + 1}, uint64_t(i)));
+    arrays.push_back(testing::random_array(DType::F16, {scale_size}, 9));
+    for (int i = 0; i < 2; ++i) arrays.push_back(Array(DType::F16, {rows, n + 1}));
+    std::vector<BufferView> views;
+    for (size_t i = 0; i < arrays.size(); ++i) {
+      BufferView v = host_view(arrays[i]);
+      if (i != 3) {
+        v.shape = {rows, n};
+        if (i == misaligned_operand) v.data = static_cast<uint16_t*>(v.data) + 1;
+      }
+      views.push_back(std::move(v));
+    }
+    return cuda::plan_row_launch(spec, std::span(views).first(4), std::span(views).subspan(4));
+  };
+  Expected<cuda::RowLaunch> wide = launch(3, 1024, 99, 1);
+  ASSERT_TRUE(wide) << wide.status().message();
+  EXPECT_EQ(wide->variant.vector, 8);
+  EXPECT_EQ(wide->threads, 128u);
+  EXPECT_EQ(wide->blocks, 3u);
+  EXPECT_EQ(wide->sizes[2], 1024) << "a bias of x's shape is read row by row";
+  EXPECT_EQ(wide->sizes[4], 0) << "a one-value scale is read once";
+  for (size_t operand : {size_t(0), size_t(1), size_t(2), size_t(4), size_t(5)}) {
+    Expected<cuda::RowLaunch> narrow = launch(3, 1024, operand, 1);
+    ASSERT_TRUE(narrow);
+    EXPECT_EQ(narrow->variant.vector, 1) << "operand " << operand << " is not 16-byte aligned";
+  }
+  Expected<cuda::RowLaunch> odd = launch(2, 7, 99, 1);
+  ASSERT_TRUE(odd);
+  EXPECT_EQ(odd->variant.vector, 1);
+  EXPECT_EQ(odd->threads, 32u);
+  Expected<cuda::RowLaunch> long_row = launch(1, 12000, 99, 1);
+  ASSERT_TRUE(long_row);
+  EXPECT_EQ(long_row->threads, unsigned(cuda::kRowThreads));
+  Expected<cuda::RowLaunch> bad_scale = launch(2, 8, 99, 3);
+  ASSERT_FALSE(bad_scale);
+  EXPECT_NE(bad_scale.status().message().find("not one value or one row"), std::string::npos) << bad_scale.status().message();
+}
+
+// One op with its operands, written for dtype `D` (replaced) over x of shape [R,N] (or another
+// shape whose last dim is N).
 struct RowCase {
   std::string name;
   std::string params;  // the function's parameters after %x
   std::string op;      // the op line's right-hand side, before " : "
   int results = 1;
+  std::string x = "R,N";  // x's dims
 };
 
 std::vector<RowCase> row_cases() {
@@ -105,6 +156,10 @@ std::vector<RowCase> row_cases() {
        "fused_residual_rms_norm %x, %r, %b, %g {has_bias = true}", 2},
       {"residual rms_norm one-value bias, sum", ", %r: D[R,N], %b: D[1], %g: D[N]",
        "fused_residual_rms_norm %x, %r, %b, %g {has_bias = true}", 2},
+      {"softmax rank 3", "", "softmax %x {axis = 2}", 1, "3,R,N"},
+      {"layer_norm rank 1 scale bias", ", %g: D[N], %h: D[N]", "layer_norm %x, %g, %h", 1, "N"},
+      {"residual rms_norm rank 3 bias [1,1,N], sum", ", %r: D[3,R,N], %b: D[1,1,N], %g: D[N]",
+       "fused_residual_rms_norm %x, %r, %b, %g {has_bias = true}", 2, "3,R,N"},
   };
 }
 
@@ -114,11 +169,24 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
 }
 
 std::string case_text(const RowCase& c, DType d) {
-  const std::string t = "D[R,N]";
-  std::string text = "func @f(%x: D[R,N]" + c.params + ") -> " + (c.results == 2 ? "(" + t + ", " + t + ")" : t) + " {\n";
+  const std::string t = "D[" + c.x + "]";
+  std::string text = "func @f(%x: " + t + c.params + ") -> " + (c.results == 2 ? "(" + t + ", " + t + ")" : t) + " {\n";
   text += std::string("  %0") + (c.results == 2 ? ":2" : "") + " = " + c.op + " : " + t + (c.results == 2 ? ", " + t : "") + "\n";
   text += c.results == 2 ? "  return %0#0, %0#1\n}" : "  return %0\n}";
   return replace_all(text, "D[", std::string(dtype_name(d)) + "[");
+}
+
+// The graphs the device test runs parse here, and their row op is claimed.
+TEST(CudaRowClaims, EveryTestedGraphIsClaimed) {
+  for (const RowCase& c : row_cases()) {
+    for (DType d : kRowDTypes) {
+      const Graph g = parse(case_text(c, d));
+      ASSERT_EQ(g.nodes().size(), 1u) << c.name;
+      std::optional<Claim> claim = cuda::claim_row_op(g, g.nodes()[0]);
+      ASSERT_TRUE(claim) << c.name;
+      EXPECT_TRUE(claim->yes) << c.name << " " << dtype_name(d) << ": " << claim->reason;
+    }
+  }
 }
 
 // Random operands for `g` at row count `rows` and row length `n`: x and r in [-3, 3), params

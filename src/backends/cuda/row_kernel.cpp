@@ -9,7 +9,6 @@
 #include <mutex>
 
 #include "ir/check.h"
-#include "ir/fused_norm_ops.h"
 
 namespace fusebox::cuda {
 
@@ -57,71 +56,20 @@ std::optional<int64_t> param_stride(const BufferView& p, int64_t n) {
 
 class RowKernel final : public Kernel {
  public:
-  RowKernel(std::shared_ptr<Context> context, const Node& n, RowOp op)
-      : context_(std::move(context)), op_(op), residual_(is_fused_norm(n.op)), roles_(roles_of(n)),
-        eps_(op == RowOp::LayerNorm || op == RowOp::RmsNorm ? n.attr_f64("eps") : 0.0), keyword_(n.info().keyword) {}
+  RowKernel(std::shared_ptr<Context> context, RowSpec spec) : context_(std::move(context)), spec_(std::move(spec)) {}
 
   Status run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const override {
-    FUSEBOX_CHECK(!in.empty() && !out.empty() && out.size() <= 2) << keyword_ << " operands";
-    const BufferView& x = in[0];
-    const int64_t total = x.numel();
-    if (total == 0) return Status::ok();
-    const int64_t n = x.shape.empty() ? 1 : x.shape.back();
-    if (n > INT_MAX / 2) {
-      return Status::unimplemented(keyword_ + " over rows of " + std::to_string(n) + " elements: the CUDA row kernels take rows below 2^30");
-    }
-    const int64_t rows = total / n;
-    auto operand = [&](int role) -> const BufferView* { return role >= 0 ? &in[size_t(role)] : nullptr; };
-    const BufferView* r = operand(roles_.residual);
-    const BufferView* bias = operand(roles_.bias);
-    const BufferView* scale = operand(roles_.scale);
-    const BufferView* shift = operand(roles_.shift);
-    const BufferView* sum = out.size() == 2 ? &out[1] : nullptr;
-    int64_t bias_row_stride = 0, bias_stride = 0, scale_stride = 0, shift_stride = 0;
-    if (bias) {
-      if (bias->shape == x.shape) {
-        bias_row_stride = n;
-        bias_stride = 1;
-      } else if (std::optional<int64_t> s = param_stride(*bias, n)) {
-        bias_stride = *s;
-      } else {
-        return Status::unimplemented(keyword_ + ": the CUDA row kernels take a bias of one value, one row or x's shape");
-      }
-    }
-    for (auto [p, stride] : {std::pair{scale, &scale_stride}, std::pair{shift, &shift_stride}}) {
-      if (!p) continue;
-      std::optional<int64_t> s = param_stride(*p, n);
-      if (!s) return Status::unimplemented(keyword_ + ": a scale or shift that is not one value or one row");
-      *stride = *s;
-    }
-
-    // 16-byte accesses when the row length and every full-size operand allow them.
-    RowVariant v{op_, x.dtype, residual_, 16 / dtype_size(x.dtype)};
-    auto aligned = [&](const BufferView* p, int64_t stride) {
-      return !p || stride == 0 || reinterpret_cast<uintptr_t>(p->data) % 16 == 0;
-    };
-    if (n % v.vector != 0 || !aligned(&x, 1) || !aligned(r, 1) || !aligned(&out[0], 1) || !aligned(sum, 1) ||
-        !aligned(bias, bias_stride) || !aligned(scale, scale_stride) || !aligned(shift, shift_stride)) {
-      v.vector = 1;
-    }
-    FUSEBOX_ASSIGN_OR_RETURN(CUfunction f, function(v));
+    FUSEBOX_ASSIGN_OR_RETURN(RowLaunch l, plan_row_launch(spec_, in, out));
+    if (!l.blocks) return Status::ok();
+    FUSEBOX_ASSIGN_OR_RETURN(CUfunction f, function(l.variant));
     FUSEBOX_RETURN_IF_ERROR(context_->make_current());
-
-    void* ptrs[7] = {x.data, r ? r->data : nullptr, bias ? bias->data : nullptr, scale ? scale->data : nullptr,
-                     shift ? shift->data : nullptr, out[0].data, sum ? sum->data : nullptr};
-    int64_t sizes[6] = {rows, n, bias_row_stride, bias_stride, scale_stride, shift_stride};
-    double eps = eps_;
     void* args[14];
-    for (int i = 0; i < 7; ++i) args[i] = &ptrs[i];
-    for (int i = 0; i < 6; ++i) args[7 + i] = &sizes[i];
-    args[13] = &eps;
-    // Threads: a warp for a short row, up to kRowThreads; blocks: one per row.
-    const int64_t chunks = n / v.vector;
-    const unsigned threads = unsigned(std::clamp<int64_t>((chunks + 31) / 32 * 32, 32, kRowThreads));
-    const unsigned blocks = unsigned(std::min<int64_t>(rows, INT_MAX));
+    for (int i = 0; i < 7; ++i) args[i] = &l.pointers[i];
+    for (int i = 0; i < 6; ++i) args[7 + i] = &l.sizes[i];
+    args[13] = &l.eps;
     const Driver& d = context_->driver();
-    return d.check(d.cuLaunchKernel(f, blocks, 1, 1, threads, 1, 1, 0, context_->stream(), args, nullptr),
-                   "launching the CUDA " + keyword_ + " kernel");
+    return d.check(d.cuLaunchKernel(f, l.blocks, 1, 1, l.threads, 1, 1, 0, context_->stream(), args, nullptr),
+                   "launching the CUDA " + spec_.keyword + " kernel");
   }
   std::string_view kind() const override { return "cuda_row"; }
 
@@ -139,16 +87,81 @@ class RowKernel final : public Kernel {
   }
 
   std::shared_ptr<Context> context_;
-  RowOp op_;
-  bool residual_;
-  NormRoles roles_;
-  double eps_;
-  std::string keyword_;
+  RowSpec spec_;
   mutable std::mutex mu_;
   mutable std::map<std::string, CUfunction> functions_;  // by RowVariant::key()
 };
 
 }  // namespace
+
+RowSpec row_spec(const Node& n) {
+  std::optional<RowOp> op = row_op_of(n.op);
+  FUSEBOX_CHECK(op) << n.info().keyword << " is not a row op";
+  RowSpec s;
+  s.op = *op;
+  s.residual = is_fused_norm(n.op);
+  s.roles = roles_of(n);
+  s.eps = *op == RowOp::LayerNorm || *op == RowOp::RmsNorm ? n.attr_f64("eps") : 0.0;
+  s.keyword = std::string(n.info().keyword);
+  return s;
+}
+
+Expected<RowLaunch> plan_row_launch(const RowSpec& spec, std::span<const BufferView> in, std::span<const BufferView> out) {
+  FUSEBOX_CHECK(!in.empty() && !out.empty() && out.size() <= 2) << spec.keyword << " operands";
+  RowLaunch l;
+  const BufferView& x = in[0];
+  const int64_t total = x.numel();
+  if (total == 0) return l;
+  const int64_t n = x.shape.empty() ? 1 : x.shape.back();
+  if (n >= (int64_t(1) << 30)) {
+    return Status::unimplemented(spec.keyword + " over rows of " + std::to_string(n) +
+                                 " elements: the CUDA row kernels take rows below 2^30");
+  }
+  auto operand = [&](int role) -> const BufferView* { return role >= 0 ? &in[size_t(role)] : nullptr; };
+  const BufferView* r = operand(spec.roles.residual);
+  const BufferView* bias = operand(spec.roles.bias);
+  const BufferView* scale = operand(spec.roles.scale);
+  const BufferView* shift = operand(spec.roles.shift);
+  const BufferView* sum = out.size() == 2 ? &out[1] : nullptr;
+  int64_t bias_row_stride = 0, bias_stride = 0, scale_stride = 0, shift_stride = 0;
+  if (bias) {
+    if (bias->shape == x.shape) {
+      bias_row_stride = n;
+      bias_stride = 1;
+    } else if (std::optional<int64_t> s = param_stride(*bias, n)) {
+      bias_stride = *s;
+    } else {
+      return Status::unimplemented(spec.keyword + ": the CUDA row kernels take a bias of one value, one row or x's shape");
+    }
+  }
+  for (auto [p, stride] : {std::pair{scale, &scale_stride}, std::pair{shift, &shift_stride}}) {
+    if (!p) continue;
+    std::optional<int64_t> s = param_stride(*p, n);
+    if (!s) return Status::unimplemented(spec.keyword + ": a scale or shift that is not one value or one row");
+    *stride = *s;
+  }
+
+  // 16-byte accesses when the row length and every full-size operand allow them.
+  l.variant = RowVariant{spec.op, x.dtype, spec.residual, 16 / dtype_size(x.dtype)};
+  auto aligned = [&](const BufferView* p, int64_t stride) {
+    return !p || stride == 0 || reinterpret_cast<uintptr_t>(p->data) % 16 == 0;
+  };
+  if (n % l.variant.vector != 0 || !aligned(&x, 1) || !aligned(r, 1) || !aligned(&out[0], 1) || !aligned(sum, 1) ||
+      !aligned(bias, bias_stride) || !aligned(scale, scale_stride) || !aligned(shift, shift_stride)) {
+    l.variant.vector = 1;
+  }
+  const BufferView* pointers[7] = {&x, r, bias, scale, shift, &out[0], sum};
+  for (int i = 0; i < 7; ++i) l.pointers[i] = pointers[i] ? pointers[i]->data : nullptr;
+  const int64_t rows = total / n;
+  const int64_t sizes[6] = {rows, n, bias_row_stride, bias_stride, scale_stride, shift_stride};
+  std::copy(sizes, sizes + 6, l.sizes);
+  l.eps = spec.eps;
+  // Threads: a warp for a short row, up to kRowThreads; blocks: one per row.
+  const int64_t chunks = n / l.variant.vector;
+  l.threads = unsigned(std::clamp<int64_t>((chunks + 31) / 32 * 32, 32, kRowThreads));
+  l.blocks = unsigned(std::min<int64_t>(rows, INT_MAX));
+  return l;
+}
 
 std::optional<Claim> claim_row_op(const Graph& g, const Node& n) {
   if (!row_op_of(n.op)) return std::nullopt;
@@ -175,7 +188,7 @@ Expected<std::shared_ptr<const Kernel>> make_row_kernel(std::shared_ptr<Context>
   std::optional<Claim> claim = claim_row_op(g, n);
   if (!claim) return Status::unimplemented(std::string(n.info().keyword) + " is not a row op");
   if (!*claim) return Status::unimplemented(claim->reason);
-  return std::shared_ptr<const Kernel>(std::make_shared<RowKernel>(std::move(context), n, *row_op_of(n.op)));
+  return std::shared_ptr<const Kernel>(std::make_shared<RowKernel>(std::move(context), row_spec(n)));
 }
 
 }  // namespace fusebox::cuda

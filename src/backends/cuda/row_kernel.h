@@ -17,6 +17,7 @@
 
 #include "backends/backend.h"
 #include "backends/cuda/context.h"
+#include "ir/fused_norm_ops.h"
 
 namespace fusebox::cuda {
 
@@ -42,6 +43,29 @@ inline constexpr int kRowItems = 32;  // elements per thread of a row held in re
 std::string row_source(const RowVariant& v);
 // Every variant the backend can generate (the code generation test compiles each).
 std::vector<RowVariant> all_row_variants();
+
+// What a row op's kernel needs from its node.
+struct RowSpec {
+  RowOp op = RowOp::Softmax;
+  bool residual = false;  // a fused residual norm
+  NormRoles roles;        // operand positions; residual -1 for the plain ops
+  double eps = 0;
+  std::string keyword;
+};
+// The spec of a claimed row op (FUSEBOX_CHECKs that `n` is one).
+RowSpec row_spec(const Node& n);
+
+// One launch: the variant, the kernel's arguments in order, the grid.
+struct RowLaunch {
+  RowVariant variant;
+  void* pointers[7] = {};  // x, r, bias, scale, shift, y, sum (null when absent)
+  int64_t sizes[6] = {};   // rows, n, bias_row_stride, bias_stride, scale_stride, shift_stride
+  double eps = 0;
+  unsigned blocks = 0, threads = 0;  // blocks 0: nothing to do
+};
+// The launch for these operands and results; an error for operands the kernels do not take at
+// run time (a parameter that is neither one value nor one row, rows of 2^30 elements or more).
+Expected<RowLaunch> plan_row_launch(const RowSpec& spec, std::span<const BufferView> in, std::span<const BufferView> out);
 
 // nullopt when `n` is not a row op (the backend looks further); else accept, or refuse with
 // the reason (a dtype, an axis or a bias the kernels do not take).

@@ -13,7 +13,8 @@
 //   running (max, sum) and rescales the sum when the max grows.
 // - layer norm in registers: two passes (mean, then the squared deviations around it), each
 //   thread's float partial sum added across the block in double; streamed: deviations from the
-//   row's first value summed in double, so the variance follows the row's spread, not its mean.
+//   row's first value summed per chunk in float and over the row in double, so the variance
+//   follows the row's spread, not its mean.
 //   1 / denominator is never formed: (v - mean) / sqrt(var / n + eps), the square root in double.
 // - NaN anywhere in a row makes the row NaN, infinities give the reference's NaN and zeros.
 #include <sstream>
@@ -277,12 +278,15 @@ __device__ __forceinline__ void fb_row_streamed(const FbRow& a, int chunks, i64 
   double s1 = 0, s2 = 0;
   for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
     fb_values(a, i64(c) * FB_V, v, true);
+    float c1 = 0.f, c2 = 0.f;  // one chunk's sums in float, the row's in double
 #pragma unroll
     for (int j = 0; j < FB_V; ++j) {
-      const double d = double(v[j]) - double(origin);
-      s1 += d;
-      s2 += d * d;
+      const float d = v[j] - origin;
+      c1 += d;
+      c2 += d * d;
     }
+    s1 += double(c1);
+    s2 += double(c2);
   }
   s2 = fb_block_reduce(s2, FbAdd());
   double mean = 0, var = s2 / double(n);
@@ -301,7 +305,7 @@ __device__ __forceinline__ void fb_row_streamed(const FbRow& a, int chunks, i64 
 }
 #endif
 
-extern "C" __global__ void __launch_bounds__(256) fb_row(
+extern "C" __global__ void __launch_bounds__(FB_THREADS) fb_row(
     const fb_t* __restrict__ x, const fb_t* __restrict__ r, const fb_t* __restrict__ bias,
     const fb_t* __restrict__ scale, const fb_t* __restrict__ shift, fb_t* __restrict__ y, fb_t* __restrict__ sum,
     i64 rows, i64 n, i64 bias_row_stride, i64 bias_stride, i64 scale_stride, i64 shift_stride, double eps) {
@@ -350,6 +354,7 @@ std::string row_source(const RowVariant& v) {
   os << "#define FB_RESIDUAL " << (v.residual ? 1 : 0) << "\n";
   os << "#define FB_V " << v.vector << "\n";
   os << "#define FB_ITEMS " << kRowItems << "\n";
+  os << "#define FB_THREADS " << kRowThreads << "\n";
   switch (v.dtype) {
     case DType::F16:
       os << "typedef u16 fb_t;\n#define FB_LOAD(s) fb_f16_load(s)\n#define FB_STORE(f) fb_f16_store(f)\n"
