@@ -58,14 +58,14 @@ class CudaBackend final : public Backend {
       return Claim::accept();
     }
     if (n.op == Op::ElementwiseRegion) return Claim::refuse("a region with a transform prologue has no CUDA kernel yet");
-    if (n.op == Op::MatMul || n.op == Op::FusedMatmulBiasAct) return claim_matmul(g, n);
+    if (is_cublaslt_op(n.op)) return claim_matmul(g, n);
     return Claim::refuse("no CUDA kernel for " + std::string(n.info().keyword) + " yet");
   }
 
   Expected<std::shared_ptr<const Kernel>> compile(const Graph& g, const Node& n) const override {
     if (n.op == Op::Reshape || n.op == Op::Identity) return std::shared_ptr<const Kernel>(std::make_shared<DeviceCopyKernel>(context_));
     if (std::shared_ptr<const Graph> body = region_body_of(g, n)) return RegionKernel::make(context_, std::move(body));
-    if (n.op == Op::MatMul || n.op == Op::FusedMatmulBiasAct) return make_matmul_kernel(context_, g, n);
+    if (is_cublaslt_op(n.op)) return make_matmul_kernel(context_, g, n);
     return Status::unimplemented("the CUDA backend does not run " + std::string(n.info().keyword));
   }
 

@@ -1,12 +1,12 @@
 // The CUDA backend: one GPU, its stream and memory pool (context.h), the kernels it compiles.
 //
 // It claims what it has device code for: element-wise regions and lone element-wise ops
-// (generated with NVRTC, region_kernel.h), matmul and fused_matmul_bias_act (cuBLASLt,
-// matmul_kernel.h), and reshapes and identities (device copies). The runtime places every other
-// node on the CPU with copies at the boundary, and `fusebox explain` shows where each node runs.
-// Built when the CUDA toolkit's headers are found; the driver and NVRTC are loaded when a backend
-// is first made (cuBLASLt when a matmul is first claimed), so binaries without a GPU start and
-// run.
+// (generated with NVRTC, region_kernel.h), matmul and the fused matmuls with bias, residual and
+// activation (cuBLASLt, matmul_kernel.h), and reshapes and identities (device copies). The
+// runtime places every other node on the CPU with copies at the boundary, and `fusebox explain`
+// shows where each node runs. Built when the CUDA toolkit's headers are found; the driver and
+// NVRTC are loaded when a backend is first made (cuBLASLt when a matmul is first claimed), so
+// binaries without a GPU start and run.
 #pragma once
 
 #include <memory>
