@@ -237,8 +237,8 @@ std::optional<cublasLtMatmulAlgo_t> MatmulKernel::algorithm(const AlgoKey& key, 
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = algorithms_.find(key); it != algorithms_.end()) return it->second;
   }
-  // Some degenerate shapes (a dimension of 1) get CUBLAS_STATUS_INVALID_VALUE or no result from
-  // the heuristic; either way cuBLASLt will not run them.
+  // cuBLASLt versions have answered some degenerate shapes (a dimension of 1) with
+  // CUBLAS_STATUS_INVALID_VALUE or no result; either way cuBLASLt will not run them.
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t status =
