@@ -6,8 +6,10 @@
 // matmul + add + relu / gelu_tanh (+ a residual add) into the fused ops the claim accepts, and
 // the plain kernel (the sizes cuBLASLt refuses) compiles with NVRTC. With a GPU: random
 // products of several shapes (odd sizes, batched, a broadcast right operand, 1-D operands) and
-// the fused epilogues run on the device and match the reference; what the claim refuses runs
-// on the CPU and matches too.
+// the fused epilogues run on the device and match the reference, through cuBLASLt wherever it
+// must have an algorithm (f32, and f16/bf16 rows of whole 16-byte groups, no dimension of 1),
+// and through the plain kernel when it is forced; what the claim refuses runs on the CPU and
+// matches too.
 //
 // Tolerances: the reference sums in double in ascending k and rounds once; cuBLASLt sums in f32
 // in its own blocked order (perhaps split over k), so results differ by rounding errors that
@@ -265,9 +267,11 @@ TEST(CudaMatmul, PlainKernelCompilesWithNvrtc) {
 
 // Compiles `g` for the reference (unfused) and for the cuda target, checks where `op` runs,
 // then runs both twice on random inputs (two seeds: a second run must not see the first's
-// results) and compares with `tol`.
+// results) and compares with `tol`. `on_cublaslt`: both runs must have gone through cuBLASLt
+// (not the plain kernel).
 void expect_device_matches_reference(const Graph& g, Op op, const std::string& expected_backend, Tolerance tol,
-                                     const std::map<std::string, std::vector<int64_t>>& shapes) {
+                                     const std::map<std::string, std::vector<int64_t>>& shapes, bool on_cublaslt = false) {
+  const cuda::MatmulRuns before = cuda::matmul_runs();
   Session session;
   CompileOptions ref;
   ref.fuse = false;
@@ -288,6 +292,7 @@ void expect_device_matches_reference(const Graph& g, Op op, const std::string& e
     ASSERT_TRUE(got) << got.status().message();
     EXPECT_TRUE(testing::arrays_close((*got)[0], (*want)[0], tol.rtol, tol.atol)) << "seed " << seed;
   }
+  if (on_cublaslt) EXPECT_EQ(cuda::matmul_runs().cublaslt - before.cublaslt, 2u) << "cuBLASLt had no algorithm";
 }
 
 TEST(CudaMatmul, RandomProductsMatchTheReference) {
@@ -428,7 +433,7 @@ TEST(CudaMatmul, FusedBiasActivationsFromFusionMatchTheReference) {
         EXPECT_EQ(exe->placement().summary().find("cpu"), std::string::npos) << exe->placement().summary();
         const bool gelu = std::string(activation) == "gelu_tanh";
         expect_device_matches_reference(*g, Op::FusedMatmulBiasAct, "cuda", tolerance(d, c.a.back(), gelu),
-                                        {{"a", c.a}, {"bias", c.bias}, {"w", c.w}});
+                                        {{"a", c.a}, {"bias", c.bias}, {"w", c.w}}, d == DType::F32);
       }
     }
   }
@@ -444,12 +449,12 @@ TEST(CudaMatmul, FusedOpWrittenDirectlyMatchesTheReference) {
       Expected<Graph> g = fused_graph(d, shape_of({3, 33, 17}), shape_of({3, 17, 9}), shape_of({9}), activation);
       ASSERT_TRUE(g) << g.status().message();
       expect_device_matches_reference(*g, Op::FusedMatmulBiasAct, "cuda", tolerance(d, 17, gelu),
-                                      {{"a", {3, 33, 17}}, {"bias", {9}}, {"w", {3, 17, 9}}});
+                                      {{"a", {3, 33, 17}}, {"bias", {9}}, {"w", {3, 17, 9}}}, d == DType::F32);
       // Without a bias.
       g = fused_graph(d, shape_of({65, 31}), shape_of({31, 47}), std::nullopt, activation);
       ASSERT_TRUE(g) << g.status().message();
       expect_device_matches_reference(*g, Op::FusedMatmulBiasAct, "cuda", tolerance(d, 31, gelu),
-                                      {{"a", {65, 31}}, {"w", {31, 47}}});
+                                      {{"a", {65, 31}}, {"w", {31, 47}}}, d == DType::F32);
     }
   }
 }
@@ -465,15 +470,13 @@ TEST(CudaMatmul, FusedResidualMatchesTheReference) {
       Expected<Graph> g =
           matmul_residual_graph(d, shape_of({3, 33, 64}), shape_of({64, 48}), shape_of({48}), shape_of({3, 33, 48}), activation);
       ASSERT_TRUE(g) << g.status().message();
-      const cuda::MatmulRuns before = cuda::matmul_runs();
       expect_device_matches_reference(*g, Op::FusedMatmulResidual, "cuda", tolerance(d, 64, gelu),
-                                      {{"a", {3, 33, 64}}, {"bias", {48}}, {"r", {3, 33, 48}}, {"w", {64, 48}}});
-      EXPECT_EQ(cuda::matmul_runs().cublaslt - before.cublaslt, 2u) << "cuBLASLt had no algorithm";
+                                      {{"a", {3, 33, 64}}, {"bias", {48}}, {"r", {3, 33, 48}}, {"w", {64, 48}}}, true);
       // Without a bias, batched with equal batch dims.
       g = residual_graph(d, shape_of({2, 31, 17}), shape_of({2, 17, 9}), shape_of({2, 31, 9}), std::nullopt, activation);
       ASSERT_TRUE(g) << g.status().message();
       expect_device_matches_reference(*g, Op::FusedMatmulResidual, "cuda", tolerance(d, 17, gelu),
-                                      {{"a", {2, 31, 17}}, {"r", {2, 31, 9}}, {"w", {2, 17, 9}}});
+                                      {{"a", {2, 31, 17}}, {"r", {2, 31, 9}}, {"w", {2, 17, 9}}}, d == DType::F32);
     }
   }
 }
