@@ -292,7 +292,9 @@ void expect_device_matches_reference(const Graph& g, Op op, const std::string& e
     ASSERT_TRUE(got) << got.status().message();
     EXPECT_TRUE(testing::arrays_close((*got)[0], (*want)[0], tol.rtol, tol.atol)) << "seed " << seed;
   }
-  if (on_cublaslt) EXPECT_EQ(cuda::matmul_runs().cublaslt - before.cublaslt, 2u) << "cuBLASLt had no algorithm";
+  if (on_cublaslt) {
+    EXPECT_EQ(cuda::matmul_runs().cublaslt - before.cublaslt, 2u) << "cuBLASLt had no algorithm";
+  }
 }
 
 TEST(CudaMatmul, RandomProductsMatchTheReference) {
