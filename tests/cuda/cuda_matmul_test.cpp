@@ -1,11 +1,15 @@
-// matmul and fused_matmul_bias_act on the CUDA backend (cuBLASLt) against the CPU reference.
+// matmul, fused_matmul_bias_act and fused_matmul_residual on the CUDA backend (cuBLASLt)
+// against the CPU reference.
 //
 // Without a GPU: cuBLASLt loads (or says that libcublasLt is missing), the CUDA claim accepts
-// and refuses what it should with its reason, and fusion for the cuda target turns
-// matmul + add + relu / gelu_tanh into the fused op the claim accepts. With a GPU: random
+// and refuses what it should with its reason, fusion for the cuda target turns
+// matmul + add + relu / gelu_tanh (+ a residual add) into the fused ops the claim accepts, and
+// the plain kernel (the sizes cuBLASLt refuses) compiles with NVRTC. With a GPU: random
 // products of several shapes (odd sizes, batched, a broadcast right operand, 1-D operands) and
-// the fused epilogues run on the device and match the reference; what the claim refuses runs
-// on the CPU and matches too.
+// the fused epilogues run on the device and match the reference, through cuBLASLt wherever it
+// must have an algorithm (f32, and f16/bf16 rows of whole 16-byte groups, no dimension of 1),
+// and through the plain kernel when it is forced; what the claim refuses runs on the CPU and
+// matches too.
 //
 // Tolerances: the reference sums in double in ascending k and rounds once; cuBLASLt sums in f32
 // in its own blocked order (perhaps split over k), so results differ by rounding errors that
@@ -59,7 +63,7 @@ Expected<Graph> matmul_graph(DType d, const Shape& a, const Shape& b) {
 }
 
 // y = activation(matmul(a, w) + bias): the unfused form fusion turns into the fused op.
-// `activation` is relu, gelu_tanh or gelu (erf).
+// `activation` is none, relu, gelu_tanh or gelu (erf).
 Expected<Graph> matmul_bias_act_graph(DType d, const Shape& a, const Shape& w, const Shape& bias, const std::string& activation) {
   GraphBuilder g("matmul_bias_act");
   ValueId t = g.op(Op::MatMul, {g.input("a", d, a), g.input("w", d, w)});
@@ -68,6 +72,31 @@ Expected<Graph> matmul_bias_act_graph(DType d, const Shape& a, const Shape& w, c
   if (activation == "gelu_tanh") t = g.op(Op::Gelu, {t}, {{"approximate", std::string("tanh")}});
   if (activation == "gelu") t = g.op(Op::Gelu, {t});
   g.output(t);
+  return g.build();
+}
+
+// y = activation(matmul(a, w) + bias + r): what fusion turns into fused_matmul_residual.
+// `activation` is none, relu, gelu_tanh or gelu (erf).
+Expected<Graph> matmul_residual_graph(DType d, const Shape& a, const Shape& w, const Shape& bias, const Shape& r,
+                                      const std::string& activation) {
+  GraphBuilder g("matmul_residual");
+  ValueId t = g.op(Op::MatMul, {g.input("a", d, a), g.input("w", d, w)});
+  t = g.op(Op::Add, {t, g.input("bias", d, bias)});
+  t = g.op(Op::Add, {t, g.input("r", d, r)});
+  if (activation == "relu") t = g.op(Op::Relu, {t});
+  if (activation == "gelu_tanh") t = g.op(Op::Gelu, {t}, {{"approximate", std::string("tanh")}});
+  if (activation == "gelu") t = g.op(Op::Gelu, {t});
+  g.output(t);
+  return g.build();
+}
+
+// fused_matmul_residual a, w, r[, bias] written directly.
+Expected<Graph> residual_graph(DType d, const Shape& a, const Shape& w, const Shape& r, std::optional<Shape> bias,
+                               const std::string& activation) {
+  GraphBuilder g("residual");
+  std::vector<ValueId> in = {g.input("a", d, a), g.input("w", d, w), g.input("r", d, r)};
+  if (bias) in.push_back(g.input("bias", d, *bias));
+  g.output(g.op(Op::FusedMatmulResidual, in, act(activation)));
   return g.build();
 }
 
@@ -147,6 +176,9 @@ TEST(CudaMatmul, ClaimAcceptsWhatCublasLtComputesExactly) {
       EXPECT_TRUE(claim_of(fused_graph(d, batch_a, shape_of({17, 9}), shape_of({9}), a), Op::FusedMatmulBiasAct).yes) << a;
       EXPECT_TRUE(claim_of(fused_graph(d, shape_of({7, 13}), shape_of({13, 5}), shape_of({1, 5}), a), Op::FusedMatmulBiasAct).yes) << a;
       EXPECT_TRUE(claim_of(fused_graph(d, batch_a, batch_b, std::nullopt, a), Op::FusedMatmulBiasAct).yes) << a;
+      const Shape y = {Dim::symbol("B"), 33, 9};
+      EXPECT_TRUE(claim_of(residual_graph(d, batch_a, shape_of({17, 9}), y, shape_of({9}), a), Op::FusedMatmulResidual).yes) << a;
+      EXPECT_TRUE(claim_of(residual_graph(d, batch_a, batch_b, y, std::nullopt, a), Op::FusedMatmulResidual).yes) << a;
     }
   }
 }
@@ -180,6 +212,10 @@ TEST(CudaMatmul, ClaimRefusesWithTheReason) {
   // A bias that is not one value per column.
   expect_refused(fused_graph(DType::F32, a, w, shape_of({1}), "relu"), Op::FusedMatmulBiasAct, "one value per column");
   expect_refused(fused_graph(DType::F32, a, w, shape_of({}), "none"), Op::FusedMatmulBiasAct, "one value per column");
+  // A residual whose size is not known to be the result's, and erf GELU after a residual.
+  expect_refused(residual_graph(DType::F32, a, w, {Dim::symbol("R"), 5}, bias, "relu"), Op::FusedMatmulResidual,
+                 "cuBLASLt reads it as C");
+  expect_refused(residual_graph(DType::F32, a, w, shape_of({7, 5}), bias, "gelu"), Op::FusedMatmulResidual, "tanh approximation");
   // A 1-D right operand puts the last axis along the rows.
   expect_refused(fused_graph(DType::F32, a, shape_of({13}), std::nullopt, "relu"), Op::FusedMatmulBiasAct, "1-D right operand");
 }
@@ -198,6 +234,15 @@ TEST(CudaMatmul, FusionForCudaProducesTheFusedOpTheClaimAccepts) {
       Claim c = claim_of(*fused, Op::FusedMatmulBiasAct);
       // erf GELU is fused for the target but runs on the CPU: cuBLASLt's GELU is the tanh form.
       EXPECT_EQ(c.yes, std::string(activation) != "gelu") << c.reason;
+      // With a residual add: fused_matmul_residual.
+      g = matmul_residual_graph(d, shape_of({3, 33, 17}), shape_of({17, 9}), shape_of({9}), shape_of({3, 33, 9}), activation);
+      ASSERT_TRUE(g) << g.status().message();
+      fused = Fuse(FusionTarget::Cuda, claim_table_of(FusionTarget::Cuda)).run(*g);
+      ASSERT_TRUE(fused) << fused.status().message();
+      EXPECT_EQ(testing::count_op(*fused, Op::FusedMatmulResidual), 1u) << print_graph(*fused);
+      EXPECT_EQ(testing::count_op(*fused, Op::MatMul), 0u);
+      c = claim_of(*fused, Op::FusedMatmulResidual);
+      EXPECT_EQ(c.yes, std::string(activation) != "gelu") << c.reason << "\n" << print_graph(*fused);
     }
   }
 }
@@ -206,10 +251,12 @@ TEST(CudaMatmul, PlainKernelCompilesWithNvrtc) {
   if (Expected<std::string> v = cuda::nvrtc_version(); !v) GTEST_SKIP() << v.status().message();
   for (DType d : kMatmulDTypes) {
     for (EpilogueAct a : {EpilogueAct::None, EpilogueAct::Relu, EpilogueAct::GeluTanh}) {
-      for (bool bias : {false, true}) {
-        const std::string name = "matmul_" + std::string(dtype_name(d)) + "_" + std::string(epilogue_act_name(a)) + ".cu";
-        Expected<std::string> cubin = cuda::compile_cubin(cuda::matmul_fallback_source(d, a, bias), name, 90);
-        ASSERT_TRUE(cubin) << name << (bias ? " with bias: " : ": ") << cubin.status().message();
+      for (int terms = 0; terms < 4; ++terms) {
+        const bool bias = terms & 1, residual = terms & 2;
+        const std::string name = "matmul_" + std::string(dtype_name(d)) + "_" + std::string(epilogue_act_name(a)) +
+                                 (bias ? "_bias" : "") + (residual ? "_residual" : "") + ".cu";
+        Expected<std::string> cubin = cuda::compile_cubin(cuda::matmul_fallback_source(d, a, bias, residual), name, 90);
+        ASSERT_TRUE(cubin) << name << ": " << cubin.status().message();
         EXPECT_GT(cubin->size(), 1000u);
       }
     }
@@ -220,9 +267,11 @@ TEST(CudaMatmul, PlainKernelCompilesWithNvrtc) {
 
 // Compiles `g` for the reference (unfused) and for the cuda target, checks where `op` runs,
 // then runs both twice on random inputs (two seeds: a second run must not see the first's
-// results) and compares with `tol`.
+// results) and compares with `tol`. `on_cublaslt`: both runs must have gone through cuBLASLt
+// (not the plain kernel).
 void expect_device_matches_reference(const Graph& g, Op op, const std::string& expected_backend, Tolerance tol,
-                                     const std::map<std::string, std::vector<int64_t>>& shapes) {
+                                     const std::map<std::string, std::vector<int64_t>>& shapes, bool on_cublaslt = false) {
+  const cuda::MatmulRuns before = cuda::matmul_runs();
   Session session;
   CompileOptions ref;
   ref.fuse = false;
@@ -242,6 +291,9 @@ void expect_device_matches_reference(const Graph& g, Op op, const std::string& e
     ASSERT_TRUE(want) << want.status().message();
     ASSERT_TRUE(got) << got.status().message();
     EXPECT_TRUE(testing::arrays_close((*got)[0], (*want)[0], tol.rtol, tol.atol)) << "seed " << seed;
+  }
+  if (on_cublaslt) {
+    EXPECT_EQ(cuda::matmul_runs().cublaslt - before.cublaslt, 2u) << "cuBLASLt had no algorithm";
   }
 }
 
@@ -301,11 +353,15 @@ TEST(CudaMatmul, PlainKernelMatchesTheReference) {
       expect_device_matches_reference(*g, Op::FusedMatmulBiasAct, "cuda", tolerance(d, 17),
                                       {{"a", {3, 33, 17}}, {"bias", {9}}, {"w", {17, 9}}});
     }
+    g = residual_graph(d, shape_of({3, 33, 17}), shape_of({3, 17, 9}), shape_of({3, 33, 9}), shape_of({9}), "relu");
+    ASSERT_TRUE(g) << g.status().message();
+    expect_device_matches_reference(*g, Op::FusedMatmulResidual, "cuda", tolerance(d, 17),
+                                    {{"a", {3, 33, 17}}, {"bias", {9}}, {"r", {3, 33, 9}}, {"w", {3, 17, 9}}});
   }
   ::unsetenv("FUSEBOX_CUDA_MATMUL_PLAIN");
   const cuda::MatmulRuns after = cuda::matmul_runs();
   EXPECT_EQ(after.cublaslt, before.cublaslt);
-  EXPECT_EQ(after.fallback - before.fallback, 3u * 5u * 2u);
+  EXPECT_EQ(after.fallback - before.fallback, 3u * 6u * 2u);
 }
 
 // An empty contraction: zeros, then the epilogue (act(bias)).
@@ -379,7 +435,7 @@ TEST(CudaMatmul, FusedBiasActivationsFromFusionMatchTheReference) {
         EXPECT_EQ(exe->placement().summary().find("cpu"), std::string::npos) << exe->placement().summary();
         const bool gelu = std::string(activation) == "gelu_tanh";
         expect_device_matches_reference(*g, Op::FusedMatmulBiasAct, "cuda", tolerance(d, c.a.back(), gelu),
-                                        {{"a", c.a}, {"bias", c.bias}, {"w", c.w}});
+                                        {{"a", c.a}, {"bias", c.bias}, {"w", c.w}}, d == DType::F32);
       }
     }
   }
@@ -395,12 +451,34 @@ TEST(CudaMatmul, FusedOpWrittenDirectlyMatchesTheReference) {
       Expected<Graph> g = fused_graph(d, shape_of({3, 33, 17}), shape_of({3, 17, 9}), shape_of({9}), activation);
       ASSERT_TRUE(g) << g.status().message();
       expect_device_matches_reference(*g, Op::FusedMatmulBiasAct, "cuda", tolerance(d, 17, gelu),
-                                      {{"a", {3, 33, 17}}, {"bias", {9}}, {"w", {3, 17, 9}}});
+                                      {{"a", {3, 33, 17}}, {"bias", {9}}, {"w", {3, 17, 9}}}, d == DType::F32);
       // Without a bias.
       g = fused_graph(d, shape_of({65, 31}), shape_of({31, 47}), std::nullopt, activation);
       ASSERT_TRUE(g) << g.status().message();
       expect_device_matches_reference(*g, Op::FusedMatmulBiasAct, "cuda", tolerance(d, 31, gelu),
-                                      {{"a", {65, 31}}, {"w", {31, 47}}});
+                                      {{"a", {65, 31}}, {"w", {31, 47}}}, d == DType::F32);
+    }
+  }
+}
+
+// matmul + bias + residual (+ activation), fused for the target into fused_matmul_residual: the
+// residual is cuBLASLt's C with beta 1.
+TEST(CudaMatmul, FusedResidualMatchesTheReference) {
+  if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
+  for (DType d : kMatmulDTypes) {
+    for (const char* activation : {"none", "relu", "gelu_tanh"}) {
+      SCOPED_TRACE(std::string(dtype_name(d)) + " " + activation);
+      const bool gelu = std::string(activation) == "gelu_tanh";
+      Expected<Graph> g =
+          matmul_residual_graph(d, shape_of({3, 33, 64}), shape_of({64, 48}), shape_of({48}), shape_of({3, 33, 48}), activation);
+      ASSERT_TRUE(g) << g.status().message();
+      expect_device_matches_reference(*g, Op::FusedMatmulResidual, "cuda", tolerance(d, 64, gelu),
+                                      {{"a", {3, 33, 64}}, {"bias", {48}}, {"r", {3, 33, 48}}, {"w", {64, 48}}}, true);
+      // Without a bias, batched with equal batch dims.
+      g = residual_graph(d, shape_of({2, 31, 17}), shape_of({2, 17, 9}), shape_of({2, 31, 9}), std::nullopt, activation);
+      ASSERT_TRUE(g) << g.status().message();
+      expect_device_matches_reference(*g, Op::FusedMatmulResidual, "cuda", tolerance(d, 17, gelu),
+                                      {{"a", {2, 31, 17}}, {"r", {2, 31, 9}}, {"w", {2, 17, 9}}}, d == DType::F32);
     }
   }
 }

@@ -153,7 +153,7 @@ class CudaBackend final : public Backend {
       return why.empty() ? Claim::accept() : Claim::refuse(why);
     }
     if (std::optional<Claim> row = claim_row_op(g, n)) return *row;
-    if (n.op == Op::MatMul || n.op == Op::FusedMatmulBiasAct) return claim_matmul(g, n);
+    if (is_cublaslt_op(n.op)) return claim_matmul(g, n);
     return Claim::refuse("no CUDA kernel for " + std::string(n.info().keyword) + " yet");
   }
 
@@ -165,7 +165,7 @@ class CudaBackend final : public Backend {
     if (n.op == Op::TransformRegion) return TransformKernel::make(context_, n);
     if (n.op == Op::BatchElementwiseRegion) return make_batch_kernel(context_, n);
     if (claim_row_op(g, n)) return make_row_kernel(context_, g, n);
-    if (n.op == Op::MatMul || n.op == Op::FusedMatmulBiasAct) return make_matmul_kernel(context_, g, n);
+    if (is_cublaslt_op(n.op)) return make_matmul_kernel(context_, g, n);
     return Status::unimplemented("the CUDA backend does not run " + std::string(n.info().keyword));
   }
 

@@ -2,8 +2,8 @@
 //
 // It claims what it has device code for: element-wise regions and lone element-wise ops
 // (generated with NVRTC, region_kernel.h; transform, prologue and batch regions too),
-// softmax, log_softmax and the norms over the last axis (row_kernel.h), matmul and
-// fused_matmul_bias_act (cuBLASLt, matmul_kernel.h), and reshapes and identities (device copies).
+// softmax, log_softmax and the norms over the last axis (row_kernel.h), matmul and the
+// fused matmuls with bias, residual and activation (cuBLASLt, matmul_kernel.h), and reshapes and identities (device copies).
 // The runtime places every other node on the CPU with copies at the boundary, and `fusebox
 // explain` shows where each node runs. Built when the CUDA toolkit's headers are found; the
 // driver and NVRTC are loaded when a backend is first made (cuBLASLt when a matmul is first

@@ -13,6 +13,7 @@
 #include "backends/cuda/matmul_fallback.h"
 #include "ir/check.h"
 #include "ir/epilogue.h"
+#include "ir/fused_ops.h"
 
 namespace fusebox::cuda {
 
@@ -100,7 +101,8 @@ Expected<cudaDataType_t> data_type(DType d) {
   }
 }
 
-// The cuBLASLt epilogue computing the fused op's act(t + bias), or why there is none.
+// The cuBLASLt epilogue computing the fused op's act(t + bias (+ residual, cuBLASLt's C)), or
+// why there is none.
 Expected<cublasLtEpilogue_t> epilogue_of(const Node& n, bool bias) {
   if (n.op == Op::MatMul) return CUBLASLT_EPILOGUE_DEFAULT;
   const Epilogue e = epilogue_of_fused(n);
@@ -121,7 +123,7 @@ Status check_claim(const Graph& g, const Node& n) {
   FUSEBOX_RETURN_IF_ERROR(cublaslt().status());
   const std::string what = std::string(n.info().keyword) + " ";
   for (const auto& [name, value] : n.attrs.entries()) {
-    if (n.op == Op::FusedMatmulBiasAct && (name == "act" || name == "act_alpha" || name == "act_beta")) continue;
+    if (n.op != Op::MatMul && (name == "act" || name == "act_alpha" || name == "act_beta")) continue;
     return Status::unimplemented(what + "attribute " + name + " is not handled by the cuBLASLt kernel");
   }
   const TensorType& a = g.type(n.inputs[0]);
@@ -132,14 +134,24 @@ Status check_claim(const Graph& g, const Node& n) {
   if (Expected<Batching> mode = batching(a.shape, b.shape); !mode) {
     return Status::unimplemented(what + a.to_string() + " x " + b.to_string() + ": " + mode.status().message());
   }
-  const bool bias = n.op == Op::FusedMatmulBiasAct && n.inputs.size() == 3;
+  const OperandRoles roles = contraction_roles(n);
+  const bool bias = roles.bias >= 0;
   if (Expected<cublasLtEpilogue_t> e = epilogue_of(n, bias); !e) return Status::unimplemented(what + e.status().message());
-  if (n.op == Op::FusedMatmulBiasAct && b.rank() < 2) {
+  if (n.op != Op::MatMul && b.rank() < 2) {
     return Status::unimplemented(what + "with a 1-D right operand: its epilogue would run along the rows, and "
                                         "cuBLASLt's runs along the columns");
   }
+  if (roles.residual >= 0) {
+    const TensorType& r = g.type(n.inputs[size_t(roles.residual)]);
+    bool same = r.dtype == y.dtype && r.shape == y.shape;
+    for (const Dim& d : r.shape) same = same && !d.is_dynamic();
+    if (!same) {
+      return Status::unimplemented(what + "residual " + r.to_string() + " is not known to have the type of " + y.to_string() +
+                                   ": cuBLASLt reads it as C, laid out as the result");
+    }
+  }
   if (bias) {
-    const TensorType& t = g.type(n.inputs[2]);
+    const TensorType& t = g.type(n.inputs[size_t(roles.bias)]);
     if (t.dtype != y.dtype) return Status::unimplemented(what + "bias " + t.to_string() + " of another dtype than " + y.to_string());
     if (t.rank() == 0 || y.rank() == 0 || !(t.shape.back() == y.shape.back()) || t.shape.back().is_dynamic()) {
       return Status::unimplemented(what + "bias " + t.to_string() + " is broadcast over " + y.to_string() +
@@ -190,28 +202,30 @@ std::atomic<uint64_t> cublaslt_runs{0}, fallback_runs{0};
 class MatmulKernel final : public Kernel {
  public:
   MatmulKernel(std::shared_ptr<Context> context, const CublasLt& lt, DType dtype, cudaDataType_t type, EpilogueAct act,
-               cublasLtEpilogue_t epilogue, bool bias, bool plain_only)
-      : context_(std::move(context)), lt_(lt), dtype_(dtype), type_(type), epilogue_(epilogue), bias_(bias),
-        plain_only_(plain_only), fallback_source_(matmul_fallback_source(dtype, act, bias)) {}
+               cublasLtEpilogue_t epilogue, OperandRoles roles, size_t operands, bool plain_only)
+      : context_(std::move(context)), lt_(lt), dtype_(dtype), type_(type), epilogue_(epilogue), roles_(roles),
+        operands_(operands), plain_only_(plain_only),
+        fallback_source_(matmul_fallback_source(dtype, act, roles.bias >= 0, roles.residual >= 0)) {}
 
   Status run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const override;
   std::string_view kind() const override { return "cuda_matmul"; }
 
  private:
-  // batch, m, n, k and the alignments of a, b, y and the bias.
-  using AlgoKey = std::array<int64_t, 8>;
+  // batch, m, n, k and the alignments of a, b, y, the bias and the residual.
+  using AlgoKey = std::array<int64_t, 9>;
   // cuBLASLt's algorithm for `key`, or nullopt when its heuristic has none (the plain kernel
   // runs those sizes).
   std::optional<cublasLtMatmulAlgo_t> algorithm(const AlgoKey& key, const LtDevice& dev, const Descriptors& ds) const;
   // Enqueues the product through cuBLASLt; false when cuBLASLt has no algorithm for it.
-  Expected<bool> run_cublaslt(const Sizes& s, const void* a, const void* b, const void* bias, void* y) const;
+  Expected<bool> run_cublaslt(const Sizes& s, const void* a, const void* b, const void* bias, const void* residual, void* y) const;
 
   std::shared_ptr<Context> context_;
   const CublasLt& lt_;
   DType dtype_;
   cudaDataType_t type_;
   cublasLtEpilogue_t epilogue_;
-  bool bias_;
+  OperandRoles roles_;  // where the bias and the residual sit among the operands (-1: absent)
+  size_t operands_;
   bool plain_only_;
   std::string fallback_source_;
   mutable std::mutex mu_;
@@ -223,8 +237,8 @@ std::optional<cublasLtMatmulAlgo_t> MatmulKernel::algorithm(const AlgoKey& key, 
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = algorithms_.find(key); it != algorithms_.end()) return it->second;
   }
-  // Some degenerate shapes (a dimension of 1) get CUBLAS_STATUS_INVALID_VALUE or no result from
-  // the heuristic; either way cuBLASLt will not run them.
+  // cuBLASLt versions have answered some degenerate shapes (a dimension of 1) with
+  // CUBLAS_STATUS_INVALID_VALUE or no result; either way cuBLASLt will not run them.
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t status =
@@ -236,7 +250,8 @@ std::optional<cublasLtMatmulAlgo_t> MatmulKernel::algorithm(const AlgoKey& key, 
   return algo;
 }
 
-Expected<bool> MatmulKernel::run_cublaslt(const Sizes& s, const void* a, const void* b, const void* bias, void* y) const {
+Expected<bool> MatmulKernel::run_cublaslt(const Sizes& s, const void* a, const void* b, const void* bias, const void* residual,
+                                          void* y) const {
   if (s.batch > INT32_MAX) return false;  // cuBLASLt counts products in an int32
   FUSEBOX_ASSIGN_OR_RETURN(const LtDevice* dev, lt_device(*context_, lt_));
   Descriptors ds(lt_);
@@ -253,7 +268,9 @@ Expected<bool> MatmulKernel::run_cublaslt(const Sizes& s, const void* a, const v
   FUSEBOX_RETURN_IF_ERROR(make_layout(lt_, &ds.b, type_, s.k, s.m, s.k, s.batch, s.m * s.k));
   FUSEBOX_RETURN_IF_ERROR(make_layout(lt_, &ds.d, type_, s.n, s.m, s.n, s.batch, s.m * s.n));
 
-  const AlgoKey key = {s.batch, s.m, s.n, s.k, alignment(a), alignment(b), alignment(y), alignment(bias)};
+  // D = act(A B + beta C + bias): the residual is C (beta 1), else C is D itself (beta 0).
+  const void* c = residual ? residual : y;
+  const AlgoKey key = {s.batch, s.m, s.n, s.k, alignment(a), alignment(b), alignment(y), alignment(bias), alignment(c)};
   FUSEBOX_RETURN_IF_ERROR(lt_.check(lt_.cublasLtMatmulPreferenceCreate(&ds.preference), "cublasLtMatmulPreferenceCreate"));
   const uint64_t workspace = kWorkspaceBytes;
   FUSEBOX_RETURN_IF_ERROR(lt_.check(lt_.cublasLtMatmulPreferenceSetAttribute(ds.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -263,7 +280,7 @@ Expected<bool> MatmulKernel::run_cublaslt(const Sizes& s, const void* a, const v
   const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligned[] = {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, uint32_t(key[5])},
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, uint32_t(key[4])},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, uint32_t(key[6])},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, uint32_t(key[8])},
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, uint32_t(key[6])}};
   for (const auto& [attribute, bytes] : aligned) {
     FUSEBOX_RETURN_IF_ERROR(
@@ -272,8 +289,8 @@ Expected<bool> MatmulKernel::run_cublaslt(const Sizes& s, const void* a, const v
   const std::optional<cublasLtMatmulAlgo_t> algo = algorithm(key, *dev, ds);
   if (!algo) return false;
 
-  const float alpha = 1.0f, beta = 0.0f;
-  FUSEBOX_RETURN_IF_ERROR(lt_.check(lt_.cublasLtMatmul(dev->handle, ds.op, &alpha, b, ds.a, a, ds.b, &beta, y, ds.d, y, ds.d,
+  const float alpha = 1.0f, beta = residual ? 1.0f : 0.0f;
+  FUSEBOX_RETURN_IF_ERROR(lt_.check(lt_.cublasLtMatmul(dev->handle, ds.op, &alpha, b, ds.a, a, ds.b, &beta, c, ds.d, y, ds.d,
                                                        &*algo, dev->workspace.get(), kWorkspaceBytes, context_->stream()),
                                     "cublasLtMatmul (" + std::string(dtype_name(dtype_)) + ", " + std::to_string(s.batch) +
                                         " x " + std::to_string(s.m) + "x" + std::to_string(s.k) + "x" + std::to_string(s.n) + ")"));
@@ -281,7 +298,7 @@ Expected<bool> MatmulKernel::run_cublaslt(const Sizes& s, const void* a, const v
 }
 
 Status MatmulKernel::run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const {
-  FUSEBOX_CHECK(in.size() == (bias_ ? 3u : 2u) && out.size() == 1) << "cuda matmul operands";
+  FUSEBOX_CHECK(in.size() == operands_ && out.size() == 1) << "cuda matmul operands";
   const BufferView& a = in[0];
   const BufferView& b = in[1];
   const BufferView& y = out[0];
@@ -289,14 +306,18 @@ Status MatmulKernel::run(Stream&, std::span<const BufferView> in, std::span<cons
   FUSEBOX_ASSIGN_OR_RETURN(Batching mode, batching(make_shape(a.shape), make_shape(b.shape)));
   const Sizes s = sizes_of(a.shape, b.shape, mode);
   FUSEBOX_CHECK(y.numel() == s.batch * s.m * s.n) << "cuda matmul result size";
-  if (bias_ && in[2].numel() != s.n) {
-    return Status::unimplemented("a bias of " + std::to_string(in[2].numel()) + " values over " + std::to_string(s.n) +
+  const BufferView* bias = roles_.bias >= 0 ? &in[size_t(roles_.bias)] : nullptr;
+  const BufferView* residual = roles_.residual >= 0 ? &in[size_t(roles_.residual)] : nullptr;
+  if (bias && bias->numel() != s.n) {
+    return Status::unimplemented("a bias of " + std::to_string(bias->numel()) + " values over " + std::to_string(s.n) +
                                  " columns: the CUDA matmul's bias epilogue reads one value per column");
   }
+  FUSEBOX_CHECK(!residual || residual->shape == y.shape) << "cuda matmul residual shape";
   FUSEBOX_RETURN_IF_ERROR(context_->make_current());
-  const void* bias = bias_ ? in[2].data : nullptr;
+  const void* bias_data = bias ? bias->data : nullptr;
+  const void* residual_data = residual ? residual->data : nullptr;
   if (s.k > 0 && !plain_only_) {  // cuBLASLt wants K >= 1; an empty sum is the plain kernel's
-    FUSEBOX_ASSIGN_OR_RETURN(bool ran, run_cublaslt(s, a.data, b.data, bias, y.data));
+    FUSEBOX_ASSIGN_OR_RETURN(bool ran, run_cublaslt(s, a.data, b.data, bias_data, residual_data, y.data));
     if (ran) {
       ++cublaslt_runs;
       return Status::ok();
@@ -304,15 +325,17 @@ Status MatmulKernel::run(Stream&, std::span<const BufferView> in, std::span<cons
   }
   ++fallback_runs;
   MatmulFallbackShape f{s.batch, s.m, s.n, s.k, mode == Batching::Strided ? s.m * s.k : 0, mode == Batching::Strided ? s.k * s.n : 0};
-  return run_matmul_fallback(*context_, fallback_source_, f, a.data, b.data, bias, y.data);
+  return run_matmul_fallback(*context_, fallback_source_, f, a.data, b.data, bias_data, residual_data, y.data);
 }
 
 }  // namespace
 
 MatmulRuns matmul_runs() { return {cublaslt_runs.load(), fallback_runs.load()}; }
 
+bool is_cublaslt_op(Op op) { return op == Op::MatMul || op == Op::FusedMatmulBiasAct || op == Op::FusedMatmulResidual; }
+
 Claim claim_matmul(const Graph& g, const Node& n) {
-  FUSEBOX_CHECK(n.op == Op::MatMul || n.op == Op::FusedMatmulBiasAct) << "claim_matmul on " << n.info().keyword;
+  FUSEBOX_CHECK(is_cublaslt_op(n.op)) << "claim_matmul on " << n.info().keyword;
   Status s = check_claim(g, n);
   if (!s.is_ok()) return Claim::refuse(s.message());
   return Claim::accept();
@@ -323,15 +346,15 @@ Expected<std::shared_ptr<const Kernel>> make_matmul_kernel(std::shared_ptr<Conte
   FUSEBOX_ASSIGN_OR_RETURN(const CublasLt* lt, cublaslt());
   const DType dtype = g.type(n.outputs[0]).dtype;
   FUSEBOX_ASSIGN_OR_RETURN(cudaDataType_t type, data_type(dtype));
-  const bool bias = n.op == Op::FusedMatmulBiasAct && n.inputs.size() == 3;
-  const EpilogueAct act = n.op == Op::FusedMatmulBiasAct ? epilogue_of_fused(n).act : EpilogueAct::None;
-  FUSEBOX_ASSIGN_OR_RETURN(cublasLtEpilogue_t epilogue, epilogue_of(n, bias));
+  const OperandRoles roles = contraction_roles(n);
+  const EpilogueAct act = n.op == Op::MatMul ? EpilogueAct::None : epilogue_of_fused(n).act;
+  FUSEBOX_ASSIGN_OR_RETURN(cublasLtEpilogue_t epilogue, epilogue_of(n, roles.bias >= 0));
   // The handle and workspace are made now, so that a failure shows when the graph compiles.
   FUSEBOX_RETURN_IF_ERROR(lt_device(*context, *lt).status());
   const char* plain = std::getenv("FUSEBOX_CUDA_MATMUL_PLAIN");
   const bool plain_only = plain && *plain && std::string_view(plain) != "0";
   return std::shared_ptr<const Kernel>(
-      std::make_shared<MatmulKernel>(std::move(context), *lt, dtype, type, act, epilogue, bias, plain_only));
+      std::make_shared<MatmulKernel>(std::move(context), *lt, dtype, type, act, epilogue, roles, n.inputs.size(), plain_only));
 }
 
 }  // namespace fusebox::cuda

@@ -1,11 +1,12 @@
-// matmul and fused_matmul_bias_act on the GPU through cuBLASLt (cublaslt.h).
+// matmul, fused_matmul_bias_act and fused_matmul_residual on the GPU through cuBLASLt
+// (cublaslt.h).
 //
 //   claimed  f32, f16 and bf16 operands (accumulated in f32, never TF32; the result in the
 //            operands' dtype); 2-D products, batched products with equal batch dims, and a
 //            batched left operand against a 2-D right one (one product of B*M rows); the
 //            epilogues cuBLASLt computes as the fused op defines them: a bias along the last
-//            axis, then none, relu or gelu_tanh. Everything else is refused with the reason,
-//            so the CPU runs it.
+//            axis, a residual of the result's shape (cuBLASLt's C, with beta 1), then none, relu
+//            or gelu_tanh. Everything else is refused with the reason, so the CPU runs it.
 //   layout   fusebox tensors are row-major and cuBLASLt's matrices column-major, so C = A B is
 //            run as C^T = B^T A^T: every operand is read as it lies in memory.
 //
@@ -31,8 +32,11 @@
 
 namespace fusebox::cuda {
 
-// Whether the CUDA backend runs matmul / fused_matmul_bias_act node `n` of `g` through cuBLASLt;
-// a refusal says why (cuBLASLt missing, the dtype, a broadcast, the epilogue).
+// The ops claim_matmul decides: matmul, fused_matmul_bias_act, fused_matmul_residual.
+bool is_cublaslt_op(Op op);
+
+// Whether the CUDA backend runs node `n` of `g` (is_cublaslt_op) through cuBLASLt; a refusal
+// says why (cuBLASLt missing, the dtype, a broadcast, the epilogue).
 Claim claim_matmul(const Graph& g, const Node& n);
 
 // The kernel of a node claim_matmul accepted.
