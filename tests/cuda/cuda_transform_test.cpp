@@ -136,7 +136,9 @@ TEST(CudaTransform, PreprocessProgramsMatchTheReferenceOnTheDevice) {
       ASSERT_TRUE(exe) << exe.status().message();
       EXPECT_TRUE(all_on_target(*exe)) << c.name << (prologue ? " (prologue)" : " (transform + region)") << "\n"
                                        << print_graph(exe->graph());
-      if (c.crops.size() == 1) EXPECT_EQ(testing::count_op(exe->graph(), Op::TransformRegion) == 0, prologue) << c.name;
+      if (c.crops.size() == 1) {
+        EXPECT_EQ(testing::count_op(exe->graph(), Op::TransformRegion) == 0, prologue) << c.name;
+      }
       // Letterboxed crops of different aspect ratios pad differently: their bodies differ, so they
       // stay separate regions and a concat (on the device too).
       if (c.crops.size() > 1 && prologue && !c.spec.letterbox) {
