@@ -170,17 +170,12 @@ TEST(CudaBackend, EveryReferenceStepMatchesTheReferenceOnTheDevice) {
       NamedArrays in = {{"c", testing::random_array(DType::Bool, main, 11)},
                         {"x0", testing::random_array(d, main, 12, -40, 40)},
                         {"x1", testing::random_array(d, other, 13, 0, 12)}};
-      Session session;
-      CompileOptions ref;
-      ref.fuse = false;
-      ref.backend = "reference";
       CompileOptions dev;
       dev.target = FusionTarget::Cuda;
-      Expected<Executable> want_exe = session.compile(*g, ref);
-      Expected<Executable> got_exe = session.compile(*g, dev);
-      ASSERT_TRUE(want_exe && got_exe) << got_exe.status().message();
-      EXPECT_EQ(got_exe->placement().summary().find("cpu"), std::string::npos) << got_exe->placement().summary();
-      Expected<std::vector<Array>> want = want_exe->run(in), got = got_exe->run(in);
+      Expected<testing::OracleAndPlan> exes = testing::compile_against_reference(*g, dev);
+      ASSERT_TRUE(exes) << exes.status().message();
+      EXPECT_EQ(exes->plan.placement().summary().find("cpu"), std::string::npos) << exes->plan.placement().summary();
+      Expected<std::vector<Array>> want = exes->reference.run(in), got = exes->plan.run(in);
       ASSERT_TRUE(want && got) << got.status().message();
       for (size_t k = 0; k < cases.size(); ++k) {
         const DType od = (*want)[k].dtype();

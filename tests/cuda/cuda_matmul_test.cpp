@@ -272,16 +272,12 @@ TEST(CudaMatmul, PlainKernelCompilesWithNvrtc) {
 void expect_device_matches_reference(const Graph& g, Op op, const std::string& expected_backend, Tolerance tol,
                                      const std::map<std::string, std::vector<int64_t>>& shapes, bool on_cublaslt = false) {
   const cuda::MatmulRuns before = cuda::matmul_runs();
-  Session session;
-  CompileOptions ref;
-  ref.fuse = false;
-  ref.backend = "reference";
   CompileOptions dev;
   dev.target = FusionTarget::Cuda;
-  Expected<Executable> want_exe = session.compile(g, ref);
-  Expected<Executable> got_exe = session.compile(g, dev);
-  ASSERT_TRUE(want_exe) << want_exe.status().message();
-  ASSERT_TRUE(got_exe) << got_exe.status().message();
+  Expected<testing::OracleAndPlan> exes = testing::compile_against_reference(g, dev);
+  ASSERT_TRUE(exes) << exes.status().message();
+  const Executable* want_exe = &exes->reference;
+  const Executable* got_exe = &exes->plan;
   EXPECT_EQ(backend_of(*got_exe, op), expected_backend) << got_exe->placement().summary();
   for (uint64_t seed : {1u, 2u}) {
     NamedArrays in;
@@ -387,15 +383,12 @@ TEST(CudaMatmul, OneExecutableRunsNewSizes) {
   if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
   Expected<Graph> g = fused_graph(DType::F32, {Dim::symbol("B"), Dim::symbol("M"), 24}, {Dim::symbol("B"), 24, 10}, shape_of({10}), "relu");
   ASSERT_TRUE(g) << g.status().message();
-  Session session;
-  CompileOptions ref;
-  ref.fuse = false;
-  ref.backend = "reference";
   CompileOptions dev;
   dev.target = FusionTarget::Cuda;
-  Expected<Executable> want_exe = session.compile(*g, ref);
-  Expected<Executable> got_exe = session.compile(*g, dev);
-  ASSERT_TRUE(want_exe && got_exe) << got_exe.status().message();
+  Expected<testing::OracleAndPlan> exes = testing::compile_against_reference(*g, dev);
+  ASSERT_TRUE(exes) << exes.status().message();
+  const Executable* want_exe = &exes->reference;
+  const Executable* got_exe = &exes->plan;
   EXPECT_EQ(backend_of(*got_exe, Op::FusedMatmulBiasAct), "cuda") << got_exe->placement().summary();
   uint64_t seed = 0;
   for (int64_t m : {31, 1, 100, 31}) {

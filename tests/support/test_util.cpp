@@ -194,4 +194,14 @@ Graph expect_frame_program_matches_reference(const Graph& g, std::optional<Fusio
   return fused->graph();
 }
 
+Expected<OracleAndPlan> compile_against_reference(const Graph& g, const CompileOptions& options) {
+  Session session;
+  CompileOptions oracle;
+  oracle.fuse = false;
+  oracle.backend = "reference";
+  FUSEBOX_ASSIGN_OR_RETURN(Executable reference, session.compile(g, oracle));
+  FUSEBOX_ASSIGN_OR_RETURN(Executable plan, session.compile(g, options));
+  return OracleAndPlan{std::move(reference), std::move(plan)};
+}
+
 }  // namespace fusebox::testing

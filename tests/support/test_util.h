@@ -67,6 +67,14 @@ size_t count_op(const Graph& g, Op op);
 // The text of a file under tests/ (e.g. "lit/ir/ops-roundtrip.fbir"); empty when unreadable.
 std::string read_test_file(const std::string& relative);
 
+// `g` compiled unfused on the reference backend (the oracle) and with `options` (the plan under
+// test), in one Session.
+struct OracleAndPlan {
+  Executable reference;
+  Executable plan;
+};
+Expected<OracleAndPlan> compile_against_reference(const Graph& g, const CompileOptions& options);
+
 // Every element as double.
 std::vector<double> to_doubles(const Array& a);
 // Every element as int64_t (through Array::get_i64).

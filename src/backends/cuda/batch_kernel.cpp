@@ -5,6 +5,7 @@
 
 #include "backends/cuda/prelude.h"
 #include "backends/cuda/region_codegen.h"
+#include "backends/cuda/region_kernel.h"
 #include "backends/cuda/transform_codegen.h"
 #include "backends/transform_plan.h"
 #include "ir/batch_region.h"
@@ -22,18 +23,6 @@ std::vector<int64_t> dims_of(const TensorType& t) {
 }
 
 bool all_static(const std::vector<int64_t>& d) { return std::find(d.begin(), d.end(), -1) == d.end(); }
-
-// Broadcast strides of `shape` read over `out`, in elements.
-std::vector<int64_t> strides_over(const std::vector<int64_t>& shape, const std::vector<int64_t>& out) {
-  std::vector<int64_t> s(out.size(), 0);
-  int64_t step = 1;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    const size_t d = shape.size() - 1 - i, od = out.size() - 1 - i;
-    s[od] = shape[d] == 1 ? 0 : step;
-    step *= shape[d];
-  }
-  return s;
-}
 
 // Everything the kernel is made of, per batch node.
 struct BatchParts {

@@ -71,13 +71,6 @@ std::string float_literal(float f) {
   std::snprintf(buf, sizeof(buf), "__uint_as_float(0x%08" PRIx32 "u)", bits);
   return buf;
 }
-std::string double_literal(double v) {
-  uint64_t bits;
-  std::memcpy(&bits, &v, 8);
-  char buf[48];
-  std::snprintf(buf, sizeof(buf), "__longlong_as_double(0x%016" PRIx64 "ll)", bits);
-  return buf;
-}
 // A double attribute converted to a compute type as the reference does (C(v)).
 std::string literal_of(DType d, double v) {
   if (d == DType::F64) return double_literal(v);
@@ -301,6 +294,16 @@ class BodyWriter {
 };
 
 }  // namespace
+
+std::string storage_type_name(DType d) { return storage_type(d); }
+
+std::string double_literal(double v) {
+  uint64_t bits;
+  std::memcpy(&bits, &v, 8);
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "__longlong_as_double(0x%016" PRIx64 "ll)", bits);
+  return buf;
+}
 
 std::string RegionVariant::key() const {
   return rank == 0 ? "flat:v" + std::to_string(vector) + ":u" + std::to_string(unroll) + ":r" + std::to_string(repeated)

@@ -62,6 +62,11 @@ Expected<std::string> region_source(const Graph& body, const RegionVariant& vari
 // writes (4 for f32, 2 for f64, 16 for u8 alone).
 int region_vector_width(const Graph& body);
 
+// The C type a buffer of dtype d holds in generated code (bool as u8, f16/bf16 as u16).
+std::string storage_type_name(DType d);
+// A double as an exact literal of generated code (by its bits: NaN and infinities included).
+std::string double_literal(double v);
+
 // A body of one step: `n` with rank-0 operands of `operand_types`' dtypes (how a lone
 // element-wise node runs on the GPU).
 Graph single_step_body(const Node& n, const std::vector<DType>& operand_dtypes, DType result);

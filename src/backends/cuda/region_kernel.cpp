@@ -13,18 +13,6 @@ namespace fusebox::cuda {
 
 namespace {
 
-// Broadcast strides of `shape` read over `out` (numpy rules), in elements.
-std::vector<int64_t> strides_over(const std::vector<int64_t>& shape, const std::vector<int64_t>& out) {
-  std::vector<int64_t> s(out.size(), 0);
-  int64_t step = 1;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    const size_t d = shape.size() - 1 - i, od = out.size() - 1 - i;
-    s[od] = shape[d] == 1 ? 0 : step;
-    step *= shape[d];
-  }
-  return s;
-}
-
 // Blocks per launch: enough for every element, at most `cap_per_sm` per multiprocessor when
 // FUSEBOX_CUDA_BLOCKS_PER_SM sets one (the grid-stride loops cover the rest).
 constexpr int kDefaultUnroll = 2;
@@ -49,6 +37,17 @@ int flat_unroll() {
 }
 
 }  // namespace
+
+std::vector<int64_t> strides_over(const std::vector<int64_t>& shape, const std::vector<int64_t>& out) {
+  std::vector<int64_t> s(out.size(), 0);
+  int64_t step = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const size_t d = shape.size() - 1 - i, od = out.size() - 1 - i;
+    s[od] = shape[d] == 1 ? 0 : step;
+    step *= shape[d];
+  }
+  return s;
+}
 
 std::shared_ptr<const Graph> region_body_of(const Graph& g, const Node& n) {
   if (n.op == Op::ElementwiseRegion) {

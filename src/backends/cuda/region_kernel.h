@@ -42,6 +42,10 @@ class RegionKernel final : public Kernel {
   mutable std::map<std::string, CUfunction> functions_;  // by RegionVariant::key()
 };
 
+// Broadcast strides (in elements) of an operand of `shape` read over `out` (numpy rules: 0 on
+// stretched and missing leading dims).
+std::vector<int64_t> strides_over(const std::vector<int64_t>& shape, const std::vector<int64_t>& out);
+
 // The body a node runs as on the GPU: an elementwise_region's own body, or a lone element-wise
 // op as a one-step body; null when the node is neither (or has a transform prologue).
 std::shared_ptr<const Graph> region_body_of(const Graph& g, const Node& n);

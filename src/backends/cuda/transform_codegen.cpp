@@ -13,14 +13,6 @@ namespace fusebox::cuda {
 
 namespace {
 
-std::string double_literal(double v) {
-  uint64_t bits;
-  std::memcpy(&bits, &v, 8);
-  char buf[48];
-  std::snprintf(buf, sizeof(buf), "__longlong_as_double(0x%016" PRIx64 "ll)", bits);
-  return buf;
-}
-
 // Storage of dtype d -> double.
 std::string to_double(DType d, const std::string& s) {
   switch (d) {
@@ -72,25 +64,6 @@ std::string from_double_function(DType d, const std::string& fn) {
 }
 
 }  // namespace
-
-std::string storage_type_name(DType d) {
-  switch (d) {
-    case DType::F32: return "float";
-    case DType::F64: return "double";
-    case DType::F16:
-    case DType::BF16:
-    case DType::U16: return "u16";
-    case DType::Bool:
-    case DType::U8: return "u8";
-    case DType::I8: return "i8";
-    case DType::I16: return "i16";
-    case DType::I32: return "i32";
-    case DType::U32: return "u32";
-    case DType::I64: return "i64";
-    case DType::U64: return "u64";
-  }
-  return "?";
-}
 
 std::string device_transform_unsupported(const TransformPlan& plan) {
   if (plan.axes.size() > kMaxTransformAxes) return "a transform over more than 16 axes";

@@ -43,8 +43,5 @@ Expected<std::shared_ptr<const DeviceTransform>> make_device_transform(Context* 
 // The source of the standalone kernel `fb_transform(i64 n, const void* src, void* out, axes)`.
 std::string transform_kernel_source(const DeviceTransform& t);
 
-// Expressions converting storage of a dtype to double and a double to storage with the plan's
-// rounding (exposed for the region code generator).
-std::string storage_type_name(DType d);
 
 }  // namespace fusebox::cuda
