@@ -3,7 +3,6 @@
 #include "backends/cuda/pool_kernel.h"
 
 #include <algorithm>
-#include <climits>
 #include <map>
 #include <mutex>
 

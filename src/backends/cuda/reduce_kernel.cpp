@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <array>
-#include <climits>
 #include <map>
 #include <mutex>
 
@@ -192,22 +191,24 @@ class ReduceKernel final : public Kernel {
     if (total == 0) return Status::ok();
     if (n == 0 && (op_ == ReduceOp::Max || op_ == ReduceOp::Min)) return Status::invalid("cannot reduce an empty dim with max/min");
     if (n == 0 && is_arg(op_)) return Status::invalid("cannot take argmax/argmin of an empty dim");
-    FUSEBOX_ASSIGN_OR_RETURN(CUfunction thread_f, function(ReduceVariant{op_, x.dtype}, kReduceThreadEntry));
-    FUSEBOX_ASSIGN_OR_RETURN(CUfunction block_f, function(ReduceVariant{op_, x.dtype}, kReduceBlockEntry));
+    // Block: a power of two of threads up to n (at least a warp), one block per output. Thread:
+    // kReduceThreads a block, one thread per output.
+    const bool by_block = reduce_by_block(total, n, inner);
+    unsigned threads = unsigned(kReduceThreads), blocks = 0;
+    if (by_block) {
+      threads = 32;
+      while (threads < unsigned(kReduceThreads) && int64_t(threads) < n) threads *= 2;
+      blocks = unsigned(std::min<int64_t>(total, int64_t(1) << 20));
+    } else {
+      blocks = unsigned(std::min<int64_t>((total + kReduceThreads - 1) / kReduceThreads, int64_t(1) << 20));
+    }
+    FUSEBOX_ASSIGN_OR_RETURN(CUfunction f, function(ReduceVariant{op_, x.dtype}, by_block ? kReduceBlockEntry : kReduceThreadEntry));
     FUSEBOX_RETURN_IF_ERROR(context_->make_current());
     void* ptrs[2] = {x.data, out[0].data};
     int64_t sizes[3] = {outer, n, inner};
     void* args[5] = {&ptrs[0], &ptrs[1], &sizes[0], &sizes[1], &sizes[2]};
     const Driver& d = context_->driver();
-    if (reduce_by_block(total, n, inner)) {
-      unsigned threads = 32;
-      while (threads < unsigned(kReduceThreads) && int64_t(threads) < n) threads *= 2;
-      const unsigned blocks = unsigned(std::min<int64_t>(total, int64_t(1) << 20));
-      return d.check(d.cuLaunchKernel(block_f, blocks, 1, 1, threads, 1, 1, 0, context_->stream(), args, nullptr),
-                     "launching the CUDA " + keyword_ + " kernel");
-    }
-    const unsigned blocks = unsigned(std::min<int64_t>((total + kReduceThreads - 1) / kReduceThreads, int64_t(1) << 20));
-    return d.check(d.cuLaunchKernel(thread_f, blocks, 1, 1, kReduceThreads, 1, 1, 0, context_->stream(), args, nullptr),
+    return d.check(d.cuLaunchKernel(f, blocks, 1, 1, threads, 1, 1, 0, context_->stream(), args, nullptr),
                    "launching the CUDA " + keyword_ + " kernel");
   }
   std::string_view kind() const override { return "cuda_reduce"; }
