@@ -79,6 +79,11 @@ TEST(CudaPoolReduceClaims, PoolAndReduceOpsAreClaimedAndRefusalsSayWhy) {
   ASSERT_TRUE(global);
   EXPECT_TRUE(global->yes) << global->reason;
 
+  std::optional<Claim> blocked = first_claim(
+      "func @f(%x: f32[N,2,5,5,8]) -> f32[N,2,1,1,8] {\n"
+      "  %0 = global_avg_pool %x {layout = \"nchwc\"} : f32[N,2,1,1,8]\n  return %0\n}");
+  EXPECT_TRUE(refused_with(blocked, "in the nchwc layout"));
+
   std::optional<Claim> two = first_claim(
       "func @f(%x: f32[4,5,6]) -> f32[5] {\n  %0 = reduce_sum %x {axes = [0, 2]} : f32[5]\n  return %0\n}");
   EXPECT_TRUE(refused_with(two, "not contiguous"));
