@@ -6,8 +6,8 @@
 // strides 1 and 2, pads, dilations, ceil_mode; reductions over each axis and several, keepdims
 // both, short and long reduced extents) and must match the reference unfused: pooling and the
 // one-thread-per-output reductions bit for bit; max, min and the arg reductions always bit for
-// bit; sums, means and products of the one-block-per-output variant within one ulp of the dtype
-// (a double sum in another order may round the other way), see reduce_kernel.h.
+// bit; sums, means and products of the one-block-per-output and split variants within one ulp
+// of the dtype (a double sum in another order may round the other way), see reduce_kernel.h.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -38,8 +38,9 @@ TEST(CudaPoolReduceCodegen, EveryPoolAndReduceVariantCompilesWithNvrtc) {
   EXPECT_EQ(reductions.size(), 40u);  // 7 ops x 6 dtypes, no integer mean
   for (const cuda::ReduceVariant& v : reductions) {
     const std::string source = cuda::reduce_source(v);
-    EXPECT_NE(source.find(cuda::kReduceThreadEntry), std::string::npos) << v.key();
-    EXPECT_NE(source.find(cuda::kReduceBlockEntry), std::string::npos) << v.key();
+    for (const char* entry : {cuda::kReduceThreadEntry, cuda::kReduceBlockEntry, cuda::kReduceSplitEntry, cuda::kReduceCombineEntry}) {
+      EXPECT_NE(source.find(entry), std::string::npos) << v.key() << " lacks " << entry;
+    }
     Expected<std::string> cubin = cuda::compile_cubin(source, "reduce_" + v.key() + ".cu", 90);
     ASSERT_TRUE(cubin) << v.key() << ": " << cubin.status().message();
     EXPECT_GT(cubin->size(), 1000u) << v.key();
@@ -264,6 +265,8 @@ std::vector<ReduceCase> reduce_cases() {
       {{2, 3, 17, 19}, {}},    {{5, 3001}, {1}},            {{3001, 5}, {0}},         {{7, 1000, 3}, {1}},
       {{40000, 70}, {1}},      {{130, 257, 5}, {0}},        {{1}, {0}},               {{9, 1, 11}, {1}},
       {{4, 1, 6}, {0, 2}},     {{3, 20000, 1}, {1}},
+      // Long rows and few outputs: split into chunks, then combined.
+      {{1000003}, {}},         {{7, 50001, 3}, {1}},        {{2, 3, 170, 190}, {}},
   };
 }
 
@@ -297,7 +300,7 @@ TEST(CudaReduceKernels, ReductionsMatchTheReference) {
 
 TEST(CudaReduceKernels, ArgReductionsMatchTheReferenceWithTiesAndNan) {
   if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
-  const std::vector<std::vector<int64_t>> shapes = {{2, 3, 17, 19}, {5, 3001}, {3001, 5}, {7, 1000, 3}, {1, 1}};
+  const std::vector<std::vector<int64_t>> shapes = {{2, 3, 17, 19}, {5, 3001}, {3001, 5}, {7, 1000, 3}, {1, 1}, {2, 100003}};
   uint64_t seed = 3000;
   for (Op op : {Op::ArgMax, Op::ArgMin}) {
     for (DType d : {DType::F32, DType::F16, DType::I32, DType::I64}) {
@@ -321,11 +324,11 @@ TEST(CudaReduceKernels, ArgReductionsMatchTheReferenceWithTiesAndNan) {
   }
 }
 
-// NaN wins max and min and is the index argmax/argmin report (the first one), in both the
-// one-thread and the one-block variants.
+// NaN wins max and min and is the index argmax/argmin report (the first one), in the
+// one-thread, one-block and split variants.
 TEST(CudaReduceKernels, NanMatchesTheReference) {
   if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
-  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{6, 33}, std::vector<int64_t>{6, 5000}}) {
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{6, 33}, std::vector<int64_t>{6, 5000}, std::vector<int64_t>{6, 40000}}) {
     Array x = testing::random_array(DType::F32, shape, 9, -3.0, 3.0);
     const int64_t n = shape[1];
     const float nan = std::numeric_limits<float>::quiet_NaN();

@@ -104,6 +104,20 @@ std::string accumulator_source(ReduceOp op, bool is_float) {
 }
 
 constexpr const char* kReduceEntries = R"CUDA(
+// The accumulators of a block combined in a tree (blockDim.x a power of two); every thread
+// gets the result.
+__device__ __forceinline__ Acc fb_block_reduce(Acc* part, const Acc& a) {
+  part[threadIdx.x] = a;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) fb_combine(part[threadIdx.x], part[threadIdx.x + s]);
+    __syncthreads();
+  }
+  const Acc r = part[0];
+  __syncthreads();
+  return r;
+}
+
 // One thread per output: its n values folded in input order.
 extern "C" __global__ void __launch_bounds__(FB_THREADS) fb_reduce_thread(const S* __restrict__ x, Out* __restrict__ y, i64 outer, i64 n, i64 inner) {
   const i64 total = outer * inner;
@@ -116,7 +130,7 @@ extern "C" __global__ void __launch_bounds__(FB_THREADS) fb_reduce_thread(const 
   }
 }
 
-// One block (a power of two of threads) per output: strided shares, then a tree.
+// One block per output: strided shares, then a tree.
 extern "C" __global__ void __launch_bounds__(FB_THREADS) fb_reduce_block(const S* __restrict__ x, Out* __restrict__ y, i64 outer, i64 n, i64 inner) {
   __shared__ Acc part[FB_THREADS];
   const i64 total = outer * inner;
@@ -125,14 +139,35 @@ extern "C" __global__ void __launch_bounds__(FB_THREADS) fb_reduce_block(const S
     const S* row = x + o * n * inner + in;
     Acc a = fb_init();
     for (i64 k = threadIdx.x; k < n; k += blockDim.x) fb_fold(a, fb_ld(row[k * inner]), k);
-    part[threadIdx.x] = a;
-    __syncthreads();
-    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-      if (threadIdx.x < s) fb_combine(part[threadIdx.x], part[threadIdx.x + s]);
-      __syncthreads();
-    }
-    if (threadIdx.x == 0) y[t] = fb_finish(part[0], n);
-    __syncthreads();
+    a = fb_block_reduce(part, a);
+    if (threadIdx.x == 0) y[t] = fb_finish(a, n);
+  }
+}
+
+// Split: block b folds chunk b % chunks of output b / chunks into partial[b]...
+extern "C" __global__ void __launch_bounds__(FB_THREADS) fb_reduce_split(const S* __restrict__ x, Acc* __restrict__ partial, i64 outer, i64 n, i64 inner, i64 chunks) {
+  __shared__ Acc part[FB_THREADS];
+  const i64 total = outer * inner, len = (n + chunks - 1) / chunks;
+  for (i64 b = blockIdx.x; b < total * chunks; b += gridDim.x) {
+    const i64 t = b / chunks, c = b - t * chunks;
+    const i64 o = t / inner, in = t - o * inner;
+    const S* row = x + o * n * inner + in;
+    const i64 end = min(n, (c + 1) * len);
+    Acc a = fb_init();
+    for (i64 k = c * len + threadIdx.x; k < end; k += blockDim.x) fb_fold(a, fb_ld(row[k * inner]), k);
+    a = fb_block_reduce(part, a);
+    if (threadIdx.x == 0) partial[b] = a;
+  }
+}
+
+// ...then one block per output combines its chunks' partials.
+extern "C" __global__ void __launch_bounds__(FB_THREADS) fb_reduce_combine(const Acc* __restrict__ partial, Out* __restrict__ y, i64 total, i64 chunks, i64 n) {
+  __shared__ Acc part[FB_THREADS];
+  for (i64 t = blockIdx.x; t < total; t += gridDim.x) {
+    Acc a = fb_init();
+    for (i64 c = threadIdx.x; c < chunks; c += blockDim.x) fb_combine(a, partial[t * chunks + c]);
+    a = fb_block_reduce(part, a);
+    if (threadIdx.x == 0) y[t] = fb_finish(a, n);
   }
 }
 )CUDA";
@@ -191,25 +226,47 @@ class ReduceKernel final : public Kernel {
     if (total == 0) return Status::ok();
     if (n == 0 && (op_ == ReduceOp::Max || op_ == ReduceOp::Min)) return Status::invalid("cannot reduce an empty dim with max/min");
     if (n == 0 && is_arg(op_)) return Status::invalid("cannot take argmax/argmin of an empty dim");
-    // Block: a power of two of threads up to n (at least a warp), one block per output. Thread:
-    // kReduceThreads a block, one thread per output.
-    const bool by_block = reduce_by_block(total, n, inner);
-    unsigned threads = unsigned(kReduceThreads), blocks = 0;
-    if (by_block) {
-      threads = 32;
-      while (threads < unsigned(kReduceThreads) && int64_t(threads) < n) threads *= 2;
-      blocks = unsigned(std::min<int64_t>(total, int64_t(1) << 20));
-    } else {
-      blocks = unsigned(std::min<int64_t>((total + kReduceThreads - 1) / kReduceThreads, int64_t(1) << 20));
-    }
-    FUSEBOX_ASSIGN_OR_RETURN(CUfunction f, function(ReduceVariant{op_, x.dtype}, by_block ? kReduceBlockEntry : kReduceThreadEntry));
-    FUSEBOX_RETURN_IF_ERROR(context_->make_current());
+    const ReduceVariant variant{op_, x.dtype};
     void* ptrs[2] = {x.data, out[0].data};
-    int64_t sizes[3] = {outer, n, inner};
-    void* args[5] = {&ptrs[0], &ptrs[1], &sizes[0], &sizes[1], &sizes[2]};
+    int64_t sizes[4] = {outer, n, inner, 1};
     const Driver& d = context_->driver();
-    return d.check(d.cuLaunchKernel(f, blocks, 1, 1, threads, 1, 1, 0, context_->stream(), args, nullptr),
-                   "launching the CUDA " + keyword_ + " kernel");
+    const std::string launching = "launching the CUDA " + keyword_ + " kernel";
+    auto grid = [](int64_t blocks) { return unsigned(std::min<int64_t>(blocks, int64_t(1) << 20)); };
+    if (!reduce_by_block(total, n, inner)) {
+      FUSEBOX_ASSIGN_OR_RETURN(CUfunction f, function(variant, kReduceThreadEntry));
+      FUSEBOX_RETURN_IF_ERROR(context_->make_current());
+      void* args[5] = {&ptrs[0], &ptrs[1], &sizes[0], &sizes[1], &sizes[2]};
+      return d.check(d.cuLaunchKernel(f, grid((total + kReduceThreads - 1) / kReduceThreads), 1, 1, kReduceThreads, 1, 1, 0,
+                                      context_->stream(), args, nullptr),
+                     launching);
+    }
+    // A power of two of threads up to n (at least a warp) a block.
+    unsigned threads = 32;
+    while (threads < unsigned(kReduceThreads) && int64_t(threads) < n) threads *= 2;
+    const int64_t chunks = reduce_chunks(total, n, inner, context_->multiprocessors());
+    if (chunks <= 1) {
+      FUSEBOX_ASSIGN_OR_RETURN(CUfunction f, function(variant, kReduceBlockEntry));
+      FUSEBOX_RETURN_IF_ERROR(context_->make_current());
+      void* args[5] = {&ptrs[0], &ptrs[1], &sizes[0], &sizes[1], &sizes[2]};
+      return d.check(d.cuLaunchKernel(f, grid(total), 1, 1, threads, 1, 1, 0, context_->stream(), args, nullptr), launching);
+    }
+    FUSEBOX_ASSIGN_OR_RETURN(CUfunction split, function(variant, kReduceSplitEntry));
+    FUSEBOX_ASSIGN_OR_RETURN(CUfunction combine, function(variant, kReduceCombineEntry));
+    // The scratch goes back to the pool when this returns: the one stream orders its reuse
+    // after both launches.
+    FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<void> scratch, context_->allocate(size_t(total * chunks) * kReducePartialBytes));
+    FUSEBOX_RETURN_IF_ERROR(context_->make_current());
+    void* partial = scratch.get();
+    sizes[3] = chunks;
+    void* split_args[6] = {&ptrs[0], &partial, &sizes[0], &sizes[1], &sizes[2], &sizes[3]};
+    FUSEBOX_RETURN_IF_ERROR(
+        d.check(d.cuLaunchKernel(split, grid(total * chunks), 1, 1, threads, 1, 1, 0, context_->stream(), split_args, nullptr), launching));
+    int64_t combine_sizes[3] = {total, chunks, n};
+    unsigned combine_threads = 32;
+    while (combine_threads < unsigned(kReduceThreads) && int64_t(combine_threads) < chunks) combine_threads *= 2;
+    void* combine_args[5] = {&partial, &ptrs[1], &combine_sizes[0], &combine_sizes[1], &combine_sizes[2]};
+    return d.check(
+        d.cuLaunchKernel(combine, grid(total), 1, 1, combine_threads, 1, 1, 0, context_->stream(), combine_args, nullptr), launching);
   }
   std::string_view kind() const override { return "cuda_reduce"; }
 
@@ -260,6 +317,16 @@ std::vector<ReduceVariant> all_reduce_variants() {
 // Long reduced extents get a block each: always when the rows are contiguous (inner == 1: the
 // block reads them coalesced), else when there are too few outputs to fill the GPU by threads.
 bool reduce_by_block(int64_t outputs, int64_t n, int64_t inner) { return n >= 64 && (inner == 1 || outputs < 16384); }
+
+// Rows of at least 16384 elements when the outputs alone give fewer than 4 blocks per SM:
+// chunks of at least 4096 elements, enough of them for 4 blocks per SM.
+int64_t reduce_chunks(int64_t outputs, int64_t n, int64_t inner, int multiprocessors) {
+  if (!reduce_by_block(outputs, n, inner) || n < 16384 || outputs <= 0) return 1;
+  const int64_t want_blocks = 4 * int64_t(std::max(multiprocessors, 1));
+  if (outputs >= want_blocks) return 1;
+  const int64_t by_length = (n + 4095) / 4096, by_blocks = (want_blocks + outputs - 1) / outputs;
+  return std::max<int64_t>(1, std::min(by_length, by_blocks));
+}
 
 std::optional<Claim> claim_reduce_op(const Graph& g, const Node& n) {
   std::optional<ReduceOp> op = reduce_op_of(n.op);

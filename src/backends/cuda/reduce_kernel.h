@@ -15,6 +15,10 @@
 //           are double sums in another order, so the rounded result can differ by one ulp of
 //           the dtype from the reference (at most when the double lies next to a rounding
 //           boundary of the dtype)
+//   split   when there are too few outputs to fill the GPU and their rows are very long
+//           (reduce_chunks > 1): each row is cut into chunks, one block folds each chunk into
+//           a partial accumulator in a scratch buffer, then one block per output combines its
+//           partials (a second launch); exact as the block variant is
 #pragma once
 
 #include <memory>
@@ -29,8 +33,7 @@ namespace fusebox::cuda {
 
 enum class ReduceOp { Sum, Mean, Max, Min, Prod, ArgMax, ArgMin };
 
-// What one generated source computes; each source has both entries (kReduceThreadEntry and
-// kReduceBlockEntry).
+// What one generated source computes; each source has every entry below.
 struct ReduceVariant {
   ReduceOp op = ReduceOp::Sum;
   DType dtype = DType::F32;
@@ -39,16 +42,25 @@ struct ReduceVariant {
 
 inline constexpr const char* kReduceThreadEntry = "fb_reduce_thread";
 inline constexpr const char* kReduceBlockEntry = "fb_reduce_block";
+inline constexpr const char* kReduceSplitEntry = "fb_reduce_split";
+inline constexpr const char* kReduceCombineEntry = "fb_reduce_combine";
 inline constexpr int kReduceThreads = 256;
+// Bytes of scratch per partial accumulator (the largest: a value and an index).
+inline constexpr int kReducePartialBytes = 16;
 
-// The CUDA C++ source of one variant. Kernel arguments, all 8 bytes: (x, y, outer, n, inner).
-// The block entry takes a power-of-two block of at most kReduceThreads threads.
+// The CUDA C++ source of one variant. Kernel arguments, all 8 bytes:
+//   thread, block  (x, y, outer, n, inner)
+//   split          (x, partial, outer, n, inner, chunks): partial holds outer*inner*chunks
+//   combine        (partial, y, outer*inner, chunks, n)
+// Every entry but thread takes a power-of-two block of at most kReduceThreads threads.
 std::string reduce_source(const ReduceVariant& v);
 // Every variant the backend can generate (the code generation test compiles each).
 std::vector<ReduceVariant> all_reduce_variants();
 
 // Whether [outer, n, inner] with `outputs` = outer * inner runs one block per output.
 bool reduce_by_block(int64_t outputs, int64_t n, int64_t inner);
+// How many chunks each row is split into on a GPU of `multiprocessors` (1: not split).
+int64_t reduce_chunks(int64_t outputs, int64_t n, int64_t inner, int multiprocessors);
 
 // nullopt when `n` is not a reduction; else accept, or refuse with the reason.
 std::optional<Claim> claim_reduce_op(const Graph& g, const Node& n);
