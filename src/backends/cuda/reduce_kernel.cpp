@@ -224,8 +224,8 @@ class ReduceKernel final : public Kernel {
     const int64_t total = outer * inner;
     FUSEBOX_CHECK(out[0].numel() == total) << keyword_ << " result size";
     if (total == 0) return Status::ok();
-    if (n == 0 && (op_ == ReduceOp::Max || op_ == ReduceOp::Min)) return Status::invalid("cannot reduce an empty dim with max/min");
-    if (n == 0 && is_arg(op_)) return Status::invalid("cannot take argmax/argmin of an empty dim");
+    if (n == 0 && (op_ == ReduceOp::Max || op_ == ReduceOp::Min)) return Status::invalid(keyword_ + ": cannot reduce an empty dim with max/min");
+    if (n == 0 && is_arg(op_)) return Status::invalid(keyword_ + ": cannot take argmax/argmin of an empty dim");
     const ReduceVariant variant{op_, x.dtype};
     void* ptrs[2] = {x.data, out[0].data};
     int64_t sizes[4] = {outer, n, inner, 1};
