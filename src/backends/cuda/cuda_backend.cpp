@@ -4,6 +4,7 @@
 #include "backends/cuda/context.h"
 #include "backends/cuda/matmul_kernel.h"
 #include "backends/cuda/nvrtc.h"
+#include "backends/cuda/reduce_kernel.h"
 #include "backends/cuda/region_kernel.h"
 #include "backends/cuda/row_kernel.h"
 #include "ir/check.h"
@@ -154,6 +155,7 @@ class CudaBackend final : public Backend {
     }
     if (std::optional<Claim> row = claim_row_op(g, n)) return *row;
     if (is_cublaslt_op(n.op)) return claim_matmul(g, n);
+    if (std::optional<Claim> c = claim_pool_or_reduce(g, n)) return *c;
     return Claim::refuse("no CUDA kernel for " + std::string(n.info().keyword) + " yet");
   }
 
@@ -166,6 +168,7 @@ class CudaBackend final : public Backend {
     if (n.op == Op::BatchElementwiseRegion) return make_batch_kernel(context_, n);
     if (claim_row_op(g, n)) return make_row_kernel(context_, g, n);
     if (is_cublaslt_op(n.op)) return make_matmul_kernel(context_, g, n);
+    if (claim_pool_or_reduce(g, n)) return make_pool_or_reduce_kernel(context_, g, n);
     return Status::unimplemented("the CUDA backend does not run " + std::string(n.info().keyword));
   }
 
