@@ -2,6 +2,7 @@
 
 #include "backends/cuda/batch_kernel.h"
 #include "backends/cuda/context.h"
+#include "backends/cuda/conv_kernel.h"
 #include "backends/cuda/matmul_kernel.h"
 #include "backends/cuda/nvrtc.h"
 #include "backends/cuda/region_kernel.h"
@@ -116,6 +117,7 @@ class CudaBackend final : public Backend {
     }
     if (std::optional<Claim> row = claim_row_op(g, n)) return *row;
     if (n.op == Op::MatMul || n.op == Op::FusedMatmulBiasAct) return claim_matmul(g, n);
+    if (n.op == Op::Conv2d || n.op == Op::FusedConvBiasAct) return claim_conv(g, n);
     return Claim::refuse("no CUDA kernel for " + std::string(n.info().keyword) + " yet");
   }
 
@@ -128,6 +130,7 @@ class CudaBackend final : public Backend {
     if (n.op == Op::BatchElementwiseRegion) return make_batch_kernel(context_, n);
     if (claim_row_op(g, n)) return make_row_kernel(context_, g, n);
     if (n.op == Op::MatMul || n.op == Op::FusedMatmulBiasAct) return make_matmul_kernel(context_, g, n);
+    if (n.op == Op::Conv2d || n.op == Op::FusedConvBiasAct) return make_conv_kernel(context_, g, n);
     return Status::unimplemented("the CUDA backend does not run " + std::string(n.info().keyword));
   }
 
