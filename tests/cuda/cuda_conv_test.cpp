@@ -149,6 +149,45 @@ TEST(CudaConv, CudnnLoadsOrNamesTheLibrary) {
   EXPECT_FALSE((*dnn)->check(CUDNN_STATUS_BAD_PARAM, "a call").is_ok());
 }
 
+// cuDNN's descriptors (host calls: no GPU needed) give every case's result the size the graph
+// types it with: pads, strides, dilations and groups are passed as the reference reads them.
+TEST(CudaConv, CudnnDescriptorsGiveTheGraphsResultSize) {
+  Expected<const cuda::Cudnn*> loaded = cuda::cudnn();
+  if (!loaded) GTEST_SKIP() << loaded.status().message();
+  const cuda::Cudnn& d = **loaded;
+  for (const ConvCase& c : conv_cases()) {
+    SCOPED_TRACE(c.name);
+    Expected<Graph> g = conv_graph(DType::F32, c, false);
+    ASSERT_TRUE(g) << g.status().message();
+    const std::vector<int64_t> y = static_dims(g->type(g->outputs()[0]).shape);
+    cudnnTensorDescriptor_t x = nullptr;
+    cudnnFilterDescriptor_t w = nullptr;
+    cudnnConvolutionDescriptor_t conv = nullptr;
+    ASSERT_TRUE(d.check(d.cudnnCreateTensorDescriptor(&x), "x").is_ok());
+    ASSERT_TRUE(d.check(d.cudnnCreateFilterDescriptor(&w), "w").is_ok());
+    ASSERT_TRUE(d.check(d.cudnnCreateConvolutionDescriptor(&conv), "conv").is_ok());
+    EXPECT_TRUE(d.check(d.cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(c.x[0]), int(c.x[1]), int(c.x[2]), int(c.x[3])),
+                        "x")
+                    .is_ok());
+    EXPECT_TRUE(d.check(d.cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, int(c.w[0]), int(c.w[1]), int(c.w[2]), int(c.w[3])),
+                        "w")
+                    .is_ok());
+    EXPECT_TRUE(d.check(d.cudnnSetConvolution2dDescriptor(conv, int(c.pad[0]), int(c.pad[1]), int(c.stride[0]), int(c.stride[1]),
+                                                          int(c.dilation[0]), int(c.dilation[1]), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                        "conv")
+                    .is_ok());
+    EXPECT_TRUE(d.check(d.cudnnSetConvolutionGroupCount(conv, int(c.groups)), "groups").is_ok());
+    EXPECT_TRUE(d.check(d.cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH), "math").is_ok());
+    int n = 0, o = 0, h = 0, wd = 0;
+    Status s = d.check(d.cudnnGetConvolution2dForwardOutputDim(conv, x, w, &n, &o, &h, &wd), "result size");
+    EXPECT_TRUE(s.is_ok()) << s.message();
+    EXPECT_EQ((std::vector<int64_t>{n, o, h, wd}), y);
+    d.cudnnDestroyConvolutionDescriptor(conv);
+    d.cudnnDestroyFilterDescriptor(w);
+    d.cudnnDestroyTensorDescriptor(x);
+  }
+}
+
 TEST(CudaConv, ClaimAcceptsWhatCudnnComputes) {
   if (Expected<const cuda::Cudnn*> dnn = cuda::cudnn(); !dnn) GTEST_SKIP() << dnn.status().message();
   for (DType d : {DType::F32, DType::F16}) {
@@ -216,6 +255,14 @@ TEST(CudaConv, ClaimRefusesWithTheReason) {
 
 TEST(CudaConv, FusionForCudaProducesTheFusedOpTheClaimAccepts) {
   if (Expected<const cuda::Cudnn*> dnn = cuda::cudnn(); !dnn) GTEST_SKIP() << dnn.status().message();
+  // A lone conv2d (its own bias or none) stays what it is.
+  for (bool bias : {false, true}) {
+    Expected<Graph> g = conv_graph(DType::F32, conv_cases()[3], bias);
+    ASSERT_TRUE(g) << g.status().message();
+    Expected<Graph> fused = Fuse(FusionTarget::Cuda, claim_table_of(FusionTarget::Cuda)).run(*g);
+    ASSERT_TRUE(fused) << fused.status().message();
+    EXPECT_EQ(testing::count_op(*fused, Op::Conv2d), 1u) << print_graph(*fused);
+  }
   const ConvCase c = conv_cases()[0];
   for (DType d : {DType::F32, DType::F16}) {
     for (bool residual : {false, true}) {
@@ -227,10 +274,8 @@ TEST(CudaConv, FusionForCudaProducesTheFusedOpTheClaimAccepts) {
         ASSERT_TRUE(fused) << fused.status().message();
         const Node* n = find_node(*fused, Op::Conv2d) ? find_node(*fused, Op::Conv2d) : find_node(*fused, Op::FusedConvBiasAct);
         ASSERT_NE(n, nullptr) << print_graph(*fused);
-        if (std::string(act) != "none" || residual) {
-          EXPECT_EQ(testing::count_op(*fused, Op::FusedConvBiasAct), 1u) << print_graph(*fused);
-          EXPECT_EQ(testing::count_op(*fused, Op::Conv2d), 0u) << print_graph(*fused);
-        }
+        EXPECT_EQ(testing::count_op(*fused, Op::FusedConvBiasAct), 1u) << print_graph(*fused);
+        EXPECT_EQ(testing::count_op(*fused, Op::Conv2d), 0u) << print_graph(*fused);
         Claim claim = cuda::claim_conv(*fused, *n);
         // sigmoid is fused for the target but its conv runs on the CPU: cuDNN fuses relu only.
         EXPECT_EQ(claim.yes, std::string(act) != "sigmoid") << claim.reason;
@@ -301,8 +346,7 @@ TEST(CudaConv, FusedEpiloguesFromFusionMatchTheReference) {
           ASSERT_TRUE(g) << g.status().message();
           std::map<std::string, std::vector<int64_t>> shapes = {{"x", c.x}, {"w", c.w}, {"b", {c.w[0]}}};
           if (residual) shapes["r"] = result_dims(*g);
-          // Fusion folds the bias into a conv2d of its own when nothing else follows.
-          const Op op = std::string(act) == "none" && !residual ? Op::Conv2d : Op::FusedConvBiasAct;
+          const Op op = Op::FusedConvBiasAct;
           const cuda::ConvRuns before = cuda::conv_runs();
           expect_device_matches_reference(*g, op, "cuda", tolerance(d, c.k()), shapes);
           const cuda::ConvRuns after = cuda::conv_runs();
