@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 
+#include "backends/cuda/conv_epilogue.h"
 #include "backends/cuda/cudnn.h"
 #include "ir/check.h"
 #include "ir/epilogue.h"
@@ -48,7 +49,7 @@ struct ConvAttrs {
   std::array<int64_t, 2> stride{1, 1}, dilation{1, 1};
   std::array<int64_t, 4> pad{0, 0, 0, 0};  // top, left, bottom, right
   int64_t groups = 1;
-  EpilogueAct act = EpilogueAct::None;
+  Epilogue epilogue;  // act_alpha / act_beta are read only by the activations that have them
   int bias = -1, residual = -1;  // operand positions (-1: none)
 };
 
@@ -84,12 +85,8 @@ Expected<ConvAttrs> read_attrs(const Node& n) {
   a.residual = roles.residual;
   if (n.op == Op::FusedConvBiasAct) {
     const Epilogue e = epilogue_of_fused(n);
-    if (e.act != EpilogueAct::None && e.act != EpilogueAct::Relu) {
-      return Status::unimplemented(what + "with the " + std::string(epilogue_act_name(e.act)) +
-                                   " activation: the cuDNN kernel applies none or relu (cuDNN fuses only relu into a convolution)");
-    }
-    if (e.alpha || e.beta) return Status::unimplemented(what + "with act_alpha/act_beta: relu takes none");
-    a.act = e.act;
+    // none and relu are cuDNN's; every other activation is conv_epilogue.h's.
+    a.epilogue = e;
   }
   return a;
 }
@@ -177,9 +174,9 @@ struct Plan {
 class ConvKernel final : public Kernel {
  public:
   ConvKernel(std::shared_ptr<Context> context, const Cudnn& dnn, DType dtype, ConvAttrs attrs,
-             cudnnActivationDescriptor_t relu)
+             cudnnActivationDescriptor_t relu, std::string epilogue)
       : context_(std::move(context)), dnn_(dnn), dtype_(dtype), type_(dtype == DType::F16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT),
-        attrs_(attrs), relu_(relu) {}
+        attrs_(attrs), relu_(relu), epilogue_(std::move(epilogue)) {}
   ~ConvKernel() override {
     for (auto& [key, p] : plans_) {
       for (cudnnTensorDescriptor_t t : {p.x, p.y, p.bias}) {
@@ -206,6 +203,7 @@ class ConvKernel final : public Kernel {
   cudnnDataType_t type_;
   ConvAttrs attrs_;
   cudnnActivationDescriptor_t relu_;
+  std::string epilogue_;  // conv_epilogue.h's source, for the activations cuDNN does not fuse
   mutable std::mutex mu_;
   mutable std::map<Key, Plan> plans_;
 };
@@ -326,7 +324,7 @@ Status ConvKernel::run(Stream&, std::span<const BufferView> in, std::span<const 
   const Cudnn& d = dnn_;
   const float one = 1.0f, zero = 0.0f;  // f32 scales for f32 and f16 data alike
   const std::string what = std::string(dtype_name(dtype_)) + " convolution of " + dims_text(x.shape) + " by " + dims_text(w.shape);
-  if (attrs_.act == EpilogueAct::Relu && bias && !p->fused_unsupported) {
+  if (attrs_.epilogue.act == EpilogueAct::Relu && bias && !p->fused_unsupported) {
     // y = relu(conv + alpha2 z + bias); without a residual z is y itself, scaled by 0.
     const void* z = residual ? residual->data : y.data;
     const cudnnStatus_t s = d.cudnnConvolutionBiasActivationForward(dev->handle, &one, p->x, x.data, p->w, w.data, p->conv, p->algo,
@@ -341,6 +339,12 @@ Status ConvKernel::run(Stream&, std::span<const BufferView> in, std::span<const 
   FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnConvolutionForward(dev->handle, &one, p->x, x.data, p->w, w.data, p->conv, p->algo, workspace.get(),
                                                             p->workspace, &zero, p->y, y.data),
                                   "cudnnConvolutionForward (" + what + ")"));
+  if (!epilogue_.empty()) {
+    FUSEBOX_RETURN_IF_ERROR(run_conv_epilogue(*context_, epilogue_, y.numel(), y.shape[1], y.shape[2] * y.shape[3],
+                                              bias ? bias->data : nullptr, residual ? residual->data : nullptr, y.data));
+    ++separate_runs;
+    return Status::ok();
+  }
   if (bias) {
     FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnAddTensor(dev->handle, &one, p->bias, bias->data, &one, p->y, y.data), "adding the bias (" + what + ")"));
   }
@@ -348,7 +352,7 @@ Status ConvKernel::run(Stream&, std::span<const BufferView> in, std::span<const 
     FUSEBOX_RETURN_IF_ERROR(
         d.check(d.cudnnAddTensor(dev->handle, &one, p->y, residual->data, &one, p->y, y.data), "adding the residual (" + what + ")"));
   }
-  if (attrs_.act == EpilogueAct::Relu) {
+  if (attrs_.epilogue.act == EpilogueAct::Relu) {
     FUSEBOX_RETURN_IF_ERROR(
         d.check(d.cudnnActivationForward(dev->handle, relu_, &one, p->y, y.data, &zero, p->y, y.data), "relu (" + what + ")"));
   }
@@ -375,7 +379,7 @@ Expected<std::shared_ptr<const Kernel>> make_conv_kernel(std::shared_ptr<Context
   // The handle is made now, so that a failure shows when the graph compiles.
   FUSEBOX_RETURN_IF_ERROR(dnn_device(*context, *dnn).status());
   cudnnActivationDescriptor_t relu = nullptr;
-  if (attrs.act == EpilogueAct::Relu) {
+  if (attrs.epilogue.act == EpilogueAct::Relu) {
     FUSEBOX_RETURN_IF_ERROR(dnn->check(dnn->cudnnCreateActivationDescriptor(&relu), "cudnnCreateActivationDescriptor"));
     Status s = dnn->check(dnn->cudnnSetActivationDescriptor(relu, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0), "relu descriptor");
     if (!s.is_ok()) {
@@ -383,7 +387,16 @@ Expected<std::shared_ptr<const Kernel>> make_conv_kernel(std::shared_ptr<Context
       return s;
     }
   }
-  return std::shared_ptr<const Kernel>(std::make_shared<ConvKernel>(std::move(context), *dnn, dtype, attrs, relu));
+  std::string epilogue;
+  if (conv_epilogue_supports(attrs.epilogue.act)) {
+    epilogue = conv_epilogue_source(dtype, attrs.epilogue);
+    // Compiled now, so that a failure shows when the graph compiles.
+    if (Expected<CUfunction> f = context->function(epilogue, "fb_conv_epilogue"); !f) {
+      if (relu) dnn->cudnnDestroyActivationDescriptor(relu);
+      return f.status();
+    }
+  }
+  return std::shared_ptr<const Kernel>(std::make_shared<ConvKernel>(std::move(context), *dnn, dtype, attrs, relu, std::move(epilogue)));
 }
 
 }  // namespace fusebox::cuda

@@ -3,7 +3,7 @@
 //   claimed  NCHW (the plain layout) rank-4 operands of f32 or f16, any stride, dilation and
 //            groups (depthwise included), symmetric pads (or asymmetric ones that give the
 //            result cuDNN's symmetric top/left pads give), an optional per-channel bias [O], an
-//            optional residual of the result's shape, and the activations none and relu.
+//            optional residual of the result's shape, and every activation of the epilogue.
 //            Everything else is refused with the reason, so the CPU runs it.
 //   math     f32 accumulates in f32 with CUDNN_FMA_MATH: CUDNN_DEFAULT_MATH lets cuDNN use TF32
 //            tensor cores on Ampere and later (10 bits of mantissa), which the reference does
@@ -13,7 +13,9 @@
 //   epilogue relu with a bias: one cudnnConvolutionBiasActivationForward (the residual is its
 //            z input, alpha2 = 1). Otherwise, or where cuDNN does not support the fused call for
 //            a shape, cudnnConvolutionForward, then cudnnAddTensor for the bias and the
-//            residual, then cudnnActivationForward for relu.
+//            residual, then cudnnActivationForward for relu. Every other activation: the
+//            convolution, then one NVRTC kernel for bias, residual and activation
+//            (conv_epilogue.h).
 //   run      descriptors and the algorithm (cudnnGetConvolutionForwardAlgorithm_v7's first
 //            usable one) are made per input shape at run time and kept in the kernel; the
 //            workspace comes from the context's pool at every run. One cuDNN handle per GPU,
@@ -30,7 +32,7 @@
 namespace fusebox::cuda {
 
 // Whether the CUDA backend runs conv2d / fused_conv_bias_act node `n` of `g` through cuDNN; a
-// refusal says why (cuDNN missing, the layout, the dtype, the pads, the activation).
+// refusal says why (cuDNN missing, the layout, the dtype, the pads).
 Claim claim_conv(const Graph& g, const Node& n);
 
 // The kernel of a node claim_conv accepted.
