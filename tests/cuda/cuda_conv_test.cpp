@@ -2,10 +2,13 @@
 //
 // Without a GPU: cuDNN loads (or says that libcudnn is missing), the claim accepts and refuses
 // what it should with its reason, and fusion for the cuda target turns conv + add(bias through a
-// reshape) [+ add(residual)] + relu into the fused op the claim accepts. With a GPU: random
-// convolutions of several shapes (odd sizes, stride, dilation, groups, depthwise, 1x1, batch 2,
-// with and without bias) and the fused epilogues run on the device and match the reference;
-// the placement shows them on cuda. What the claim refuses runs on the CPU and matches too.
+// reshape) [+ add(residual)] + activation into the fused op the claim accepts; cuDNN's own
+// descriptors give each case the graph's result size; the epilogue kernel of every activation
+// compiles with NVRTC. With a GPU: random convolutions of several shapes (odd sizes, stride,
+// dilation, groups, depthwise, 1x1, batch 2, asymmetric pads, with and without bias) and the
+// fused epilogues (bias, residual, relu through cuDNN, the others through the epilogue kernel)
+// run on the device and match the reference; the placement shows them on cuda. What the claim
+// refuses (bf16) runs on the CPU and matches too.
 //
 // Tolerances: the reference sums in double and rounds once; cuDNN sums in f32 in its own order
 // (implicit GEMM tiles, split over channels and taps), so f32 results differ by rounding errors
