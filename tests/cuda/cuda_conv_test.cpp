@@ -51,7 +51,9 @@ struct ConvCase {
   int64_t groups = 1;
   std::string name;
   int64_t k() const { return w[1] * w[2] * w[3]; }
-  Attrs attrs() const { return {{"stride", stride}, {"pad", pad}, {"dilation", dilation}, {"groups", groups}}; }
+  Attrs attrs() const {
+    return {{"stride", stride}, {"pad", pad}, {"dilation", dilation}, {"groups", groups}};
+  }
 };
 
 // The brief's cases: odd sizes, pad, stride, dilation, groups, depthwise, 1x1, batch 2.
@@ -79,9 +81,11 @@ Expected<Graph> conv_graph(DType d, const ConvCase& c, bool bias) {
 
 // The unfused form fusion turns into fused_conv_bias_act: conv2d, add(reshape(b, [1,O,1,1])),
 // optionally add(residual "r"), then `activation` (its name in the epilogue, or "none").
-Expected<Graph> conv_bias_act_graph(DType d, const ConvCase& c, bool residual, const std::string& activation) {
+Expected<Graph> conv_bias_act_graph(DType d, const ConvCase& c, bool residual,
+                                    const std::string& activation) {
   GraphBuilder g("conv_bias_act");
-  ValueId y = g.op(Op::Conv2d, {g.input("x", d, make_shape(c.x)), g.input("w", d, make_shape(c.w))}, c.attrs());
+  ValueId y =
+      g.op(Op::Conv2d, {g.input("x", d, make_shape(c.x)), g.input("w", d, make_shape(c.w))}, c.attrs());
   y = g.add(y, g.reshape(g.input("b", d, make_shape({c.w[0]})), make_shape({1, c.w[0], 1, 1})));
   if (residual) y = g.add(y, g.input("r", d, g.type(y).shape));
   if (activation == "relu") y = g.relu(y);
@@ -99,7 +103,8 @@ Expected<Graph> conv_bias_act_graph(DType d, const ConvCase& c, bool residual, c
 }
 
 // The fused op written directly: x, w[, b][, r] with `act`.
-Expected<Graph> fused_graph(DType d, const Shape& x, const Shape& w, bool bias, std::optional<Shape> residual, Attrs attrs) {
+Expected<Graph> fused_graph(DType d, const Shape& x, const Shape& w, bool bias, std::optional<Shape> residual,
+                            Attrs attrs) {
   GraphBuilder g("fused");
   std::vector<ValueId> in = {g.input("x", d, x), g.input("w", d, w)};
   if (bias) in.push_back(g.input("b", d, Shape{w[0]}));
@@ -137,7 +142,8 @@ std::string backend_of(const Executable& exe, Op op) {
 }
 
 bool cudnn_shipped() {
-  for (std::string dir : {std::string("/usr/local/cuda/lib64"), std::string(std::getenv("CUDA_HOME") ? std::getenv("CUDA_HOME") : "") + "/lib64"}) {
+  for (std::string dir : {std::string("/usr/local/cuda/lib64"),
+                          std::string(std::getenv("CUDA_HOME") ? std::getenv("CUDA_HOME") : "") + "/lib64"}) {
     if (std::filesystem::exists(dir + "/libcudnn.so.9")) return true;
   }
   return false;
@@ -179,16 +185,20 @@ TEST(CudaConv, CudnnDescriptorsGiveTheGraphsResultSize) {
     ASSERT_TRUE(d.check(d.cudnnCreateTensorDescriptor(&x), "x").is_ok());
     ASSERT_TRUE(d.check(d.cudnnCreateFilterDescriptor(&w), "w").is_ok());
     ASSERT_TRUE(d.check(d.cudnnCreateConvolutionDescriptor(&conv), "conv").is_ok());
-    EXPECT_TRUE(d.check(d.cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(c.x[0]), int(c.x[1]), int(c.x[2]), int(c.x[3])),
+    EXPECT_TRUE(d.check(d.cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(c.x[0]),
+                                                     int(c.x[1]), int(c.x[2]), int(c.x[3])),
                         "x")
                     .is_ok());
-    EXPECT_TRUE(d.check(d.cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, int(c.w[0]), int(c.w[1]), int(c.w[2]), int(c.w[3])),
+    EXPECT_TRUE(d.check(d.cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, int(c.w[0]),
+                                                     int(c.w[1]), int(c.w[2]), int(c.w[3])),
                         "w")
                     .is_ok());
-    EXPECT_TRUE(d.check(d.cudnnSetConvolution2dDescriptor(conv, int(c.pad[0]), int(c.pad[1]), int(c.stride[0]), int(c.stride[1]),
-                                                          int(c.dilation[0]), int(c.dilation[1]), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-                        "conv")
-                    .is_ok());
+    EXPECT_TRUE(
+        d.check(d.cudnnSetConvolution2dDescriptor(conv, int(c.pad[0]), int(c.pad[1]), int(c.stride[0]),
+                                                  int(c.stride[1]), int(c.dilation[0]), int(c.dilation[1]),
+                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                "conv")
+            .is_ok());
     EXPECT_TRUE(d.check(d.cudnnSetConvolutionGroupCount(conv, int(c.groups)), "groups").is_ok());
     EXPECT_TRUE(d.check(d.cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH), "math").is_ok());
     int n = 0, o = 0, h = 0, wd = 0;
@@ -212,11 +222,13 @@ TEST(CudaConv, ClaimAcceptsWhatCudnnComputes) {
     const Shape x = {Dim::symbol("N"), 8, Dim::symbol("H"), Dim::symbol("W")}, w = {16, 8, 3, 3};
     const Shape y = {Dim::symbol("N"), 16, Dim::symbol("H"), Dim::symbol("W")};
     const Attrs pad1{{"pad", std::vector<int64_t>{1, 1, 1, 1}}};
-    for (const char* act : {"none", "relu", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh", "hardswish", "hardsigmoid", "leaky_relu", "clip"}) {
+    for (const char* act : {"none", "relu", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh", "hardswish",
+                            "hardsigmoid", "leaky_relu", "clip"}) {
       Attrs a = pad1;
       a.set("act", std::string(act));
       for (bool bias : {false, true}) {
-        EXPECT_TRUE(claim_of(fused_graph(d, x, w, bias, std::nullopt, a), Op::FusedConvBiasAct).yes) << act << bias;
+        EXPECT_TRUE(claim_of(fused_graph(d, x, w, bias, std::nullopt, a), Op::FusedConvBiasAct).yes)
+            << act << bias;
         Claim r = claim_of(fused_graph(d, x, w, bias, y, a), Op::FusedConvBiasAct);
         EXPECT_TRUE(r.yes) << act << " " << bias << ": " << r.reason;
       }
@@ -232,7 +244,8 @@ TEST(CudaConv, ClaimRefusesWithTheReason) {
     EXPECT_NE(c.reason.find(why), std::string::npos) << c.reason;
   };
   const ConvCase c = conv_cases()[0];
-  for (DType d : {DType::F64, DType::BF16}) expect_refused(conv_graph(d, c, true), Op::Conv2d, "runs f32 and f16");
+  for (DType d : {DType::F64, DType::BF16})
+    expect_refused(conv_graph(d, c, true), Op::Conv2d, "runs f32 and f16");
   // The blocked layout.
   {
     Expected<Graph> g = conv_graph(DType::F32, c, false);
@@ -250,7 +263,9 @@ TEST(CudaConv, ClaimRefusesWithTheReason) {
   // Asymmetric pads on run-time sizes: the result size is not known at the claim.
   {
     GraphBuilder g("dynamic");
-    g.output(g.op(Op::Conv2d, {g.input("x", DType::F32, {1, 3, Dim::symbol("H"), 19}), g.input("w", DType::F32, make_shape({4, 3, 3, 3}))},
+    g.output(g.op(Op::Conv2d,
+                  {g.input("x", DType::F32, {1, 3, Dim::symbol("H"), 19}),
+                   g.input("w", DType::F32, make_shape({4, 3, 3, 3}))},
                   {{"pad", std::vector<int64_t>{0, 1, 1, 1}}}));
     expect_refused(g.build(), Op::Conv2d, "cuDNN pads both sides alike");
   }
@@ -275,7 +290,8 @@ TEST(CudaConv, FusionForCudaProducesTheFusedOpTheClaimAccepts) {
         ASSERT_TRUE(g) << g.status().message();
         Expected<Graph> fused = Fuse(FusionTarget::Cuda, claim_table_of(FusionTarget::Cuda)).run(*g);
         ASSERT_TRUE(fused) << fused.status().message();
-        const Node* n = find_node(*fused, Op::Conv2d) ? find_node(*fused, Op::Conv2d) : find_node(*fused, Op::FusedConvBiasAct);
+        const Node* n = find_node(*fused, Op::Conv2d) ? find_node(*fused, Op::Conv2d)
+                                                      : find_node(*fused, Op::FusedConvBiasAct);
         ASSERT_NE(n, nullptr) << print_graph(*fused);
         EXPECT_EQ(testing::count_op(*fused, Op::FusedConvBiasAct), 1u) << print_graph(*fused);
         EXPECT_EQ(testing::count_op(*fused, Op::Conv2d), 0u) << print_graph(*fused);
@@ -289,13 +305,15 @@ TEST(CudaConv, FusionForCudaProducesTheFusedOpTheClaimAccepts) {
 TEST(CudaConv, EpilogueKernelCompilesWithNvrtc) {
   if (Expected<std::string> v = cuda::nvrtc_version(); !v) GTEST_SKIP() << v.status().message();
   for (DType d : {DType::F32, DType::F16}) {
-    const Epilogue epilogues[] = {{EpilogueAct::Sigmoid},       {EpilogueAct::Tanh},     {EpilogueAct::Silu},
-                                  {EpilogueAct::Gelu},          {EpilogueAct::GeluTanh}, {EpilogueAct::HardSwish},
-                                  {EpilogueAct::LeakyRelu, 0.2}, {EpilogueAct::LeakyRelu}, {EpilogueAct::HardSigmoid, 0.3, 0.4},
-                                  {EpilogueAct::Clip, 0.0, 6.0}, {EpilogueAct::Clip},     {EpilogueAct::Clip, std::nullopt, 1.5}};
+    const Epilogue epilogues[] = {
+        {EpilogueAct::Sigmoid},        {EpilogueAct::Tanh},      {EpilogueAct::Silu},
+        {EpilogueAct::Gelu},           {EpilogueAct::GeluTanh},  {EpilogueAct::HardSwish},
+        {EpilogueAct::LeakyRelu, 0.2}, {EpilogueAct::LeakyRelu}, {EpilogueAct::HardSigmoid, 0.3, 0.4},
+        {EpilogueAct::Clip, 0.0, 6.0}, {EpilogueAct::Clip},      {EpilogueAct::Clip, std::nullopt, 1.5}};
     for (const Epilogue& e : epilogues) {
       ASSERT_TRUE(cuda::conv_epilogue_supports(e.act));
-      const std::string name = "conv_epilogue_" + std::string(dtype_name(d)) + "_" + std::string(epilogue_act_name(e.act)) + ".cu";
+      const std::string name =
+          "conv_epilogue_" + std::string(dtype_name(d)) + "_" + std::string(epilogue_act_name(e.act)) + ".cu";
       Expected<std::string> cubin = cuda::compile_cubin(cuda::conv_epilogue_source(d, e), name, 90);
       ASSERT_TRUE(cubin) << name << ": " << cubin.status().message();
       EXPECT_GT(cubin->size(), 1000u);
@@ -306,7 +324,8 @@ TEST(CudaConv, EpilogueKernelCompilesWithNvrtc) {
   EXPECT_FALSE(cuda::conv_epilogue_supports(EpilogueAct::Relu));
   // Parameters are written exactly; a missing clip bound is unbounded.
   const std::string clip = cuda::conv_epilogue_source(DType::F32, {EpilogueAct::Clip, 0.0, std::nullopt});
-  EXPECT_NE(clip.find("fb_clip(t, __uint_as_float(0x00000000u), __uint_as_float(0x7f800000u))"), std::string::npos);
+  EXPECT_NE(clip.find("fb_clip(t, __uint_as_float(0x00000000u), __uint_as_float(0x7f800000u))"),
+            std::string::npos);
 }
 
 // ---- on the device -------------------------------------------------------------------------
@@ -314,7 +333,8 @@ TEST(CudaConv, EpilogueKernelCompilesWithNvrtc) {
 // Compiles `g` for the reference (unfused) and for the cuda target, checks where `op` runs,
 // then runs both twice on random inputs (two seeds: a second run must not see the first's
 // results) and compares with `tol`.
-void expect_device_matches_reference(const Graph& g, Op op, const std::string& expected_backend, Tolerance tol,
+void expect_device_matches_reference(const Graph& g, Op op, const std::string& expected_backend,
+                                     Tolerance tol,
                                      const std::map<std::string, std::vector<int64_t>>& shapes) {
   Session session;
   CompileOptions ref;
@@ -326,12 +346,14 @@ void expect_device_matches_reference(const Graph& g, Op op, const std::string& e
   Expected<Executable> got_exe = session.compile(g, dev);
   ASSERT_TRUE(want_exe) << want_exe.status().message();
   ASSERT_TRUE(got_exe) << got_exe.status().message();
-  EXPECT_EQ(backend_of(*got_exe, op), expected_backend) << got_exe->placement().summary() << "\n" << print_graph(got_exe->graph());
+  EXPECT_EQ(backend_of(*got_exe, op), expected_backend) << got_exe->placement().summary() << "\n"
+                                                        << print_graph(got_exe->graph());
   const DType d = g.type(g.inputs()[0]).dtype;
   for (uint64_t seed : {1u, 2u}) {
     NamedArrays in;
     uint64_t k = 0;
-    for (const auto& [name, shape] : shapes) in[name] = testing::random_array(d, shape, seed * 100 + k++, -1.0, 1.0);
+    for (const auto& [name, shape] : shapes)
+      in[name] = testing::random_array(d, shape, seed * 100 + k++, -1.0, 1.0);
     Expected<std::vector<Array>> want = want_exe->run(in), got = got_exe->run(in);
     ASSERT_TRUE(want) << want.status().message();
     ASSERT_TRUE(got) << got.status().message();
@@ -377,8 +399,8 @@ TEST(CudaConv, FusedEpiloguesFromFusionMatchTheReference) {
           const cuda::ConvRuns after = cuda::conv_runs();
           EXPECT_EQ(after.fused + after.separate - before.fused - before.separate, 2u);
           if (std::string(act) == "relu" && after.fused == before.fused) {
-            std::cout << "  cudnnConvolutionBiasActivationForward not supported, ran separately: " << dtype_name(d) << " "
-                      << c.name << (residual ? " residual" : "") << "\n";
+            std::cout << "  cudnnConvolutionBiasActivationForward not supported, ran separately: "
+                      << dtype_name(d) << " " << c.name << (residual ? " residual" : "") << "\n";
           }
         }
       }
@@ -394,7 +416,8 @@ TEST(CudaConv, EveryEpilogueActivationMatchesTheReference) {
   for (DType d : {DType::F32, DType::F16}) {
     for (size_t i : {size_t(0), size_t(3), size_t(4)}) {
       const ConvCase& c = cases[i];
-      for (const char* act : {"sigmoid", "tanh", "silu", "gelu", "gelu_tanh", "hardswish", "hardsigmoid", "leaky_relu", "clip"}) {
+      for (const char* act : {"sigmoid", "tanh", "silu", "gelu", "gelu_tanh", "hardswish", "hardsigmoid",
+                              "leaky_relu", "clip"}) {
         SCOPED_TRACE(std::string(dtype_name(d)) + " " + c.name + " " + act);
         Expected<Graph> g = conv_bias_act_graph(d, c, true, act);
         ASSERT_TRUE(g) << g.status().message();
@@ -412,7 +435,8 @@ TEST(CudaConv, RefusedConvRunsOnTheCpu) {
   Expected<Graph> g = conv_graph(DType::BF16, c, true);
   ASSERT_TRUE(g) << g.status().message();
   const double growth = std::sqrt(double(c.k()));
-  expect_device_matches_reference(*g, Op::Conv2d, "cpu", {1.6e-2, 8e-3 * growth}, {{"x", c.x}, {"w", c.w}, {"b", {c.w[0]}}});
+  expect_device_matches_reference(*g, Op::Conv2d, "cpu", {1.6e-2, 8e-3 * growth},
+                                  {{"x", c.x}, {"w", c.w}, {"b", {c.w[0]}}});
 }
 
 // Constant weights are operands like any other.
@@ -420,12 +444,16 @@ TEST(CudaConv, ConstantWeightsMatchTheReference) {
   if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
   const ConvCase c = conv_cases()[3];
   GraphBuilder b("const_w");
-  ValueId y = b.op(Op::Conv2d, {b.input("x", DType::F32, make_shape(c.x)), b.constant(testing::random_array(DType::F32, c.w, 7, -1, 1))},
+  ValueId y = b.op(Op::Conv2d,
+                   {b.input("x", DType::F32, make_shape(c.x)),
+                    b.constant(testing::random_array(DType::F32, c.w, 7, -1, 1))},
                    c.attrs());
-  b.output(b.relu(b.add(y, b.reshape(b.constant(testing::random_array(DType::F32, {c.w[0]}, 8, -1, 1)), make_shape({1, c.w[0], 1, 1})))));
+  b.output(b.relu(b.add(y, b.reshape(b.constant(testing::random_array(DType::F32, {c.w[0]}, 8, -1, 1)),
+                                     make_shape({1, c.w[0], 1, 1})))));
   Expected<Graph> g = b.build();
   ASSERT_TRUE(g) << g.status().message();
-  expect_device_matches_reference(*g, Op::FusedConvBiasAct, "cuda", tolerance(DType::F32, c.k()), {{"x", c.x}});
+  expect_device_matches_reference(*g, Op::FusedConvBiasAct, "cuda", tolerance(DType::F32, c.k()),
+                                  {{"x", c.x}});
 }
 
 // One executable, several sizes (symbolic batch and spatial sizes): each run makes or reuses the
@@ -434,7 +462,8 @@ TEST(CudaConv, OneExecutableRunsNewSizes) {
   if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
   const Shape x = {Dim::symbol("N"), 6, Dim::symbol("H"), Dim::symbol("W")}, w = make_shape({10, 6, 3, 3});
   const Shape y = {Dim::symbol("N"), 10, Dim::symbol("H"), Dim::symbol("W")};
-  Expected<Graph> g = fused_graph(DType::F32, x, w, true, y, {{"pad", std::vector<int64_t>{1, 1, 1, 1}}, {"act", std::string("relu")}});
+  Expected<Graph> g = fused_graph(DType::F32, x, w, true, y,
+                                  {{"pad", std::vector<int64_t>{1, 1, 1, 1}}, {"act", std::string("relu")}});
   ASSERT_TRUE(g) << g.status().message();
   Session session;
   CompileOptions ref;
@@ -449,10 +478,11 @@ TEST(CudaConv, OneExecutableRunsNewSizes) {
   uint64_t seed = 0;
   for (std::vector<int64_t> size : {std::vector<int64_t>{2, 13, 9}, {1, 1, 1}, {3, 32, 31}, {2, 13, 9}}) {
     SCOPED_TRACE(shape_to_string(make_shape(size)));
-    NamedArrays in = {{"x", testing::random_array(DType::F32, {size[0], 6, size[1], size[2]}, ++seed, -1, 1)},
-                      {"w", testing::random_array(DType::F32, {10, 6, 3, 3}, ++seed, -1, 1)},
-                      {"b", testing::random_array(DType::F32, {10}, ++seed, -1, 1)},
-                      {"r", testing::random_array(DType::F32, {size[0], 10, size[1], size[2]}, ++seed, -1, 1)}};
+    NamedArrays in = {
+        {"x", testing::random_array(DType::F32, {size[0], 6, size[1], size[2]}, ++seed, -1, 1)},
+        {"w", testing::random_array(DType::F32, {10, 6, 3, 3}, ++seed, -1, 1)},
+        {"b", testing::random_array(DType::F32, {10}, ++seed, -1, 1)},
+        {"r", testing::random_array(DType::F32, {size[0], 10, size[1], size[2]}, ++seed, -1, 1)}};
     Expected<std::vector<Array>> want = want_exe->run(in), got = got_exe->run(in);
     ASSERT_TRUE(want && got) << got.status().message();
     const Tolerance tol = tolerance(DType::F32, 54);

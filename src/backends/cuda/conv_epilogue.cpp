@@ -27,12 +27,18 @@ std::string float_literal(double v) {
 // The expression computing the activation of float t, or "" for none and relu.
 std::string act_expression(const Epilogue& e) {
   switch (e.act) {
-    case EpilogueAct::Sigmoid: return "fb_sigmoid(t)";
-    case EpilogueAct::Tanh: return "fb_tanh(t)";
-    case EpilogueAct::Silu: return "fb_silu(t)";
-    case EpilogueAct::Gelu: return "fb_gelu(t)";
-    case EpilogueAct::GeluTanh: return "fb_gelu_tanh(t)";
-    case EpilogueAct::HardSwish: return "fb_hardswish(t)";
+    case EpilogueAct::Sigmoid:
+      return "fb_sigmoid(t)";
+    case EpilogueAct::Tanh:
+      return "fb_tanh(t)";
+    case EpilogueAct::Silu:
+      return "fb_silu(t)";
+    case EpilogueAct::Gelu:
+      return "fb_gelu(t)";
+    case EpilogueAct::GeluTanh:
+      return "fb_gelu_tanh(t)";
+    case EpilogueAct::HardSwish:
+      return "fb_hardswish(t)";
     case EpilogueAct::LeakyRelu: {
       const std::string a = float_literal(e.alpha.value_or(0.01));  // leaky_relu's default slope
       return "(t < 0.0f ? " + a + " * t : t)";
@@ -49,7 +55,8 @@ std::string act_expression(const Epilogue& e) {
       return "fb_clip(" + a + " * t + " + b + ", 0.0f, 1.0f)";
     }
     case EpilogueAct::None:
-    case EpilogueAct::Relu: return "";
+    case EpilogueAct::Relu:
+      return "";
   }
   return "";
 }
@@ -65,10 +72,13 @@ std::string conv_epilogue_source(DType dtype, const Epilogue& e) {
   const bool half = dtype == DType::F16;
   std::string s(prelude_source());
   s += "\ntypedef " + std::string(half ? "u16" : "float") + " S;\n";
-  s += "__device__ __forceinline__ float fb_in(S x) { return " + std::string(half ? "fb_f16_load" : "") + "(x); }\n";
-  s += "__device__ __forceinline__ S fb_out(float x) { return " + std::string(half ? "fb_f16_store" : "") + "(x); }\n";
+  s += "__device__ __forceinline__ float fb_in(S x) { return " + std::string(half ? "fb_f16_load" : "") +
+       "(x); }\n";
+  s += "__device__ __forceinline__ S fb_out(float x) { return " + std::string(half ? "fb_f16_store" : "") +
+       "(x); }\n";
   // A sum of two values rounded to the dtype, as the reference's add rounds its result.
-  s += "__device__ __forceinline__ float fb_sum(float a, float b) { return " + std::string(half ? "fb_f16_round" : "") + "(a + b); }\n";
+  s += "__device__ __forceinline__ float fb_sum(float a, float b) { return " +
+       std::string(half ? "fb_f16_round" : "") + "(a + b); }\n";
   s += R"CUDA(
 __device__ __forceinline__ float fb_clip(float x, float lo, float hi) {
   const float v = x < lo ? lo : x;
@@ -84,18 +94,20 @@ extern "C" __global__ void fb_conv_epilogue(long long total, long long channels,
   return s;
 }
 
-Status run_conv_epilogue(Context& context, const std::string& source, int64_t total, int64_t channels, int64_t plane,
-                         const void* bias, const void* residual, void* y) {
+Status run_conv_epilogue(Context& context, const std::string& source, int64_t total, int64_t channels,
+                         int64_t plane, const void* bias, const void* residual, void* y) {
   if (total == 0) return Status::ok();
   FUSEBOX_ASSIGN_OR_RETURN(CUfunction f, context.function(source, "fb_conv_epilogue"));
   FUSEBOX_RETURN_IF_ERROR(context.make_current());
   long long t = total, c = channels, p = plane;
   void* pointers[] = {const_cast<void*>(bias), const_cast<void*>(residual), y};
   void* args[] = {&t, &c, &p, &pointers[0], &pointers[1], &pointers[2]};
-  const int64_t blocks = std::clamp<int64_t>((total + kThreads - 1) / kThreads, 1, std::max(1, context.multiprocessors()) * int64_t(32));
+  const int64_t blocks = std::clamp<int64_t>((total + kThreads - 1) / kThreads, 1,
+                                             std::max(1, context.multiprocessors()) * int64_t(32));
   const Driver& d = context.driver();
-  return d.check(d.cuLaunchKernel(f, unsigned(blocks), 1, 1, kThreads, 1, 1, 0, context.stream(), args, nullptr),
-                 "launching the convolution's epilogue");
+  return d.check(
+      d.cuLaunchKernel(f, unsigned(blocks), 1, 1, kThreads, 1, 1, 0, context.stream(), args, nullptr),
+      "launching the convolution's epilogue");
 }
 
 }  // namespace fusebox::cuda

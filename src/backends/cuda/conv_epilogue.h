@@ -23,7 +23,7 @@ std::string conv_epilogue_source(DType dtype, const Epilogue& e);
 
 // Enqueues y[n, c, i] = act(y + bias[c] + r[n, c, i]) over `total` elements of NCHW y with
 // `channels` channels of `plane` elements each; bias and r may be null.
-Status run_conv_epilogue(Context& context, const std::string& source, int64_t total, int64_t channels, int64_t plane,
-                         const void* bias, const void* residual, void* y);
+Status run_conv_epilogue(Context& context, const std::string& source, int64_t total, int64_t channels,
+                         int64_t plane, const void* bias, const void* residual, void* y);
 
 }  // namespace fusebox::cuda

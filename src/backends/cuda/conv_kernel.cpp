@@ -36,9 +36,11 @@ Expected<DnnDevice*> dnn_device(Context& context, const Cudnn& dnn) {
   if (auto it = made->find(index); it != made->end()) return &it->second;
   FUSEBOX_RETURN_IF_ERROR(context.make_current());
   cudnnHandle_t handle = nullptr;
-  FUSEBOX_RETURN_IF_ERROR(dnn.check(dnn.cudnnCreate(&handle), "cudnnCreate on " + context.device().to_string()));
+  FUSEBOX_RETURN_IF_ERROR(
+      dnn.check(dnn.cudnnCreate(&handle), "cudnnCreate on " + context.device().to_string()));
   // A CUstream is a cudaStream_t: the runtime and driver share the handle type.
-  FUSEBOX_RETURN_IF_ERROR(dnn.check(dnn.cudnnSetStream(handle, reinterpret_cast<cudaStream_t>(context.stream())), "cudnnSetStream"));
+  FUSEBOX_RETURN_IF_ERROR(dnn.check(
+      dnn.cudnnSetStream(handle, reinterpret_cast<cudaStream_t>(context.stream())), "cudnnSetStream"));
   DnnDevice& d = (*made)[index];
   d.handle = handle;
   return &d;
@@ -49,14 +51,15 @@ struct ConvAttrs {
   std::array<int64_t, 2> stride{1, 1}, dilation{1, 1};
   std::array<int64_t, 4> pad{0, 0, 0, 0};  // top, left, bottom, right
   int64_t groups = 1;
-  Epilogue epilogue;  // act_alpha / act_beta are read only by the activations that have them
+  Epilogue epilogue;             // act_alpha / act_beta are read only by the activations that have them
   int bias = -1, residual = -1;  // operand positions (-1: none)
 };
 
 Expected<ConvAttrs> read_attrs(const Node& n) {
   const std::string what = std::string(n.info().keyword) + " ";
   for (const auto& [name, value] : n.attrs.entries()) {
-    static constexpr std::string_view kKnown[] = {"stride", "pad", "dilation", "groups", "layout", "has_residual", "act", "act_alpha", "act_beta"};
+    static constexpr std::string_view kKnown[] = {"stride",       "pad", "dilation",  "groups",  "layout",
+                                                  "has_residual", "act", "act_alpha", "act_beta"};
     if (std::find(std::begin(kKnown), std::end(kKnown), name) == std::end(kKnown)) {
       return Status::unimplemented(what + "attribute " + name + " is not handled by the cuDNN kernel");
     }
@@ -69,13 +72,15 @@ Expected<ConvAttrs> read_attrs(const Node& n) {
   const std::vector<int64_t>& s = n.attr_i64s("stride");
   const std::vector<int64_t>& p = n.attr_i64s("pad");
   const std::vector<int64_t>& d = n.attr_i64s("dilation");
-  if (s.size() != 2 || p.size() != 4 || d.size() != 2) return Status::unimplemented(what + "with attribute lists of the wrong length");
+  if (s.size() != 2 || p.size() != 4 || d.size() != 2)
+    return Status::unimplemented(what + "with attribute lists of the wrong length");
   a.stride = {s[0], s[1]};
   a.pad = {p[0], p[1], p[2], p[3]};
   a.dilation = {d[0], d[1]};
   a.groups = n.attr_i64("groups");
   for (int64_t v : {s[0], s[1], d[0], d[1], a.groups}) {
-    if (v < 1 || v > INT32_MAX) return Status::unimplemented(what + "with a stride, dilation or group count outside 1..2^31-1");
+    if (v < 1 || v > INT32_MAX)
+      return Status::unimplemented(what + "with a stride, dilation or group count outside 1..2^31-1");
   }
   for (int64_t v : p) {
     if (v < 0 || v > INT32_MAX) return Status::unimplemented(what + "with a negative or huge pad");
@@ -83,19 +88,20 @@ Expected<ConvAttrs> read_attrs(const Node& n) {
   const OperandRoles roles = contraction_roles(n);
   a.bias = roles.bias;
   a.residual = roles.residual;
-  if (n.op == Op::FusedConvBiasAct) {
-    const Epilogue e = epilogue_of_fused(n);
-    // none and relu are cuDNN's; every other activation is conv_epilogue.h's.
-    a.epilogue = e;
-  }
+  // none and relu are cuDNN's; every other activation is conv_epilogue.h's.
+  if (n.op == Op::FusedConvBiasAct) a.epilogue = epilogue_of_fused(n);
   return a;
 }
 
 Expected<cudnnDataType_t> data_type(DType d) {
   switch (d) {
-    case DType::F32: return CUDNN_DATA_FLOAT;
-    case DType::F16: return CUDNN_DATA_HALF;
-    default: return Status::unimplemented(std::string("the cuDNN kernel runs f32 and f16, not ") + std::string(dtype_name(d)));
+    case DType::F32:
+      return CUDNN_DATA_FLOAT;
+    case DType::F16:
+      return CUDNN_DATA_HALF;
+    default:
+      return Status::unimplemented(std::string("the cuDNN kernel runs f32 and f16, not ") +
+                                   std::string(dtype_name(d)));
   }
 }
 
@@ -114,22 +120,30 @@ Status check_claim(const Graph& g, const Node& n) {
   const TensorType& w = g.type(n.inputs[1]);
   const TensorType& y = g.type(n.outputs[0]);
   if (x.rank() != 4 || w.rank() != 4 || y.rank() != 4) {
-    return Status::unimplemented(what + x.to_string() + " * " + w.to_string() + ": the cuDNN kernel runs rank-4 NCHW tensors only");
+    return Status::unimplemented(what + x.to_string() + " * " + w.to_string() +
+                                 ": the cuDNN kernel runs rank-4 NCHW tensors only");
   }
-  if (Expected<cudnnDataType_t> t = data_type(x.dtype); !t) return Status::unimplemented(what + t.status().message());
-  if (w.dtype != x.dtype || y.dtype != x.dtype) return Status::unimplemented(what + "operands of several dtypes");
+  if (Expected<cudnnDataType_t> t = data_type(x.dtype); !t)
+    return Status::unimplemented(what + t.status().message());
+  if (w.dtype != x.dtype || y.dtype != x.dtype)
+    return Status::unimplemented(what + "operands of several dtypes");
   if (a.bias >= 0) {
     const TensorType& b = g.type(n.inputs[size_t(a.bias)]);
     if (b.dtype != x.dtype || b.rank() != 1) {
-      return Status::unimplemented(what + "bias " + b.to_string() + ": the cuDNN kernel takes one value per output channel of " + y.to_string());
+      return Status::unimplemented(what + "bias " + b.to_string() +
+                                   ": the cuDNN kernel takes one value per output channel of " +
+                                   y.to_string());
     }
   }
   if (a.residual >= 0) {
     const TensorType& r = g.type(n.inputs[size_t(a.residual)]);
     // Sizes the graph knows must agree; the others are checked at run time.
     bool same = r.dtype == y.dtype && r.rank() == y.rank();
-    for (size_t i = 0; same && i < size_t(r.rank()); ++i) same = !r.shape[i].is_static() || !y.shape[i].is_static() || r.shape[i] == y.shape[i];
-    if (!same) return Status::unimplemented(what + "residual " + r.to_string() + " is not of the result's type " + y.to_string());
+    for (size_t i = 0; same && i < size_t(r.rank()); ++i)
+      same = !r.shape[i].is_static() || !y.shape[i].is_static() || r.shape[i] == y.shape[i];
+    if (!same)
+      return Status::unimplemented(what + "residual " + r.to_string() + " is not of the result's type " +
+                                   y.to_string());
   }
   // cuDNN pads both sides alike; the bottom and right pads only shape the result, so asymmetric
   // pads are fine where cuDNN's result with the top and left pads on both sides is as large.
@@ -139,10 +153,12 @@ Status check_claim(const Graph& g, const Node& n) {
     const Dim& k = w.shape[size_t(2 + axis)];
     const Dim& out = y.shape[size_t(2 + axis)];
     if (!in.is_static() || !k.is_static() || !out.is_static() ||
-        cudnn_extent(in.value(), a.pad[size_t(axis)], k.value(), a.dilation[size_t(axis)], a.stride[size_t(axis)]) != out.value()) {
-      return Status::unimplemented(what + "with pads [" + std::to_string(a.pad[0]) + "," + std::to_string(a.pad[1]) + "," +
-                                   std::to_string(a.pad[2]) + "," + std::to_string(a.pad[3]) +
-                                   "]: cuDNN pads both sides alike, and these asymmetric pads give another result size");
+        cudnn_extent(in.value(), a.pad[size_t(axis)], k.value(), a.dilation[size_t(axis)],
+                     a.stride[size_t(axis)]) != out.value()) {
+      return Status::unimplemented(
+          what + "with pads [" + std::to_string(a.pad[0]) + "," + std::to_string(a.pad[1]) + "," +
+          std::to_string(a.pad[2]) + "," + std::to_string(a.pad[3]) +
+          "]: cuDNN pads both sides alike, and these asymmetric pads give another result size");
     }
   }
   return Status::ok();
@@ -175,8 +191,13 @@ class ConvKernel final : public Kernel {
  public:
   ConvKernel(std::shared_ptr<Context> context, const Cudnn& dnn, DType dtype, ConvAttrs attrs,
              cudnnActivationDescriptor_t relu, std::string epilogue)
-      : context_(std::move(context)), dnn_(dnn), dtype_(dtype), type_(dtype == DType::F16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT),
-        attrs_(attrs), relu_(relu), epilogue_(std::move(epilogue)) {}
+      : context_(std::move(context)),
+        dnn_(dnn),
+        dtype_(dtype),
+        type_(dtype == DType::F16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT),
+        attrs_(attrs),
+        relu_(relu),
+        epilogue_(std::move(epilogue)) {}
   ~ConvKernel() override {
     for (auto& [key, p] : plans_) {
       for (cudnnTensorDescriptor_t t : {p.x, p.y, p.bias}) {
@@ -214,56 +235,76 @@ Status ConvKernel::make_plan(const Key& k, cudnnHandle_t handle, Plan& p) const 
   FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnCreateTensorDescriptor(&p.y), "cudnnCreateTensorDescriptor"));
   FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnCreateTensorDescriptor(&p.bias), "cudnnCreateTensorDescriptor"));
   FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnCreateFilterDescriptor(&p.w), "cudnnCreateFilterDescriptor"));
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnCreateConvolutionDescriptor(&p.conv), "cudnnCreateConvolutionDescriptor"));
+  FUSEBOX_RETURN_IF_ERROR(
+      d.check(d.cudnnCreateConvolutionDescriptor(&p.conv), "cudnnCreateConvolutionDescriptor"));
   auto i = [&](size_t at) { return int(k[at]); };
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NCHW, type_, i(0), i(1), i(2), i(3)), "input descriptor"));
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnSetFilter4dDescriptor(p.w, type_, CUDNN_TENSOR_NCHW, i(4), i(5), i(6), i(7)), "filter descriptor"));
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NCHW, type_, i(8), i(9), i(10), i(11)), "result descriptor"));
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnSetTensor4dDescriptor(p.bias, CUDNN_TENSOR_NCHW, type_, 1, i(9), 1, 1), "bias descriptor"));
+  FUSEBOX_RETURN_IF_ERROR(
+      d.check(d.cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NCHW, type_, i(0), i(1), i(2), i(3)),
+              "input descriptor"));
+  FUSEBOX_RETURN_IF_ERROR(
+      d.check(d.cudnnSetFilter4dDescriptor(p.w, type_, CUDNN_TENSOR_NCHW, i(4), i(5), i(6), i(7)),
+              "filter descriptor"));
+  FUSEBOX_RETURN_IF_ERROR(
+      d.check(d.cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NCHW, type_, i(8), i(9), i(10), i(11)),
+              "result descriptor"));
+  FUSEBOX_RETURN_IF_ERROR(d.check(
+      d.cudnnSetTensor4dDescriptor(p.bias, CUDNN_TENSOR_NCHW, type_, 1, i(9), 1, 1), "bias descriptor"));
   // f16 operands accumulate in f32 (cuDNN's PSEUDO_HALF_CONFIG), as f32 ones do.
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnSetConvolution2dDescriptor(p.conv, int(attrs_.pad[0]), int(attrs_.pad[1]), int(attrs_.stride[0]),
-                                                                    int(attrs_.stride[1]), int(attrs_.dilation[0]),
-                                                                    int(attrs_.dilation[1]), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-                                  "convolution descriptor"));
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnSetConvolutionGroupCount(p.conv, int(attrs_.groups)), "group count"));
+  FUSEBOX_RETURN_IF_ERROR(d.check(
+      d.cudnnSetConvolution2dDescriptor(p.conv, int(attrs_.pad[0]), int(attrs_.pad[1]), int(attrs_.stride[0]),
+                                        int(attrs_.stride[1]), int(attrs_.dilation[0]),
+                                        int(attrs_.dilation[1]), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+      "convolution descriptor"));
+  FUSEBOX_RETURN_IF_ERROR(
+      d.check(d.cudnnSetConvolutionGroupCount(p.conv, int(attrs_.groups)), "group count"));
   const cudnnMathType_t math = dtype_ == DType::F16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
   FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnSetConvolutionMathType(p.conv, math), "math type"));
 
   // The result cuDNN computes must be the one the graph typed (asymmetric pads, run-time sizes).
   int on = 0, oc = 0, oh = 0, ow = 0;
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnGetConvolution2dForwardOutputDim(p.conv, p.x, p.w, &on, &oc, &oh, &ow), "result size"));
-  const std::vector<int64_t> x(k.begin(), k.begin() + 4), w(k.begin() + 4, k.begin() + 8), y(k.begin() + 8, k.end());
+  FUSEBOX_RETURN_IF_ERROR(
+      d.check(d.cudnnGetConvolution2dForwardOutputDim(p.conv, p.x, p.w, &on, &oc, &oh, &ow), "result size"));
+  const std::vector<int64_t> x(k.begin(), k.begin() + 4), w(k.begin() + 4, k.begin() + 8),
+      y(k.begin() + 8, k.end());
   if (on != k[8] || oc != k[9] || oh != k[10] || ow != k[11]) {
-    return Status::unimplemented("cuDNN's convolution of " + dims_text(x) + " by " + dims_text(w) + " gives [" + std::to_string(on) +
-                                 "," + std::to_string(oc) + "," + std::to_string(oh) + "," + std::to_string(ow) + "], not the result " +
+    return Status::unimplemented("cuDNN's convolution of " + dims_text(x) + " by " + dims_text(w) +
+                                 " gives [" + std::to_string(on) + "," + std::to_string(oc) + "," +
+                                 std::to_string(oh) + "," + std::to_string(ow) + "], not the result " +
                                  dims_text(y) + " (asymmetric pads)");
   }
 
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT] = {};
   int found = 0;
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnGetConvolutionForwardAlgorithm_v7(handle, p.x, p.w, p.conv, p.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                                                           &found, perf),
-                                  "cudnnGetConvolutionForwardAlgorithm_v7"));
+  FUSEBOX_RETURN_IF_ERROR(
+      d.check(d.cudnnGetConvolutionForwardAlgorithm_v7(handle, p.x, p.w, p.conv, p.y,
+                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf),
+              "cudnnGetConvolutionForwardAlgorithm_v7"));
   for (int j = 0; j < found; ++j) {
     const cudnnConvolutionFwdAlgoPerf_t& r = perf[j];
     if (r.status != CUDNN_STATUS_SUCCESS || r.memory > kMaxWorkspaceBytes) continue;
     // FFT and Winograd round in transformed space (conv_kernel.h).
     if (r.algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT || r.algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
-        r.algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD || r.algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED) {
+        r.algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD ||
+        r.algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED) {
       continue;
     }
     // f32 never runs on TF32 tensor cores.
-    if (dtype_ == DType::F32 && (r.mathType == CUDNN_TENSOR_OP_MATH || r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)) continue;
+    if (dtype_ == DType::F32 &&
+        (r.mathType == CUDNN_TENSOR_OP_MATH || r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+      continue;
     size_t bytes = 0;
-    if (d.cudnnGetConvolutionForwardWorkspaceSize(handle, p.x, p.w, p.conv, p.y, r.algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
+    if (d.cudnnGetConvolutionForwardWorkspaceSize(handle, p.x, p.w, p.conv, p.y, r.algo, &bytes) !=
+        CUDNN_STATUS_SUCCESS)
+      continue;
     if (bytes > kMaxWorkspaceBytes) continue;
     p.algo = r.algo;
     p.workspace = bytes;
     return Status::ok();
   }
-  return Status::unimplemented("cuDNN has no GEMM-based or direct algorithm for the " + std::string(dtype_name(dtype_)) +
-                               " convolution of " + dims_text(x) + " by " + dims_text(w) + " with at most " +
-                               std::to_string(kMaxWorkspaceBytes >> 20) + " MiB of workspace");
+  return Status::unimplemented("cuDNN has no GEMM-based or direct algorithm for the " +
+                               std::string(dtype_name(dtype_)) + " convolution of " + dims_text(x) + " by " +
+                               dims_text(w) + " with at most " + std::to_string(kMaxWorkspaceBytes >> 20) +
+                               " MiB of workspace");
 }
 
 Expected<Plan*> ConvKernel::plan(const Key& key, cudnnHandle_t handle) const {
@@ -293,18 +334,25 @@ Status ConvKernel::run(Stream&, std::span<const BufferView> in, std::span<const 
   FUSEBOX_CHECK(x.shape.size() == 4 && w.shape.size() == 4 && y.shape.size() == 4) << "cuda conv ranks";
   if (y.numel() == 0) return Status::ok();
   if (x.numel() == 0 || w.numel() == 0) {
-    return Status::unimplemented("cuDNN does not convolve an empty input " + dims_text(x.shape) + " by " + dims_text(w.shape));
+    return Status::unimplemented("cuDNN does not convolve an empty input " + dims_text(x.shape) + " by " +
+                                 dims_text(w.shape));
   }
   for (const BufferView* b : {&x, &w, &y, bias, residual}) {
     if (!b) continue;
-    if (!dense(*b)) return Status::unimplemented("the cuDNN kernel reads dense tensors, not " + dims_text(b->shape) + " with strides " + dims_text(b->strides));
-    if (b->numel() > INT32_MAX) return Status::unimplemented("cuDNN's 4-D descriptors count elements in int32; " + dims_text(b->shape) + " has more");
+    if (!dense(*b))
+      return Status::unimplemented("the cuDNN kernel reads dense tensors, not " + dims_text(b->shape) +
+                                   " with strides " + dims_text(b->strides));
+    if (b->numel() > INT32_MAX)
+      return Status::unimplemented("cuDNN's 4-D descriptors count elements in int32; " + dims_text(b->shape) +
+                                   " has more");
   }
   if (residual && residual->shape != y.shape) {
-    return Status::unimplemented("a residual " + dims_text(residual->shape) + " added to the result " + dims_text(y.shape));
+    return Status::unimplemented("a residual " + dims_text(residual->shape) + " added to the result " +
+                                 dims_text(y.shape));
   }
   if (bias && bias->numel() != y.shape[1]) {
-    return Status::unimplemented("a bias of " + std::to_string(bias->numel()) + " values over " + std::to_string(y.shape[1]) + " output channels");
+    return Status::unimplemented("a bias of " + std::to_string(bias->numel()) + " values over " +
+                                 std::to_string(y.shape[1]) + " output channels");
   }
   Key key;
   for (size_t i = 0; i < 4; ++i) {
@@ -323,38 +371,45 @@ Status ConvKernel::run(Stream&, std::span<const BufferView> in, std::span<const 
 
   const Cudnn& d = dnn_;
   const float one = 1.0f, zero = 0.0f;  // f32 scales for f32 and f16 data alike
-  const std::string what = std::string(dtype_name(dtype_)) + " convolution of " + dims_text(x.shape) + " by " + dims_text(w.shape);
+  const std::string what =
+      std::string(dtype_name(dtype_)) + " convolution of " + dims_text(x.shape) + " by " + dims_text(w.shape);
   if (attrs_.epilogue.act == EpilogueAct::Relu && bias && !p->fused_unsupported) {
     // y = relu(conv + alpha2 z + bias); without a residual z is y itself, scaled by 0.
     const void* z = residual ? residual->data : y.data;
-    const cudnnStatus_t s = d.cudnnConvolutionBiasActivationForward(dev->handle, &one, p->x, x.data, p->w, w.data, p->conv, p->algo,
-                                                                    workspace.get(), p->workspace, residual ? &one : &zero, p->y, z,
-                                                                    p->bias, bias->data, relu_, p->y, y.data);
+    const cudnnStatus_t s = d.cudnnConvolutionBiasActivationForward(
+        dev->handle, &one, p->x, x.data, p->w, w.data, p->conv, p->algo, workspace.get(), p->workspace,
+        residual ? &one : &zero, p->y, z, p->bias, bias->data, relu_, p->y, y.data);
     if (s == CUDNN_STATUS_SUCCESS) {
       ++fused_runs;
       return Status::ok();
     }
     p->fused_unsupported = true;  // the separate calls below compute the same
   }
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnConvolutionForward(dev->handle, &one, p->x, x.data, p->w, w.data, p->conv, p->algo, workspace.get(),
-                                                            p->workspace, &zero, p->y, y.data),
-                                  "cudnnConvolutionForward (" + what + ")"));
+  FUSEBOX_RETURN_IF_ERROR(
+      d.check(d.cudnnConvolutionForward(dev->handle, &one, p->x, x.data, p->w, w.data, p->conv, p->algo,
+                                        workspace.get(), p->workspace, &zero, p->y, y.data),
+              "cudnnConvolutionForward (" + what + ")"));
   if (!epilogue_.empty()) {
-    FUSEBOX_RETURN_IF_ERROR(run_conv_epilogue(*context_, epilogue_, y.numel(), y.shape[1], y.shape[2] * y.shape[3],
-                                              bias ? bias->data : nullptr, residual ? residual->data : nullptr, y.data));
+    FUSEBOX_RETURN_IF_ERROR(run_conv_epilogue(*context_, epilogue_, y.numel(), y.shape[1],
+                                              y.shape[2] * y.shape[3], bias ? bias->data : nullptr,
+                                              residual ? residual->data : nullptr, y.data));
     ++separate_runs;
     return Status::ok();
   }
   if (bias) {
-    FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnAddTensor(dev->handle, &one, p->bias, bias->data, &one, p->y, y.data), "adding the bias (" + what + ")"));
+    FUSEBOX_RETURN_IF_ERROR(
+        d.check(d.cudnnAddTensor(dev->handle, &one, p->bias, bias->data, &one, p->y, y.data),
+                "adding the bias (" + what + ")"));
   }
   if (residual) {
     FUSEBOX_RETURN_IF_ERROR(
-        d.check(d.cudnnAddTensor(dev->handle, &one, p->y, residual->data, &one, p->y, y.data), "adding the residual (" + what + ")"));
+        d.check(d.cudnnAddTensor(dev->handle, &one, p->y, residual->data, &one, p->y, y.data),
+                "adding the residual (" + what + ")"));
   }
   if (attrs_.epilogue.act == EpilogueAct::Relu) {
     FUSEBOX_RETURN_IF_ERROR(
-        d.check(d.cudnnActivationForward(dev->handle, relu_, &one, p->y, y.data, &zero, p->y, y.data), "relu (" + what + ")"));
+        d.check(d.cudnnActivationForward(dev->handle, relu_, &one, p->y, y.data, &zero, p->y, y.data),
+                "relu (" + what + ")"));
   }
   ++separate_runs;
   return Status::ok();
@@ -371,7 +426,8 @@ Claim claim_conv(const Graph& g, const Node& n) {
   return Claim::accept();
 }
 
-Expected<std::shared_ptr<const Kernel>> make_conv_kernel(std::shared_ptr<Context> context, const Graph& g, const Node& n) {
+Expected<std::shared_ptr<const Kernel>> make_conv_kernel(std::shared_ptr<Context> context, const Graph& g,
+                                                         const Node& n) {
   FUSEBOX_RETURN_IF_ERROR(check_claim(g, n));
   FUSEBOX_ASSIGN_OR_RETURN(const Cudnn* dnn, cudnn());
   FUSEBOX_ASSIGN_OR_RETURN(ConvAttrs attrs, read_attrs(n));
@@ -380,8 +436,11 @@ Expected<std::shared_ptr<const Kernel>> make_conv_kernel(std::shared_ptr<Context
   FUSEBOX_RETURN_IF_ERROR(dnn_device(*context, *dnn).status());
   cudnnActivationDescriptor_t relu = nullptr;
   if (attrs.epilogue.act == EpilogueAct::Relu) {
-    FUSEBOX_RETURN_IF_ERROR(dnn->check(dnn->cudnnCreateActivationDescriptor(&relu), "cudnnCreateActivationDescriptor"));
-    Status s = dnn->check(dnn->cudnnSetActivationDescriptor(relu, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0), "relu descriptor");
+    FUSEBOX_RETURN_IF_ERROR(
+        dnn->check(dnn->cudnnCreateActivationDescriptor(&relu), "cudnnCreateActivationDescriptor"));
+    Status s =
+        dnn->check(dnn->cudnnSetActivationDescriptor(relu, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0),
+                   "relu descriptor");
     if (!s.is_ok()) {
       dnn->cudnnDestroyActivationDescriptor(relu);
       return s;
@@ -396,7 +455,8 @@ Expected<std::shared_ptr<const Kernel>> make_conv_kernel(std::shared_ptr<Context
       return f.status();
     }
   }
-  return std::shared_ptr<const Kernel>(std::make_shared<ConvKernel>(std::move(context), *dnn, dtype, attrs, relu, std::move(epilogue)));
+  return std::shared_ptr<const Kernel>(
+      std::make_shared<ConvKernel>(std::move(context), *dnn, dtype, attrs, relu, std::move(epilogue)));
 }
 
 }  // namespace fusebox::cuda

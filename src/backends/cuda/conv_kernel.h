@@ -36,7 +36,8 @@ namespace fusebox::cuda {
 Claim claim_conv(const Graph& g, const Node& n);
 
 // The kernel of a node claim_conv accepted.
-Expected<std::shared_ptr<const Kernel>> make_conv_kernel(std::shared_ptr<Context> context, const Graph& g, const Node& n);
+Expected<std::shared_ptr<const Kernel>> make_conv_kernel(std::shared_ptr<Context> context, const Graph& g,
+                                                         const Node& n);
 
 // Convolutions run so far in this process, by way (tests check which one ran).
 struct ConvRuns {

@@ -23,7 +23,8 @@ Expected<Cudnn> load() {
 #undef FUSEBOX_CUDNN_RESOLVE
   // libcudnn.so names no version of its own: an older cuDNN has other entry points and rules.
   if (const size_t v = dnn.cudnnGetVersion(); v < 90000) {
-    return Status::unimplemented(std::string(kWhat) + " " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) +
+    return Status::unimplemented(std::string(kWhat) + " " + std::to_string(v / 10000) + "." +
+                                 std::to_string(v / 100 % 100) +
                                  " was loaded; fusebox needs cuDNN 9 (libcudnn.so.9)");
   }
   return dnn;
