@@ -25,7 +25,7 @@
 #include "backends/cuda/conv_epilogue.h"
 #include "backends/cuda/conv_kernel.h"
 #include "backends/cuda/cuda_backend.h"
-#include "backends/cuda/cudnn.h"
+#include "backends/cuda/cudnn.h"  // empty without FUSEBOX_HAVE_CUDNN
 #include "backends/cuda/nvrtc.h"
 #include "fusion/fuse.h"
 #include "ir/builder.h"
@@ -44,6 +44,22 @@ Tolerance tolerance(DType d, int64_t k) {
   if (d == DType::F32) return {1e-4, 1e-5 * growth};
   return {2e-3, 1e-3 * growth};
 }
+
+// Whether cuDNN is usable here: its headers were found at build time and the library loads.
+Status cudnn_status() {
+#ifdef FUSEBOX_HAVE_CUDNN
+  return cuda::cudnn().status();
+#else
+  return Status::unimplemented("this build has no cuDNN headers");
+#endif
+}
+
+// Skips a device test without a GPU, or without cuDNN, with the reason.
+#define SKIP_WITHOUT_DEVICE_CUDNN()                                                 \
+  do {                                                                              \
+    if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message(); \
+    if (Status s = cudnn_status(); !s.is_ok()) GTEST_SKIP() << s.message();         \
+  } while (0)
 
 struct ConvCase {
   std::vector<int64_t> x, w;  // NCHW input, OIHW weights (I = C / groups)
@@ -141,6 +157,7 @@ std::string backend_of(const Executable& exe, Op op) {
   return "absent";
 }
 
+#ifdef FUSEBOX_HAVE_CUDNN
 bool cudnn_shipped() {
   for (std::string dir : {std::string("/usr/local/cuda/lib64"),
                           std::string(std::getenv("CUDA_HOME") ? std::getenv("CUDA_HOME") : "") + "/lib64"}) {
@@ -211,8 +228,17 @@ TEST(CudaConv, CudnnDescriptorsGiveTheGraphsResultSize) {
   }
 }
 
+#else
+TEST(CudaConv, WithoutCudnnHeadersTheClaimSaysWhy) {
+  Claim c = claim_of(conv_graph(DType::F32, conv_cases()[0], true), Op::Conv2d);
+  EXPECT_FALSE(c);
+  EXPECT_NE(c.reason.find("cudnn.h"), std::string::npos) << c.reason;
+}
+
+#endif
+
 TEST(CudaConv, ClaimAcceptsWhatCudnnComputes) {
-  if (Expected<const cuda::Cudnn*> dnn = cuda::cudnn(); !dnn) GTEST_SKIP() << dnn.status().message();
+  if (Status s = cudnn_status(); !s.is_ok()) GTEST_SKIP() << s.message();
   for (DType d : {DType::F32, DType::F16}) {
     SCOPED_TRACE(std::string(dtype_name(d)));
     for (const ConvCase& c : conv_cases()) {
@@ -237,7 +263,7 @@ TEST(CudaConv, ClaimAcceptsWhatCudnnComputes) {
 }
 
 TEST(CudaConv, ClaimRefusesWithTheReason) {
-  if (Expected<const cuda::Cudnn*> dnn = cuda::cudnn(); !dnn) GTEST_SKIP() << dnn.status().message();
+  if (Status s = cudnn_status(); !s.is_ok()) GTEST_SKIP() << s.message();
   auto expect_refused = [](const Expected<Graph>& g, Op op, const std::string& why) {
     Claim c = claim_of(g, op);
     EXPECT_FALSE(c) << why;
@@ -272,7 +298,7 @@ TEST(CudaConv, ClaimRefusesWithTheReason) {
 }
 
 TEST(CudaConv, FusionForCudaProducesTheFusedOpTheClaimAccepts) {
-  if (Expected<const cuda::Cudnn*> dnn = cuda::cudnn(); !dnn) GTEST_SKIP() << dnn.status().message();
+  if (Status s = cudnn_status(); !s.is_ok()) GTEST_SKIP() << s.message();
   // A lone conv2d (its own bias or none) stays what it is.
   for (bool bias : {false, true}) {
     Expected<Graph> g = conv_graph(DType::F32, conv_cases()[3], bias);
@@ -364,7 +390,7 @@ void expect_device_matches_reference(const Graph& g, Op op, const std::string& e
 std::vector<int64_t> result_dims(const Graph& g) { return static_dims(g.type(g.outputs()[0]).shape); }
 
 TEST(CudaConv, RandomConvsMatchTheReference) {
-  if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
+  SKIP_WITHOUT_DEVICE_CUDNN();
   for (DType d : {DType::F32, DType::F16}) {
     for (const ConvCase& c : conv_cases()) {
       for (bool bias : {false, true}) {
@@ -383,7 +409,7 @@ TEST(CudaConv, RandomConvsMatchTheReference) {
 }
 
 TEST(CudaConv, FusedEpiloguesFromFusionMatchTheReference) {
-  if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
+  SKIP_WITHOUT_DEVICE_CUDNN();
   for (DType d : {DType::F32, DType::F16}) {
     for (const ConvCase& c : conv_cases()) {
       for (bool residual : {false, true}) {
@@ -411,7 +437,7 @@ TEST(CudaConv, FusedEpiloguesFromFusionMatchTheReference) {
 // Every activation the epilogue kernel computes, on a few cases (CUDA's transcendental functions
 // are within 2 ulp of the correctly rounded value: far inside the tolerances).
 TEST(CudaConv, EveryEpilogueActivationMatchesTheReference) {
-  if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
+  SKIP_WITHOUT_DEVICE_CUDNN();
   const std::vector<ConvCase> cases = conv_cases();
   for (DType d : {DType::F32, DType::F16}) {
     for (size_t i : {size_t(0), size_t(3), size_t(4)}) {
@@ -430,7 +456,7 @@ TEST(CudaConv, EveryEpilogueActivationMatchesTheReference) {
 
 // What the claim refuses (bf16) runs on the CPU and still matches.
 TEST(CudaConv, RefusedConvRunsOnTheCpu) {
-  if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
+  SKIP_WITHOUT_DEVICE_CUDNN();
   const ConvCase c = conv_cases()[0];
   Expected<Graph> g = conv_graph(DType::BF16, c, true);
   ASSERT_TRUE(g) << g.status().message();
@@ -441,7 +467,7 @@ TEST(CudaConv, RefusedConvRunsOnTheCpu) {
 
 // Constant weights are operands like any other.
 TEST(CudaConv, ConstantWeightsMatchTheReference) {
-  if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
+  SKIP_WITHOUT_DEVICE_CUDNN();
   const ConvCase c = conv_cases()[3];
   GraphBuilder b("const_w");
   ValueId y = b.op(Op::Conv2d,
@@ -459,7 +485,7 @@ TEST(CudaConv, ConstantWeightsMatchTheReference) {
 // One executable, several sizes (symbolic batch and spatial sizes): each run makes or reuses the
 // descriptors and algorithm of its shapes.
 TEST(CudaConv, OneExecutableRunsNewSizes) {
-  if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
+  SKIP_WITHOUT_DEVICE_CUDNN();
   const Shape x = {Dim::symbol("N"), 6, Dim::symbol("H"), Dim::symbol("W")}, w = make_shape({10, 6, 3, 3});
   const Shape y = {Dim::symbol("N"), 10, Dim::symbol("H"), Dim::symbol("W")};
   Expected<Graph> g = fused_graph(DType::F32, x, w, true, y,

@@ -1,5 +1,7 @@
 #include "backends/cuda/conv_kernel.h"
 
+#ifdef FUSEBOX_HAVE_CUDNN
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -460,3 +462,28 @@ Expected<std::shared_ptr<const Kernel>> make_conv_kernel(std::shared_ptr<Context
 }
 
 }  // namespace fusebox::cuda
+
+#else  // no cuDNN headers in this build: every convolution runs on the CPU
+
+namespace fusebox::cuda {
+
+namespace {
+
+constexpr const char* kNoHeaders =
+    "this build of fusebox found no cuDNN headers (cudnn.h): convolutions run on the CPU; install cuDNN 9's "
+    "headers (the toolkit's, or the nvidia-cudnn wheel's) and configure again";
+
+}  // namespace
+
+ConvRuns conv_runs() { return {}; }
+
+Claim claim_conv(const Graph&, const Node&) { return Claim::refuse(kNoHeaders); }
+
+Expected<std::shared_ptr<const Kernel>> make_conv_kernel(std::shared_ptr<Context>, const Graph&,
+                                                         const Node&) {
+  return Status::unimplemented(kNoHeaders);
+}
+
+}  // namespace fusebox::cuda
+
+#endif  // FUSEBOX_HAVE_CUDNN

@@ -1,5 +1,7 @@
 #include "backends/cuda/cudnn.h"
 
+#ifdef FUSEBOX_HAVE_CUDNN
+
 #include "backends/cuda/loader.h"
 
 namespace fusebox::cuda {
@@ -55,3 +57,5 @@ Expected<const Cudnn*> cudnn() {
 }
 
 }  // namespace fusebox::cuda
+
+#endif  // FUSEBOX_HAVE_CUDNN

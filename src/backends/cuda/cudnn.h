@@ -7,6 +7,10 @@
 // enough for NCHW convolutions with a bias, a residual and a relu fused in one call.
 #pragma once
 
+// FUSEBOX_HAVE_CUDNN: the build found cuDNN's headers (cmake/Optional.cmake); without them the
+// conv kernels refuse every node (conv_kernel.cpp).
+#ifdef FUSEBOX_HAVE_CUDNN
+
 #include <cudnn.h>
 
 #include <string>
@@ -61,3 +65,5 @@ struct Cudnn {
 Expected<const Cudnn*> cudnn();
 
 }  // namespace fusebox::cuda
+
+#endif  // FUSEBOX_HAVE_CUDNN
