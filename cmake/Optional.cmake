@@ -39,6 +39,18 @@ if(FUSEBOX_ENABLE_CUDA AND CUDAToolkit_FOUND AND FUSEBOX_CUDA_INCLUDE)
 else()
   set(FUSEBOX_HAVE_CUDA OFF)
 endif()
+# cuDNN's headers (the conv kernels; libcudnn is loaded at run time): the toolkit's, else those of
+# the cuDNN wheel PyTorch installs. Without them the backend leaves convolutions to the CPU.
+set(FUSEBOX_HAVE_CUDNN OFF)
+if(FUSEBOX_HAVE_CUDA)
+  file(GLOB FUSEBOX_CUDNN_WHEEL_INCLUDES
+       /usr/lib/python3*/*-packages/nvidia/cudnn/include /usr/local/lib/python3*/*-packages/nvidia/cudnn/include
+       /opt/*/.venv/lib/python3*/site-packages/nvidia/cudnn/include /opt/*/lib/python3*/site-packages/nvidia/cudnn/include)
+  find_path(FUSEBOX_CUDNN_INCLUDE cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${FUSEBOX_CUDNN_WHEEL_INCLUDES} NO_DEFAULT_PATH)
+  if(FUSEBOX_CUDNN_INCLUDE)
+    set(FUSEBOX_HAVE_CUDNN ON)
+  endif()
+endif()
 # CPU code generation for fused regions (src/backends/cpu/region_jit.cpp): LLVM 14's ORC JIT
 # from Debian's llvm-14-dev, linked as the one shared libLLVM.
 option(FUSEBOX_ENABLE_LLVM "Generate CPU region code with LLVM when llvm-14-dev is found" ON)
@@ -82,6 +94,7 @@ function(fusebox_report_components)
   fusebox_component("LLVM" FUSEBOX_HAVE_LLVM "llvm-14-dev: generated CPU code for fused regions")
   fusebox_component("oneDNN" FUSEBOX_HAVE_DNNL "libdnnl-dev: fast CPU matmul/conv")
   fusebox_component("CUDA" FUSEBOX_HAVE_CUDA "CUDA toolkit headers: the cuda backend (driver and NVRTC loaded at run time)")
+  fusebox_component("cuDNN" FUSEBOX_HAVE_CUDNN "cuDNN 9 headers: convolutions on the cuda backend (libcudnn loaded at run time)")
   message(STATUS "fusebox optional components:")
   foreach(line ${FUSEBOX_COMPONENTS})
     message(STATUS "  ${line}")

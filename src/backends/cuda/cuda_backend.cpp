@@ -2,6 +2,7 @@
 
 #include "backends/cuda/batch_kernel.h"
 #include "backends/cuda/context.h"
+#include "backends/cuda/conv_kernel.h"
 #include "backends/cuda/matmul_kernel.h"
 #include "backends/cuda/nvrtc.h"
 #include "backends/cuda/reduce_kernel.h"
@@ -156,6 +157,7 @@ class CudaBackend final : public Backend {
     if (std::optional<Claim> row = claim_row_op(g, n)) return *row;
     if (is_cublaslt_op(n.op)) return claim_matmul(g, n);
     if (std::optional<Claim> c = claim_pool_or_reduce(g, n)) return *c;
+    if (n.op == Op::Conv2d || n.op == Op::FusedConvBiasAct) return claim_conv(g, n);
     return Claim::refuse("no CUDA kernel for " + std::string(n.info().keyword) + " yet");
   }
 
@@ -169,6 +171,7 @@ class CudaBackend final : public Backend {
     if (claim_row_op(g, n)) return make_row_kernel(context_, g, n);
     if (is_cublaslt_op(n.op)) return make_matmul_kernel(context_, g, n);
     if (claim_pool_or_reduce(g, n)) return make_pool_or_reduce_kernel(context_, g, n);
+    if (n.op == Op::Conv2d || n.op == Op::FusedConvBiasAct) return make_conv_kernel(context_, g, n);
     return Status::unimplemented("the CUDA backend does not run " + std::string(n.info().keyword));
   }
 

@@ -1,0 +1,489 @@
+#include "backends/cuda/conv_kernel.h"
+
+#ifdef FUSEBOX_HAVE_CUDNN
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <climits>
+#include <map>
+#include <mutex>
+
+#include "backends/cuda/conv_epilogue.h"
+#include "backends/cuda/cudnn.h"
+#include "ir/check.h"
+#include "ir/epilogue.h"
+#include "ir/fused_ops.h"
+
+namespace fusebox::cuda {
+
+namespace {
+
+// The most workspace an algorithm may ask for; one needing more is passed over.
+constexpr size_t kMaxWorkspaceBytes = size_t(256) << 20;
+
+// One handle per GPU, shared by every conv kernel on it, bound to the context's stream. A cuDNN
+// handle must not be used by two threads at once: `mu` is held while a convolution is enqueued.
+struct DnnDevice {
+  cudnnHandle_t handle = nullptr;
+  std::mutex mu;
+};
+
+Expected<DnnDevice*> dnn_device(Context& context, const Cudnn& dnn) {
+  static std::mutex mu;
+  // Never destroyed, as contexts are not: the handles live as long as the process.
+  static auto* made = new std::map<int, DnnDevice>();
+  std::lock_guard<std::mutex> lock(mu);
+  const int index = context.device().index;
+  if (auto it = made->find(index); it != made->end()) return &it->second;
+  FUSEBOX_RETURN_IF_ERROR(context.make_current());
+  cudnnHandle_t handle = nullptr;
+  FUSEBOX_RETURN_IF_ERROR(
+      dnn.check(dnn.cudnnCreate(&handle), "cudnnCreate on " + context.device().to_string()));
+  // A CUstream is a cudaStream_t: the runtime and driver share the handle type.
+  FUSEBOX_RETURN_IF_ERROR(dnn.check(
+      dnn.cudnnSetStream(handle, reinterpret_cast<cudaStream_t>(context.stream())), "cudnnSetStream"));
+  DnnDevice& d = (*made)[index];
+  d.handle = handle;
+  return &d;
+}
+
+// The node's convolution attributes.
+struct ConvAttrs {
+  std::array<int64_t, 2> stride{1, 1}, dilation{1, 1};
+  std::array<int64_t, 4> pad{0, 0, 0, 0};  // top, left, bottom, right
+  int64_t groups = 1;
+  Epilogue epilogue;             // act_alpha / act_beta are read only by the activations that have them
+  int bias = -1, residual = -1;  // operand positions (-1: none)
+};
+
+Expected<ConvAttrs> read_attrs(const Node& n) {
+  const std::string what = std::string(n.info().keyword) + " ";
+  for (const auto& [name, value] : n.attrs.entries()) {
+    static constexpr std::string_view kKnown[] = {"stride",       "pad", "dilation",  "groups",  "layout",
+                                                  "has_residual", "act", "act_alpha", "act_beta"};
+    if (std::find(std::begin(kKnown), std::end(kKnown), name) == std::end(kKnown)) {
+      return Status::unimplemented(what + "attribute " + name + " is not handled by the cuDNN kernel");
+    }
+  }
+  if (n.attr_str("layout") != "nchw") {
+    return Status::unimplemented(what + "in the blocked layout " + n.attr_str("layout") +
+                                 ": the cuDNN kernel runs the plain NCHW layout only");
+  }
+  ConvAttrs a;
+  const std::vector<int64_t>& s = n.attr_i64s("stride");
+  const std::vector<int64_t>& p = n.attr_i64s("pad");
+  const std::vector<int64_t>& d = n.attr_i64s("dilation");
+  if (s.size() != 2 || p.size() != 4 || d.size() != 2)
+    return Status::unimplemented(what + "with attribute lists of the wrong length");
+  a.stride = {s[0], s[1]};
+  a.pad = {p[0], p[1], p[2], p[3]};
+  a.dilation = {d[0], d[1]};
+  a.groups = n.attr_i64("groups");
+  for (int64_t v : {s[0], s[1], d[0], d[1], a.groups}) {
+    if (v < 1 || v > INT32_MAX)
+      return Status::unimplemented(what + "with a stride, dilation or group count outside 1..2^31-1");
+  }
+  for (int64_t v : p) {
+    if (v < 0 || v > INT32_MAX) return Status::unimplemented(what + "with a negative or huge pad");
+  }
+  const OperandRoles roles = contraction_roles(n);
+  a.bias = roles.bias;
+  a.residual = roles.residual;
+  // none and relu are cuDNN's; every other activation is conv_epilogue.h's.
+  if (n.op == Op::FusedConvBiasAct) a.epilogue = epilogue_of_fused(n);
+  return a;
+}
+
+Expected<cudnnDataType_t> data_type(DType d) {
+  switch (d) {
+    case DType::F32:
+      return CUDNN_DATA_FLOAT;
+    case DType::F16:
+      return CUDNN_DATA_HALF;
+    default:
+      return Status::unimplemented(std::string("the cuDNN kernel runs f32 and f16, not ") +
+                                   std::string(dtype_name(d)));
+  }
+}
+
+// The rows (or columns) cuDNN's convolution gives with `pad` on both sides.
+int64_t cudnn_extent(int64_t in, int64_t pad, int64_t kernel, int64_t dilation, int64_t stride) {
+  const int64_t span = dilation * (kernel - 1) + 1;
+  return (in + 2 * pad - span) / stride + 1;
+}
+
+// Everything claim_conv checks, as a Status (a refusal's reason).
+Status check_claim(const Graph& g, const Node& n) {
+  FUSEBOX_RETURN_IF_ERROR(cudnn().status());
+  const std::string what = std::string(n.info().keyword) + " ";
+  FUSEBOX_ASSIGN_OR_RETURN(ConvAttrs a, read_attrs(n));
+  const TensorType& x = g.type(n.inputs[0]);
+  const TensorType& w = g.type(n.inputs[1]);
+  const TensorType& y = g.type(n.outputs[0]);
+  if (x.rank() != 4 || w.rank() != 4 || y.rank() != 4) {
+    return Status::unimplemented(what + x.to_string() + " * " + w.to_string() +
+                                 ": the cuDNN kernel runs rank-4 NCHW tensors only");
+  }
+  if (Expected<cudnnDataType_t> t = data_type(x.dtype); !t)
+    return Status::unimplemented(what + t.status().message());
+  if (w.dtype != x.dtype || y.dtype != x.dtype)
+    return Status::unimplemented(what + "operands of several dtypes");
+  if (a.bias >= 0) {
+    const TensorType& b = g.type(n.inputs[size_t(a.bias)]);
+    if (b.dtype != x.dtype || b.rank() != 1) {
+      return Status::unimplemented(what + "bias " + b.to_string() +
+                                   ": the cuDNN kernel takes one value per output channel of " +
+                                   y.to_string());
+    }
+  }
+  if (a.residual >= 0) {
+    const TensorType& r = g.type(n.inputs[size_t(a.residual)]);
+    // Sizes the graph knows must agree; the others are checked at run time.
+    bool same = r.dtype == y.dtype && r.rank() == y.rank();
+    for (size_t i = 0; same && i < size_t(r.rank()); ++i)
+      same = !r.shape[i].is_static() || !y.shape[i].is_static() || r.shape[i] == y.shape[i];
+    if (!same)
+      return Status::unimplemented(what + "residual " + r.to_string() + " is not of the result's type " +
+                                   y.to_string());
+  }
+  // cuDNN pads both sides alike; the bottom and right pads only shape the result, so asymmetric
+  // pads are fine where cuDNN's result with the top and left pads on both sides is as large.
+  for (int axis = 0; axis < 2; ++axis) {
+    if (a.pad[size_t(axis)] == a.pad[size_t(axis) + 2]) continue;
+    const Dim& in = x.shape[size_t(2 + axis)];
+    const Dim& k = w.shape[size_t(2 + axis)];
+    const Dim& out = y.shape[size_t(2 + axis)];
+    if (!in.is_static() || !k.is_static() || !out.is_static() ||
+        cudnn_extent(in.value(), a.pad[size_t(axis)], k.value(), a.dilation[size_t(axis)],
+                     a.stride[size_t(axis)]) != out.value()) {
+      return Status::unimplemented(
+          what + "with pads [" + std::to_string(a.pad[0]) + "," + std::to_string(a.pad[1]) + "," +
+          std::to_string(a.pad[2]) + "," + std::to_string(a.pad[3]) +
+          "]: cuDNN pads both sides alike, and these asymmetric pads give another result size");
+    }
+  }
+  return Status::ok();
+}
+
+bool dense(const BufferView& b) {
+  int64_t expect = 1;
+  for (size_t i = b.shape.size(); i-- > 0;) {
+    if (b.shape[i] != 1 && b.strides[i] != expect) return false;
+    expect *= b.shape[i];
+  }
+  return true;
+}
+
+std::string dims_text(const std::vector<int64_t>& s) { return "[" + shape_to_string(make_shape(s)) + "]"; }
+
+std::atomic<uint64_t> fused_runs{0}, separate_runs{0};
+
+// The descriptors and algorithm of one set of operand shapes.
+struct Plan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  size_t workspace = 0;
+  bool fused_unsupported = false;  // the fused call failed for these shapes once: not tried again
+};
+
+class ConvKernel final : public Kernel {
+ public:
+  ConvKernel(std::shared_ptr<Context> context, const Cudnn& dnn, DType dtype, ConvAttrs attrs,
+             cudnnActivationDescriptor_t relu, std::string epilogue)
+      : context_(std::move(context)),
+        dnn_(dnn),
+        dtype_(dtype),
+        type_(dtype == DType::F16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT),
+        attrs_(attrs),
+        relu_(relu),
+        epilogue_(std::move(epilogue)) {}
+  ~ConvKernel() override {
+    for (auto& [key, p] : plans_) {
+      for (cudnnTensorDescriptor_t t : {p.x, p.y, p.bias}) {
+        if (t) dnn_.cudnnDestroyTensorDescriptor(t);
+      }
+      if (p.w) dnn_.cudnnDestroyFilterDescriptor(p.w);
+      if (p.conv) dnn_.cudnnDestroyConvolutionDescriptor(p.conv);
+    }
+    if (relu_) dnn_.cudnnDestroyActivationDescriptor(relu_);
+  }
+
+  Status run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const override;
+  std::string_view kind() const override { return "cuda_conv"; }
+
+ private:
+  using Key = std::array<int64_t, 12>;  // x, w and y shapes
+  // The plan of `key`, made on first use; called with the device's lock held.
+  Expected<Plan*> plan(const Key& key, cudnnHandle_t handle) const;
+  Status make_plan(const Key& key, cudnnHandle_t handle, Plan& p) const;
+
+  std::shared_ptr<Context> context_;
+  const Cudnn& dnn_;
+  DType dtype_;
+  cudnnDataType_t type_;
+  ConvAttrs attrs_;
+  cudnnActivationDescriptor_t relu_;
+  std::string epilogue_;  // conv_epilogue.h's source, for the activations cuDNN does not fuse
+  mutable std::mutex mu_;
+  mutable std::map<Key, Plan> plans_;
+};
+
+Status ConvKernel::make_plan(const Key& k, cudnnHandle_t handle, Plan& p) const {
+  const Cudnn& d = dnn_;
+  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnCreateTensorDescriptor(&p.x), "cudnnCreateTensorDescriptor"));
+  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnCreateTensorDescriptor(&p.y), "cudnnCreateTensorDescriptor"));
+  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnCreateTensorDescriptor(&p.bias), "cudnnCreateTensorDescriptor"));
+  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnCreateFilterDescriptor(&p.w), "cudnnCreateFilterDescriptor"));
+  FUSEBOX_RETURN_IF_ERROR(
+      d.check(d.cudnnCreateConvolutionDescriptor(&p.conv), "cudnnCreateConvolutionDescriptor"));
+  auto i = [&](size_t at) { return int(k[at]); };
+  FUSEBOX_RETURN_IF_ERROR(
+      d.check(d.cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NCHW, type_, i(0), i(1), i(2), i(3)),
+              "input descriptor"));
+  FUSEBOX_RETURN_IF_ERROR(
+      d.check(d.cudnnSetFilter4dDescriptor(p.w, type_, CUDNN_TENSOR_NCHW, i(4), i(5), i(6), i(7)),
+              "filter descriptor"));
+  FUSEBOX_RETURN_IF_ERROR(
+      d.check(d.cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NCHW, type_, i(8), i(9), i(10), i(11)),
+              "result descriptor"));
+  FUSEBOX_RETURN_IF_ERROR(d.check(
+      d.cudnnSetTensor4dDescriptor(p.bias, CUDNN_TENSOR_NCHW, type_, 1, i(9), 1, 1), "bias descriptor"));
+  // f16 operands accumulate in f32 (cuDNN's PSEUDO_HALF_CONFIG), as f32 ones do.
+  FUSEBOX_RETURN_IF_ERROR(d.check(
+      d.cudnnSetConvolution2dDescriptor(p.conv, int(attrs_.pad[0]), int(attrs_.pad[1]), int(attrs_.stride[0]),
+                                        int(attrs_.stride[1]), int(attrs_.dilation[0]),
+                                        int(attrs_.dilation[1]), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+      "convolution descriptor"));
+  FUSEBOX_RETURN_IF_ERROR(
+      d.check(d.cudnnSetConvolutionGroupCount(p.conv, int(attrs_.groups)), "group count"));
+  const cudnnMathType_t math = dtype_ == DType::F16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnSetConvolutionMathType(p.conv, math), "math type"));
+
+  // The result cuDNN computes must be the one the graph typed (asymmetric pads, run-time sizes).
+  int on = 0, oc = 0, oh = 0, ow = 0;
+  FUSEBOX_RETURN_IF_ERROR(
+      d.check(d.cudnnGetConvolution2dForwardOutputDim(p.conv, p.x, p.w, &on, &oc, &oh, &ow), "result size"));
+  const std::vector<int64_t> x(k.begin(), k.begin() + 4), w(k.begin() + 4, k.begin() + 8),
+      y(k.begin() + 8, k.end());
+  if (on != k[8] || oc != k[9] || oh != k[10] || ow != k[11]) {
+    return Status::unimplemented("cuDNN's convolution of " + dims_text(x) + " by " + dims_text(w) +
+                                 " gives [" + std::to_string(on) + "," + std::to_string(oc) + "," +
+                                 std::to_string(oh) + "," + std::to_string(ow) + "], not the result " +
+                                 dims_text(y) + " (asymmetric pads)");
+  }
+
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT] = {};
+  int found = 0;
+  FUSEBOX_RETURN_IF_ERROR(
+      d.check(d.cudnnGetConvolutionForwardAlgorithm_v7(handle, p.x, p.w, p.conv, p.y,
+                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf),
+              "cudnnGetConvolutionForwardAlgorithm_v7"));
+  for (int j = 0; j < found; ++j) {
+    const cudnnConvolutionFwdAlgoPerf_t& r = perf[j];
+    if (r.status != CUDNN_STATUS_SUCCESS || r.memory > kMaxWorkspaceBytes) continue;
+    // FFT and Winograd round in transformed space (conv_kernel.h).
+    if (r.algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT || r.algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+        r.algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD ||
+        r.algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED) {
+      continue;
+    }
+    // f32 never runs on TF32 tensor cores.
+    if (dtype_ == DType::F32 &&
+        (r.mathType == CUDNN_TENSOR_OP_MATH || r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+      continue;
+    size_t bytes = 0;
+    if (d.cudnnGetConvolutionForwardWorkspaceSize(handle, p.x, p.w, p.conv, p.y, r.algo, &bytes) !=
+        CUDNN_STATUS_SUCCESS)
+      continue;
+    if (bytes > kMaxWorkspaceBytes) continue;
+    p.algo = r.algo;
+    p.workspace = bytes;
+    return Status::ok();
+  }
+  return Status::unimplemented("cuDNN has no GEMM-based or direct algorithm for the " +
+                               std::string(dtype_name(dtype_)) + " convolution of " + dims_text(x) + " by " +
+                               dims_text(w) + " with at most " + std::to_string(kMaxWorkspaceBytes >> 20) +
+                               " MiB of workspace");
+}
+
+Expected<Plan*> ConvKernel::plan(const Key& key, cudnnHandle_t handle) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [it, fresh] = plans_.try_emplace(key);
+  if (!fresh) return &it->second;
+  Status s = make_plan(key, handle, it->second);
+  if (s.is_ok()) return &it->second;
+  // Not kept: the next run of these shapes says the same.
+  Plan& p = it->second;
+  for (cudnnTensorDescriptor_t t : {p.x, p.y, p.bias}) {
+    if (t) dnn_.cudnnDestroyTensorDescriptor(t);
+  }
+  if (p.w) dnn_.cudnnDestroyFilterDescriptor(p.w);
+  if (p.conv) dnn_.cudnnDestroyConvolutionDescriptor(p.conv);
+  plans_.erase(it);
+  return s;
+}
+
+Status ConvKernel::run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const {
+  FUSEBOX_CHECK(out.size() == 1 && in.size() >= 2) << "cuda conv operands";
+  const BufferView& x = in[0];
+  const BufferView& w = in[1];
+  const BufferView& y = out[0];
+  const BufferView* bias = attrs_.bias >= 0 ? &in[size_t(attrs_.bias)] : nullptr;
+  const BufferView* residual = attrs_.residual >= 0 ? &in[size_t(attrs_.residual)] : nullptr;
+  FUSEBOX_CHECK(x.shape.size() == 4 && w.shape.size() == 4 && y.shape.size() == 4) << "cuda conv ranks";
+  if (y.numel() == 0) return Status::ok();
+  if (x.numel() == 0 || w.numel() == 0) {
+    return Status::unimplemented("cuDNN does not convolve an empty input " + dims_text(x.shape) + " by " +
+                                 dims_text(w.shape));
+  }
+  for (const BufferView* b : {&x, &w, &y, bias, residual}) {
+    if (!b) continue;
+    if (!dense(*b))
+      return Status::unimplemented("the cuDNN kernel reads dense tensors, not " + dims_text(b->shape) +
+                                   " with strides " + dims_text(b->strides));
+    if (b->numel() > INT32_MAX)
+      return Status::unimplemented("cuDNN's 4-D descriptors count elements in int32; " + dims_text(b->shape) +
+                                   " has more");
+  }
+  if (residual && residual->shape != y.shape) {
+    return Status::unimplemented("a residual " + dims_text(residual->shape) + " added to the result " +
+                                 dims_text(y.shape));
+  }
+  if (bias && bias->numel() != y.shape[1]) {
+    return Status::unimplemented("a bias of " + std::to_string(bias->numel()) + " values over " +
+                                 std::to_string(y.shape[1]) + " output channels");
+  }
+  Key key;
+  for (size_t i = 0; i < 4; ++i) {
+    key[i] = x.shape[i];
+    key[4 + i] = w.shape[i];
+    key[8 + i] = y.shape[i];
+  }
+  FUSEBOX_RETURN_IF_ERROR(context_->make_current());
+  FUSEBOX_ASSIGN_OR_RETURN(DnnDevice * dev, dnn_device(*context_, dnn_));
+  std::lock_guard<std::mutex> lock(dev->mu);
+  FUSEBOX_ASSIGN_OR_RETURN(Plan * p, plan(key, dev->handle));
+  std::shared_ptr<void> workspace;
+  if (p->workspace) {
+    FUSEBOX_ASSIGN_OR_RETURN(workspace, context_->allocate(p->workspace));
+  }
+
+  const Cudnn& d = dnn_;
+  const float one = 1.0f, zero = 0.0f;  // f32 scales for f32 and f16 data alike
+  const std::string what =
+      std::string(dtype_name(dtype_)) + " convolution of " + dims_text(x.shape) + " by " + dims_text(w.shape);
+  if (attrs_.epilogue.act == EpilogueAct::Relu && bias && !p->fused_unsupported) {
+    // y = relu(conv + alpha2 z + bias); without a residual z is y itself, scaled by 0.
+    const void* z = residual ? residual->data : y.data;
+    const cudnnStatus_t s = d.cudnnConvolutionBiasActivationForward(
+        dev->handle, &one, p->x, x.data, p->w, w.data, p->conv, p->algo, workspace.get(), p->workspace,
+        residual ? &one : &zero, p->y, z, p->bias, bias->data, relu_, p->y, y.data);
+    if (s == CUDNN_STATUS_SUCCESS) {
+      ++fused_runs;
+      return Status::ok();
+    }
+    p->fused_unsupported = true;  // the separate calls below compute the same
+  }
+  FUSEBOX_RETURN_IF_ERROR(
+      d.check(d.cudnnConvolutionForward(dev->handle, &one, p->x, x.data, p->w, w.data, p->conv, p->algo,
+                                        workspace.get(), p->workspace, &zero, p->y, y.data),
+              "cudnnConvolutionForward (" + what + ")"));
+  if (!epilogue_.empty()) {
+    FUSEBOX_RETURN_IF_ERROR(run_conv_epilogue(*context_, epilogue_, y.numel(), y.shape[1],
+                                              y.shape[2] * y.shape[3], bias ? bias->data : nullptr,
+                                              residual ? residual->data : nullptr, y.data));
+    ++separate_runs;
+    return Status::ok();
+  }
+  if (bias) {
+    FUSEBOX_RETURN_IF_ERROR(
+        d.check(d.cudnnAddTensor(dev->handle, &one, p->bias, bias->data, &one, p->y, y.data),
+                "adding the bias (" + what + ")"));
+  }
+  if (residual) {
+    FUSEBOX_RETURN_IF_ERROR(
+        d.check(d.cudnnAddTensor(dev->handle, &one, p->y, residual->data, &one, p->y, y.data),
+                "adding the residual (" + what + ")"));
+  }
+  if (attrs_.epilogue.act == EpilogueAct::Relu) {
+    FUSEBOX_RETURN_IF_ERROR(
+        d.check(d.cudnnActivationForward(dev->handle, relu_, &one, p->y, y.data, &zero, p->y, y.data),
+                "relu (" + what + ")"));
+  }
+  ++separate_runs;
+  return Status::ok();
+}
+
+}  // namespace
+
+ConvRuns conv_runs() { return {fused_runs.load(), separate_runs.load()}; }
+
+Claim claim_conv(const Graph& g, const Node& n) {
+  FUSEBOX_CHECK(n.op == Op::Conv2d || n.op == Op::FusedConvBiasAct) << "claim_conv on " << n.info().keyword;
+  Status s = check_claim(g, n);
+  if (!s.is_ok()) return Claim::refuse(s.message());
+  return Claim::accept();
+}
+
+Expected<std::shared_ptr<const Kernel>> make_conv_kernel(std::shared_ptr<Context> context, const Graph& g,
+                                                         const Node& n) {
+  FUSEBOX_RETURN_IF_ERROR(check_claim(g, n));
+  FUSEBOX_ASSIGN_OR_RETURN(const Cudnn* dnn, cudnn());
+  FUSEBOX_ASSIGN_OR_RETURN(ConvAttrs attrs, read_attrs(n));
+  const DType dtype = g.type(n.outputs[0]).dtype;
+  // The handle is made now, so that a failure shows when the graph compiles.
+  FUSEBOX_RETURN_IF_ERROR(dnn_device(*context, *dnn).status());
+  cudnnActivationDescriptor_t relu = nullptr;
+  if (attrs.epilogue.act == EpilogueAct::Relu) {
+    FUSEBOX_RETURN_IF_ERROR(
+        dnn->check(dnn->cudnnCreateActivationDescriptor(&relu), "cudnnCreateActivationDescriptor"));
+    Status s =
+        dnn->check(dnn->cudnnSetActivationDescriptor(relu, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0),
+                   "relu descriptor");
+    if (!s.is_ok()) {
+      dnn->cudnnDestroyActivationDescriptor(relu);
+      return s;
+    }
+  }
+  std::string epilogue;
+  if (conv_epilogue_supports(attrs.epilogue.act)) {
+    epilogue = conv_epilogue_source(dtype, attrs.epilogue);
+    // Compiled now, so that a failure shows when the graph compiles.
+    if (Expected<CUfunction> f = context->function(epilogue, "fb_conv_epilogue"); !f) {
+      if (relu) dnn->cudnnDestroyActivationDescriptor(relu);
+      return f.status();
+    }
+  }
+  return std::shared_ptr<const Kernel>(
+      std::make_shared<ConvKernel>(std::move(context), *dnn, dtype, attrs, relu, std::move(epilogue)));
+}
+
+}  // namespace fusebox::cuda
+
+#else  // no cuDNN headers in this build: every convolution runs on the CPU
+
+namespace fusebox::cuda {
+
+namespace {
+
+constexpr const char* kNoHeaders =
+    "this build of fusebox found no cuDNN headers (cudnn.h): convolutions run on the CPU; install cuDNN 9's "
+    "headers (the toolkit's, or the nvidia-cudnn wheel's) and configure again";
+
+}  // namespace
+
+ConvRuns conv_runs() { return {}; }
+
+Claim claim_conv(const Graph&, const Node&) { return Claim::refuse(kNoHeaders); }
+
+Expected<std::shared_ptr<const Kernel>> make_conv_kernel(std::shared_ptr<Context>, const Graph&,
+                                                         const Node&) {
+  return Status::unimplemented(kNoHeaders);
+}
+
+}  // namespace fusebox::cuda
+
+#endif  // FUSEBOX_HAVE_CUDNN

@@ -1,0 +1,49 @@
+// conv2d and fused_conv_bias_act on the GPU through cuDNN's legacy convolution API (cudnn.h).
+//
+//   claimed  NCHW (the plain layout) rank-4 operands of f32 or f16, any stride, dilation and
+//            groups (depthwise included), symmetric pads (or asymmetric ones that give the
+//            result cuDNN's symmetric top/left pads give), an optional per-channel bias [O], an
+//            optional residual of the result's shape, and every activation of the epilogue.
+//            Everything else is refused with the reason, so the CPU runs it.
+//   math     f32 accumulates in f32 with CUDNN_FMA_MATH: CUDNN_DEFAULT_MATH lets cuDNN use TF32
+//            tensor cores on Ampere and later (10 bits of mantissa), which the reference does
+//            not. f16 runs on tensor cores (CUDNN_TENSOR_OP_MATH) accumulating in f32. Only the
+//            GEMM-based and direct algorithms are chosen: FFT and Winograd round in transformed
+//            space, so their errors scale with the largest value, not with each result.
+//   epilogue relu with a bias: one cudnnConvolutionBiasActivationForward (the residual is its
+//            z input, alpha2 = 1). Otherwise, or where cuDNN does not support the fused call for
+//            a shape, cudnnConvolutionForward, then cudnnAddTensor for the bias and the
+//            residual, then cudnnActivationForward for relu. Every other activation: the
+//            convolution, then one NVRTC kernel for bias, residual and activation
+//            (conv_epilogue.h).
+//   run      descriptors and the algorithm (cudnnGetConvolutionForwardAlgorithm_v7's first
+//            usable one) are made per input shape at run time and kept in the kernel; the
+//            workspace comes from the context's pool at every run. One cuDNN handle per GPU,
+//            bound to the context's stream.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "backends/backend.h"
+#include "backends/cuda/context.h"
+#include "fusebox/status.h"
+
+namespace fusebox::cuda {
+
+// Whether the CUDA backend runs conv2d / fused_conv_bias_act node `n` of `g` through cuDNN; a
+// refusal says why (cuDNN missing, the layout, the dtype, the pads).
+Claim claim_conv(const Graph& g, const Node& n);
+
+// The kernel of a node claim_conv accepted.
+Expected<std::shared_ptr<const Kernel>> make_conv_kernel(std::shared_ptr<Context> context, const Graph& g,
+                                                         const Node& n);
+
+// Convolutions run so far in this process, by way (tests check which one ran).
+struct ConvRuns {
+  uint64_t fused = 0;     // one cudnnConvolutionBiasActivationForward
+  uint64_t separate = 0;  // cudnnConvolutionForward and the epilogue's own calls
+};
+ConvRuns conv_runs();
+
+}  // namespace fusebox::cuda

@@ -1,0 +1,69 @@
+// cuDNN 9, loaded at run time (loader.h): the table of entry points the convolution kernels use
+// (conv_kernel.h), resolved once per process. Types and constants come from the toolkit's
+// cudnn.h, read only at build time; nothing links libcudnn. On machines where cuDNN ships in
+// PyTorch's wheels (site-packages/nvidia/cudnn/lib) it is found there too. Loading needs no GPU.
+//
+// The legacy convolution API (cudnn_cnn.h) is used: deprecated in cuDNN 9 but still there, and
+// enough for NCHW convolutions with a bias, a residual and a relu fused in one call.
+#pragma once
+
+// FUSEBOX_HAVE_CUDNN: the build found cuDNN's headers (cmake/Optional.cmake); without them the
+// conv kernels refuse every node (conv_kernel.cpp).
+#ifdef FUSEBOX_HAVE_CUDNN
+
+#include <cudnn.h>
+
+#include <string>
+
+#include "fusebox/status.h"
+
+namespace fusebox::cuda {
+
+#define FUSEBOX_CUDNN_FUNCTIONS(X)           \
+  X(cudnnGetVersion)                         \
+  X(cudnnGetErrorString)                     \
+  X(cudnnCreate)                             \
+  X(cudnnSetStream)                          \
+  X(cudnnCreateTensorDescriptor)             \
+  X(cudnnSetTensor4dDescriptor)              \
+  X(cudnnSetTensor4dDescriptorEx)            \
+  X(cudnnDestroyTensorDescriptor)            \
+  X(cudnnCreateFilterDescriptor)             \
+  X(cudnnSetFilter4dDescriptor)              \
+  X(cudnnDestroyFilterDescriptor)            \
+  X(cudnnCreateConvolutionDescriptor)        \
+  X(cudnnSetConvolution2dDescriptor)         \
+  X(cudnnSetConvolutionGroupCount)           \
+  X(cudnnSetConvolutionMathType)             \
+  X(cudnnGetConvolution2dForwardOutputDim)   \
+  X(cudnnDestroyConvolutionDescriptor)       \
+  X(cudnnCreateActivationDescriptor)         \
+  X(cudnnSetActivationDescriptor)            \
+  X(cudnnDestroyActivationDescriptor)        \
+  X(cudnnGetConvolutionForwardAlgorithm_v7)  \
+  X(cudnnGetConvolutionForwardWorkspaceSize) \
+  X(cudnnConvolutionForward)                 \
+  X(cudnnConvolutionBiasActivationForward)   \
+  X(cudnnAddTensor)                          \
+  X(cudnnActivationForward)
+
+struct Cudnn {
+#define FUSEBOX_CUDNN_MEMBER(f) decltype(&::f) f = nullptr;
+  FUSEBOX_CUDNN_FUNCTIONS(FUSEBOX_CUDNN_MEMBER)
+#undef FUSEBOX_CUDNN_MEMBER
+
+  // "CUDNN_STATUS_NOT_SUPPORTED" (cudnnGetErrorString's text, or the number).
+  std::string status_text(cudnnStatus_t s) const;
+  // ok, or an execution error "<what>: <status_text>".
+  Status check(cudnnStatus_t s, const std::string& what) const;
+  // "9.19.0" (cudnnGetVersion's number spelled out).
+  std::string version() const;
+};
+
+// The library, loaded on first call; an error names libcudnn and where it was searched for
+// (PyTorch's wheels included), or the symbol it lacks, and is the same on every later call.
+Expected<const Cudnn*> cudnn();
+
+}  // namespace fusebox::cuda
+
+#endif  // FUSEBOX_HAVE_CUDNN
