@@ -7,6 +7,7 @@ reachable, and the benchmark needs the architecture, not trained weights), eval 
 a dynamic axis, opset 13. Writes OUT_DIR/resnet50.onnx, OUT_DIR/efficientnet_b0.onnx and
 OUT_DIR/cases.json (the cases make_reference.js runs: batch 1 and 8 at 224x224).
 """
+import inspect
 import json
 import os
 import sys
@@ -33,8 +34,11 @@ def main() -> int:
                     m.running_var.uniform_(0.5, 1.5)
         path = os.path.join(out, name + ".onnx")
         example = torch.randn(1, 3, 224, 224)
+        # The TorchScript exporter (newer torch defaults to the dynamo one, which writes other
+        # opsets and op forms).
+        legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
         torch.onnx.export(model, example, path, opset_version=13, input_names=["x"], output_names=["y"],
-                          dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
+                          dynamic_axes={"x": {0: "N"}, "y": {0: "N"}}, **legacy)
         short = "rn50" if name == "resnet50" else "effb0"
         for batch in (1, 8):
             cases.append({"name": f"{short}_{batch}x3x224x224", "model": name + ".onnx",
