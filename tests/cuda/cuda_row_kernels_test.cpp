@@ -210,17 +210,13 @@ TEST(CudaRowKernels, EveryRowOpMatchesTheReferenceOnTheDevice) {
   for (const RowCase& c : row_cases()) {
     for (DType d : kRowDTypes) {
       const Graph g = parse(case_text(c, d));
-      Session session;
-      CompileOptions ref;
-      ref.fuse = false;
-      ref.backend = "reference";
       CompileOptions dev;
       dev.fuse = false;
       dev.target = FusionTarget::Cuda;
-      Expected<Executable> want_exe = session.compile(g, ref);
-      Expected<Executable> got_exe = session.compile(g, dev);
-      ASSERT_TRUE(want_exe) << want_exe.status().message();
-      ASSERT_TRUE(got_exe) << got_exe.status().message();
+      Expected<testing::OracleAndPlan> exes = testing::compile_against_reference(g, dev);
+      ASSERT_TRUE(exes) << exes.status().message();
+      const Executable* want_exe = &exes->reference;
+      const Executable* got_exe = &exes->plan;
       EXPECT_EQ(got_exe->placement().summary().find("cpu"), std::string::npos)
           << c.name << " " << dtype_name(d) << ": " << got_exe->placement().summary();
       const double tol = d == DType::F16 ? 2e-3 : d == DType::BF16 ? 1.6e-2 : 1e-5;
@@ -250,16 +246,13 @@ TEST(CudaRowKernels, NanAndInfinityRowsMatchTheReference) {
   if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
   for (const char* op : {"softmax %x", "log_softmax %x", "layer_norm %x", "rms_norm %x"}) {
     const Graph g = parse(case_text({op, "", op, 1}, DType::F32));
-    Session session;
-    CompileOptions ref;
-    ref.fuse = false;
-    ref.backend = "reference";
     CompileOptions dev;
     dev.fuse = false;
     dev.target = FusionTarget::Cuda;
-    Expected<Executable> want_exe = session.compile(g, ref);
-    Expected<Executable> got_exe = session.compile(g, dev);
-    ASSERT_TRUE(want_exe && got_exe) << got_exe.status().message();
+    Expected<testing::OracleAndPlan> exes = testing::compile_against_reference(g, dev);
+    ASSERT_TRUE(exes) << exes.status().message();
+    const Executable* want_exe = &exes->reference;
+    const Executable* got_exe = &exes->plan;
     for (int64_t n : {int64_t(1000), int64_t(12000)}) {
       Array x = testing::random_array(DType::F32, {5, n}, 7, -3.0, 3.0);
       float* p = x.data<float>();
