@@ -132,12 +132,8 @@ Expected<Graph> fused_graph(DType d, const Shape& x, const Shape& w, bool bias, 
   return g.build();
 }
 
-const Node* find_node(const Graph& g, Op op) {
-  for (const Node& n : g.nodes()) {
-    if (n.op == op) return &n;
-  }
-  return nullptr;
-}
+using testing::backend_of;
+using testing::find_node;
 
 Claim claim_of(const Expected<Graph>& g, Op op) {
   EXPECT_TRUE(g) << g.status().message();
@@ -147,15 +143,6 @@ Claim claim_of(const Expected<Graph>& g, Op op) {
   return n ? cuda::claim_conv(*g, *n) : Claim::refuse("no node");
 }
 
-// The backend that runs the first node with op `op` of an executable ("absent": none).
-std::string backend_of(const Executable& exe, Op op) {
-  const Graph& g = exe.graph();
-  const Placement& p = exe.placement();
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    if (g.nodes()[i].op == op) return std::string(p.backends[size_t(p.node_backend[i])]->name());
-  }
-  return "absent";
-}
 
 #ifdef FUSEBOX_HAVE_CUDNN
 bool cudnn_shipped() {
@@ -362,16 +349,12 @@ TEST(CudaConv, EpilogueKernelCompilesWithNvrtc) {
 void expect_device_matches_reference(const Graph& g, Op op, const std::string& expected_backend,
                                      Tolerance tol,
                                      const std::map<std::string, std::vector<int64_t>>& shapes) {
-  Session session;
-  CompileOptions ref;
-  ref.fuse = false;
-  ref.backend = "reference";
   CompileOptions dev;
   dev.target = FusionTarget::Cuda;
-  Expected<Executable> want_exe = session.compile(g, ref);
-  Expected<Executable> got_exe = session.compile(g, dev);
-  ASSERT_TRUE(want_exe) << want_exe.status().message();
-  ASSERT_TRUE(got_exe) << got_exe.status().message();
+  Expected<testing::OracleAndPlan> exes = testing::compile_against_reference(g, dev);
+  ASSERT_TRUE(exes) << exes.status().message();
+  const Executable* want_exe = &exes->reference;
+  const Executable* got_exe = &exes->plan;
   EXPECT_EQ(backend_of(*got_exe, op), expected_backend) << got_exe->placement().summary() << "\n"
                                                         << print_graph(got_exe->graph());
   const DType d = g.type(g.inputs()[0]).dtype;
@@ -491,15 +474,12 @@ TEST(CudaConv, OneExecutableRunsNewSizes) {
   Expected<Graph> g = fused_graph(DType::F32, x, w, true, y,
                                   {{"pad", std::vector<int64_t>{1, 1, 1, 1}}, {"act", std::string("relu")}});
   ASSERT_TRUE(g) << g.status().message();
-  Session session;
-  CompileOptions ref;
-  ref.fuse = false;
-  ref.backend = "reference";
   CompileOptions dev;
   dev.target = FusionTarget::Cuda;
-  Expected<Executable> want_exe = session.compile(*g, ref);
-  Expected<Executable> got_exe = session.compile(*g, dev);
-  ASSERT_TRUE(want_exe && got_exe) << got_exe.status().message();
+  Expected<testing::OracleAndPlan> exes = testing::compile_against_reference(*g, dev);
+  ASSERT_TRUE(exes) << exes.status().message();
+  const Executable* want_exe = &exes->reference;
+  const Executable* got_exe = &exes->plan;
   EXPECT_EQ(backend_of(*got_exe, Op::FusedConvBiasAct), "cuda") << got_exe->placement().summary();
   uint64_t seed = 0;
   for (std::vector<int64_t> size : {std::vector<int64_t>{2, 13, 9}, {1, 1, 1}, {3, 32, 31}, {2, 13, 9}}) {

@@ -109,13 +109,8 @@ Expected<Graph> fused_graph(DType d, const Shape& a, const Shape& w, std::option
   return g.build();
 }
 
-// The first node of `g` with op `op`.
-const Node* find_node(const Graph& g, Op op) {
-  for (const Node& n : g.nodes()) {
-    if (n.op == op) return &n;
-  }
-  return nullptr;
-}
+using testing::backend_of;
+using testing::find_node;
 
 Claim claim_of(const Expected<Graph>& g, Op op) {
   EXPECT_TRUE(g) << g.status().message();
@@ -125,15 +120,6 @@ Claim claim_of(const Expected<Graph>& g, Op op) {
   return n ? cuda::claim_matmul(*g, *n) : Claim::refuse("no node");
 }
 
-// The backend that runs the first node with op `op` of an executable ("absent": none).
-std::string backend_of(const Executable& exe, Op op) {
-  const Graph& g = exe.graph();
-  const Placement& p = exe.placement();
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    if (g.nodes()[i].op == op) return std::string(p.backends[size_t(p.node_backend[i])]->name());
-  }
-  return "absent";
-}
 
 Shape shape_of(std::vector<int64_t> dims) { return make_shape(dims); }
 

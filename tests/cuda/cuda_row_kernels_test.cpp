@@ -32,11 +32,7 @@ TEST(CudaRowCodegen, EveryRowKernelVariantCompilesWithNvrtc) {
   }
 }
 
-Graph parse(const std::string& text) {
-  Expected<Graph> g = parse_graph(text);
-  EXPECT_TRUE(g) << g.status().message() << "\n" << text;
-  return g ? std::move(*g) : Graph("empty");
-}
+Graph parse(const std::string& text) { return testing::parse_or_fail(text); }
 
 // The claim of the graph's first node.
 std::optional<Claim> first_claim(const std::string& text) {

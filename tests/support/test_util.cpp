@@ -8,6 +8,7 @@
 #include <random>
 
 #include "backends/cpu/reference/reference.h"
+#include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/shape_inference.h"
 
@@ -202,6 +203,28 @@ Expected<OracleAndPlan> compile_against_reference(const Graph& g, const CompileO
   FUSEBOX_ASSIGN_OR_RETURN(Executable reference, session.compile(g, oracle));
   FUSEBOX_ASSIGN_OR_RETURN(Executable plan, session.compile(g, options));
   return OracleAndPlan{std::move(reference), std::move(plan)};
+}
+
+const Node* find_node(const Graph& g, Op op) {
+  for (const Node& n : g.nodes()) {
+    if (n.op == op) return &n;
+  }
+  return nullptr;
+}
+
+std::string backend_of(const Executable& exe, Op op) {
+  const Graph& g = exe.graph();
+  const Placement& p = exe.placement();
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    if (g.nodes()[i].op == op) return std::string(p.backends[size_t(p.node_backend[i])]->name());
+  }
+  return "absent";
+}
+
+Graph parse_or_fail(const std::string& text) {
+  Expected<Graph> g = parse_graph(text);
+  EXPECT_TRUE(g) << g.status().message() << "\n" << text;
+  return g ? std::move(*g) : Graph("empty");
 }
 
 }  // namespace fusebox::testing

@@ -75,6 +75,13 @@ struct OracleAndPlan {
 };
 Expected<OracleAndPlan> compile_against_reference(const Graph& g, const CompileOptions& options);
 
+// The first node of `g` with op `op` (null: none).
+const Node* find_node(const Graph& g, Op op);
+// The name of the backend that runs the first node with op `op` of `exe` ("absent": none).
+std::string backend_of(const Executable& exe, Op op);
+// The graph of .fbir text; fails the calling test (and returns an empty graph) when it does not parse.
+Graph parse_or_fail(const std::string& text);
+
 // Every element as double.
 std::vector<double> to_doubles(const Array& a);
 // Every element as int64_t (through Array::get_i64).
