@@ -36,6 +36,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -65,10 +66,12 @@ Expected<double> copy_bandwidth(cuda::Context& ctx) {
   const CUdeviceptr s = reinterpret_cast<CUdeviceptr>(src.get()), t = reinterpret_cast<CUdeviceptr>(dst.get());
   FUSEBOX_RETURN_IF_ERROR(d.check(d.cuMemsetD8Async(s, 0x5a, kBytes, ctx.stream()), "filling the copy source"));
   FUSEBOX_RETURN_IF_ERROR(d.check(d.cuMemcpyDtoDAsync(t, s, kBytes, ctx.stream()), "copying (warm-up)"));
-  // The driver table has no cuEventDestroy: these two events live as long as the process.
   CUevent start = nullptr, stop = nullptr;
   FUSEBOX_RETURN_IF_ERROR(d.check(d.cuEventCreate(&start, CU_EVENT_DEFAULT), "creating an event"));
   FUSEBOX_RETURN_IF_ERROR(d.check(d.cuEventCreate(&stop, CU_EVENT_DEFAULT), "creating an event"));
+  // Both events are destroyed on every way out.
+  std::unique_ptr<CUevent_st, decltype(d.cuEventDestroy)> start_owner(start, d.cuEventDestroy);
+  std::unique_ptr<CUevent_st, decltype(d.cuEventDestroy)> stop_owner(stop, d.cuEventDestroy);
   FUSEBOX_RETURN_IF_ERROR(d.check(d.cuEventRecord(start, ctx.stream()), "recording an event"));
   for (int i = 0; i < kReps; ++i) {
     FUSEBOX_RETURN_IF_ERROR(d.check(d.cuMemcpyDtoDAsync(t, s, kBytes, ctx.stream()), "copying"));
