@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <limits>
 
-#include "backends/cpu/row_kernels.h"
 #include "backends/cpu/transform_kernel.h"
+#include "ir/check.h"
 
 namespace fusebox::cpu {
 
@@ -13,13 +13,19 @@ namespace row_generic { const PreprocessLoops& preprocess_loops(); }
 namespace row_avx2 { const PreprocessLoops& preprocess_loops(); }
 namespace row_avx512 { const PreprocessLoops& preprocess_loops(); }
 
-const PreprocessLoops& preprocess_loops() {
-  switch (best_row_isa()) {
+const PreprocessLoops& preprocess_loops(RowIsa isa) {
+  FUSEBOX_CHECK(row_isa_available(isa)) << "pre-processing loops for " << row_isa_name(isa) << " on a processor without it";
+  switch (isa) {
     case RowIsa::Avx512: return row_avx512::preprocess_loops();
     case RowIsa::Avx2: return row_avx2::preprocess_loops();
     case RowIsa::Generic: break;
   }
   return row_generic::preprocess_loops();
+}
+
+const PreprocessLoops& preprocess_loops() {
+  static const PreprocessLoops& best = preprocess_loops(best_row_isa());
+  return best;
 }
 
 namespace {

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/row_kernels.h"
 #include "backends/transform_plan.h"
 #include "fusebox/status.h"
 #include "ir/array.h"
@@ -73,6 +74,7 @@ struct PreprocessLoops {
   // out[i] = src[idx[i]] (4-byte elements)
   void (*gather32)(const uint32_t* src, const int32_t* idx, uint32_t* out, int64_t n, bool stream);
 };
-const PreprocessLoops& preprocess_loops();
+const PreprocessLoops& preprocess_loops(RowIsa isa);
+const PreprocessLoops& preprocess_loops();  // the best this processor has
 
 }  // namespace fusebox::cpu
