@@ -28,11 +28,7 @@ struct Crop {
   int64_t y0, x0, h, w;
 };
 
-std::string dims(std::initializer_list<int64_t> d) {
-  std::string s;
-  for (int64_t v : d) s += (s.empty() ? "" : ",") + std::to_string(v);
-  return s;
-}
+using testing::dims_text;
 
 struct Program {
   int64_t H = 40, W = 56, out = 12;
@@ -50,8 +46,8 @@ struct Program {
 // -> concat; %m and %s are inputs, so the batch node's operands are all the program's inputs.
 std::string program(const Program& p) {
   const int64_t o = p.out, n = int64_t(p.crops.size());
-  const std::string result = p.chw ? dims({n, 3, o, o}) : p.axis == 0 ? dims({n * o, o, 3}) : dims({o, n * o, 3});
-  std::string t = "func @batch(%frame: u8[" + dims({p.H, p.W, 3}) + "], %m: f32[1,1,3], %s: f32[" + p.scale_shape +
+  const std::string result = p.chw ? dims_text({n, 3, o, o}) : p.axis == 0 ? dims_text({n * o, o, 3}) : dims_text({o, n * o, 3});
+  std::string t = "func @batch(%frame: u8[" + dims_text({p.H, p.W, 3}) + "], %m: f32[1,1,3], %s: f32[" + p.scale_shape +
                   "]) -> f32[" + result + "] {\n";
   std::string list;
   for (size_t i = 0; i < p.crops.size(); ++i) {
@@ -59,30 +55,30 @@ std::string program(const Program& p) {
     const std::string v = "%c" + std::to_string(i) + "_";
     int64_t h = c.h, w = c.w;
     std::string last = v + "crop";
-    t += "  " + last + " = slice %frame {starts = [" + dims({c.y0, c.x0}) + "], ends = [" + dims({c.y0 + c.h, c.x0 + c.w}) +
-         "], axes = [0, 1]} : u8[" + dims({h, w, 3}) + "]\n";
+    t += "  " + last + " = slice %frame {starts = [" + dims_text({c.y0, c.x0}) + "], ends = [" + dims_text({c.y0 + c.h, c.x0 + c.w}) +
+         "], axes = [0, 1]} : u8[" + dims_text({h, w, 3}) + "]\n";
     auto pad = [&](const std::string& dtype) {
       if (p.pad.empty()) return;
       h += 3, w += 3;  // the pads below add 1 + 2 rows and 2 + 1 columns
       t += "  " + v + "pad = pad " + last + " {pads = [1, 2, 0, 2, 1, 0], " + p.pad + "} : " + dtype + "[" +
-           dims({h, w, 3}) + "]\n";
+           dims_text({h, w, 3}) + "]\n";
       last = v + "pad";
     };
     if (!p.pad_after_cast) pad("u8");
-    t += "  " + v + "f = cast " + last + " {to = f32} : f32[" + dims({h, w, 3}) + "]\n";
+    t += "  " + v + "f = cast " + last + " {to = f32} : f32[" + dims_text({h, w, 3}) + "]\n";
     last = v + "f";
     if (p.pad_after_cast) pad("f32");
     if (p.flip_channels) {
-      t += "  " + v + "rgb = flip " + last + " {axes = [2]} : f32[" + dims({h, w, 3}) + "]\n";
+      t += "  " + v + "rgb = flip " + last + " {axes = [2]} : f32[" + dims_text({h, w, 3}) + "]\n";
       last = v + "rgb";
     }
-    t += "  " + v + "r = resize " + last + " {sizes = [" + dims({o, o, 3}) + "], " + p.resize + "} : f32[" + dims({o, o, 3}) + "]\n";
-    t += "  " + v + "d = sub " + v + "r, %m : f32[" + dims({o, o, 3}) + "]\n";
-    t += "  " + v + "n = mul " + v + "d, %s : f32[" + dims({o, o, 3}) + "]\n";
+    t += "  " + v + "r = resize " + last + " {sizes = [" + dims_text({o, o, 3}) + "], " + p.resize + "} : f32[" + dims_text({o, o, 3}) + "]\n";
+    t += "  " + v + "d = sub " + v + "r, %m : f32[" + dims_text({o, o, 3}) + "]\n";
+    t += "  " + v + "n = mul " + v + "d, %s : f32[" + dims_text({o, o, 3}) + "]\n";
     last = v + "n";
     if (p.chw) {
-      t += "  " + v + "t = transpose " + last + " {perm = [2, 0, 1]} : f32[" + dims({3, o, o}) + "]\n";
-      t += "  " + v + "b = reshape " + v + "t {shape = [" + dims({1, 3, o, o}) + "]} : f32[" + dims({1, 3, o, o}) + "]\n";
+      t += "  " + v + "t = transpose " + last + " {perm = [2, 0, 1]} : f32[" + dims_text({3, o, o}) + "]\n";
+      t += "  " + v + "b = reshape " + v + "t {shape = [" + dims_text({1, 3, o, o}) + "]} : f32[" + dims_text({1, 3, o, o}) + "]\n";
       last = v + "b";
     }
     list += (i ? ", " : "") + last;
