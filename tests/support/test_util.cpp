@@ -205,6 +205,12 @@ Expected<OracleAndPlan> compile_against_reference(const Graph& g, const CompileO
   return OracleAndPlan{std::move(reference), std::move(plan)};
 }
 
+std::string dims_text(std::initializer_list<int64_t> dims) {
+  std::string s;
+  for (int64_t v : dims) s += (s.empty() ? "" : ",") + std::to_string(v);
+  return s;
+}
+
 const Node* find_node(const Graph& g, Op op) {
   for (const Node& n : g.nodes()) {
     if (n.op == op) return &n;

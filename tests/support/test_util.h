@@ -82,6 +82,9 @@ std::string backend_of(const Executable& exe, Op op);
 // The graph of .fbir text; fails the calling test (and returns an empty graph) when it does not parse.
 Graph parse_or_fail(const std::string& text);
 
+// "2,3,4": dims as the .fbir text of a shape or a list attribute writes them.
+std::string dims_text(std::initializer_list<int64_t> dims);
+
 // Every element as double.
 std::vector<double> to_doubles(const Array& a);
 // Every element as int64_t (through Array::get_i64).

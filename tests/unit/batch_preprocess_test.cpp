@@ -28,11 +28,7 @@ struct Crop {
   int64_t y0, x0, h, w;
 };
 
-std::string dims(std::initializer_list<int64_t> d) {
-  std::string s;
-  for (int64_t v : d) s += (s.empty() ? "" : ",") + std::to_string(v);
-  return s;
-}
+using testing::dims_text;
 
 struct Program {
   int64_t H = 48, W = 64, out = 8;
@@ -46,9 +42,9 @@ struct Program {
 // frame -> per crop: slice -> f32 -> resize -> (x - m) * s [-> CHW] -> concat
 std::string program(const Program& p) {
   const int64_t o = p.out;
-  std::string t = "func @batch(%frame: u8[" + dims({p.H, p.W, 3}) + "]) -> f32[";
+  std::string t = "func @batch(%frame: u8[" + dims_text({p.H, p.W, 3}) + "]) -> f32[";
   const int64_t n = int64_t(p.crops.size());
-  t += p.chw ? dims({n, 3, o, o}) : p.axis == 0 ? dims({n * o, o, 3}) : dims({o, n * o, 3});
+  t += p.chw ? dims_text({n, 3, o, o}) : p.axis == 0 ? dims_text({n * o, o, 3}) : dims_text({o, n * o, 3});
   t += "] {\n"
        "  %m = constant {value = dense<f32[1,1,3]: [123.675, 116.28, 103.53]>} : f32[1,1,3]\n"
        "  %s = constant {value = dense<f32[1,1,3]: [0.017124753, 0.017507004, 0.017429193]>} : f32[1,1,3]\n";
@@ -58,16 +54,16 @@ std::string program(const Program& p) {
     std::string v = "%c" + std::to_string(i) + "_";
     std::string mode = !p.odd_mode.empty() && i + 1 == p.crops.size() ? p.odd_mode : "linear";
     std::string resize = mode == "linear" ? R"(mode = "linear")" : R"(mode = "nearest", coordinate = "asymmetric", nearest_mode = "floor")";
-    t += "  " + v + "0 = slice %frame {starts = [" + dims({c.y0, c.x0}) + "], ends = [" + dims({c.y0 + c.h, c.x0 + c.w}) +
-         "], axes = [0, 1]} : u8[" + dims({c.h, c.w, 3}) + "]\n";
-    t += "  " + v + "1 = cast " + v + "0 {to = f32} : f32[" + dims({c.h, c.w, 3}) + "]\n";
-    t += "  " + v + "2 = resize " + v + "1 {sizes = [" + dims({o, o, 3}) + "], " + resize + "} : f32[" + dims({o, o, 3}) + "]\n";
-    t += "  " + v + "3 = sub " + v + "2, %m : f32[" + dims({o, o, 3}) + "]\n";
-    t += "  " + v + "4 = mul " + v + "3, %s : f32[" + dims({o, o, 3}) + "]\n";
+    t += "  " + v + "0 = slice %frame {starts = [" + dims_text({c.y0, c.x0}) + "], ends = [" + dims_text({c.y0 + c.h, c.x0 + c.w}) +
+         "], axes = [0, 1]} : u8[" + dims_text({c.h, c.w, 3}) + "]\n";
+    t += "  " + v + "1 = cast " + v + "0 {to = f32} : f32[" + dims_text({c.h, c.w, 3}) + "]\n";
+    t += "  " + v + "2 = resize " + v + "1 {sizes = [" + dims_text({o, o, 3}) + "], " + resize + "} : f32[" + dims_text({o, o, 3}) + "]\n";
+    t += "  " + v + "3 = sub " + v + "2, %m : f32[" + dims_text({o, o, 3}) + "]\n";
+    t += "  " + v + "4 = mul " + v + "3, %s : f32[" + dims_text({o, o, 3}) + "]\n";
     std::string last = v + "4";
     if (p.chw) {
-      t += "  " + v + "5 = transpose " + v + "4 {perm = [2, 0, 1]} : f32[" + dims({3, o, o}) + "]\n";
-      t += "  " + v + "6 = reshape " + v + "5 {shape = [" + dims({1, 3, o, o}) + "]} : f32[" + dims({1, 3, o, o}) + "]\n";
+      t += "  " + v + "5 = transpose " + v + "4 {perm = [2, 0, 1]} : f32[" + dims_text({3, o, o}) + "]\n";
+      t += "  " + v + "6 = reshape " + v + "5 {shape = [" + dims_text({1, 3, o, o}) + "]} : f32[" + dims_text({1, 3, o, o}) + "]\n";
       last = v + "6";
     }
     parts.push_back(last);
@@ -77,7 +73,7 @@ std::string program(const Program& p) {
     list += (i ? ", " : "") + parts[p.order.empty() ? i : p.order[i]];
   }
   t += "  %y = concat " + list + " {axis = " + std::to_string(p.chw ? 0 : p.axis) + "} : f32[";
-  t += p.chw ? dims({n, 3, o, o}) : p.axis == 0 ? dims({n * o, o, 3}) : dims({o, n * o, 3});
+  t += p.chw ? dims_text({n, 3, o, o}) : p.axis == 0 ? dims_text({n * o, o, 3}) : dims_text({o, n * o, 3});
   t += "]\n  return %y\n}\n";
   return t;
 }

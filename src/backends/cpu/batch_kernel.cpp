@@ -6,6 +6,7 @@
 #include <cstring>
 #include <optional>
 
+#include "backends/cpu/batch_rows.h"
 #include "backends/cpu/prologue_kernel.h"
 #include "backends/cpu/reference/reference.h"
 #include "backends/cpu/transform_kernel.h"
@@ -100,6 +101,9 @@ class BatchKernel final : public Kernel {
 }  // namespace
 
 Expected<std::shared_ptr<const Kernel>> make_batch_kernel(const Node& batch, Codegen codegen) {
+  std::string why;  // the row path's reason for declining; the general path below has no limit it names
+  FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const Kernel> rows, make_batch_rows_kernel(batch, codegen, &why));
+  if (rows) return rows;
   FUSEBOX_ASSIGN_OR_RETURN(BatchTable table, batch_table(batch));
   std::vector<ItemKernel> items;
   for (size_t i = 0; i < table.items; ++i) {

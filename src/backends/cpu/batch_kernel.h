@@ -1,4 +1,6 @@
-// Native execution of a batch_elementwise_region (ir/batch_region.h): per item, the prologue
+// Native execution of a batch_elementwise_region (ir/batch_region.h). The row path
+// (batch_rows.h) runs every batch whose form it takes: one pass per item and output row, straight
+// into the result. The general path below runs the rest: per item, the prologue
 // kernel of its region (prologue_kernel.h: the crop/resize transform a window of rows at a time,
 // the region's program over each window) and the per-item transform's plan, written straight
 // into the item's slice of the result when that slice is contiguous. Items run in parallel when

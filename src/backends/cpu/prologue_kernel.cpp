@@ -2,6 +2,8 @@
 //
 //   out axis `ax` (the first of size > 1), cut into windows of about kWindowElements:
 //     per window, in parallel:  transform rows of the window -> a window-sized buffer (cache)
+//                               (by the plan's row tables, preprocess_rows.h, when `ax` is the
+//                               plan's first axis and the plan factors into rows)
 //                               region program over (buffer, operand views of the window)
 //                               -> the window of every result
 //
@@ -11,7 +13,9 @@
 #include "backends/cpu/prologue_kernel.h"
 
 #include <algorithm>
+#include <optional>
 
+#include "backends/cpu/preprocess_rows.h"
 #include "backends/cpu/reference/reference.h"
 #include "backends/cpu/transform_kernel.h"
 #include "backends/transform_plan.h"
@@ -46,6 +50,7 @@ class PrologueKernel final : public Kernel {
                  std::shared_ptr<const RegionProgram> program)
       : parts_(std::move(parts)), plan_(std::move(plan)), program_(std::move(program)) {
     for (const Dim& d : parts_.read.shape) read_dims_.push_back(d.value());
+    if (plan_ && plan_->out_shape == read_dims_) rows_ = row_tables(*plan_);
   }
 
   Status run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const override {
@@ -99,7 +104,8 @@ class PrologueKernel final : public Kernel {
       std::vector<int64_t> wdims = dims;
       wdims[ax] = a1 - a0;
       Array read(parts_.read.dtype, wdims);
-      Status s = run_transform_window(*plan_, ins[k], read.raw(), a0 * inner, a1 * inner);
+      Status s = rows_ && ax == 0 ? fill_rows(*plan_, *rows_, ins[k], read.raw(), a0, a1)
+                                  : run_transform_window(*plan_, ins[k], read.raw(), a0 * inner, a1 * inner);
       std::vector<Array> win_in(ins.size()), win_out;
       for (size_t j = 0; j < ins.size(); ++j) {
         win_in[j] = j == k ? read : axis_of[j] < 0 ? ins[j] : window_of(ins[j], size_t(axis_of[j]), a0, a1);
@@ -118,6 +124,7 @@ class PrologueKernel final : public Kernel {
   std::shared_ptr<const TransformPlan> plan_;  // null: the transform's steps run one by one
   std::shared_ptr<const RegionProgram> program_;
   std::vector<int64_t> read_dims_;
+  std::optional<RowTables> rows_;  // the plan as rows (preprocess_rows.h) when it factors so
 };
 
 }  // namespace

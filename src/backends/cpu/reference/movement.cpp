@@ -25,13 +25,20 @@ std::string dims_string(std::span<const int64_t> dims) {
   return s + "]";
 }
 
-// out[i] = in[base + strided offset of i], walking out in row-major order.
+// out[i] = in[base + strided offset of i], walking out in row-major order: the outer dims by the
+// multi-index, the last one by its stride (a transpose to CHW would otherwise pay a multi-index
+// step per element).
 template <size_t Bytes>
 void copy_strided_sized(const uint8_t* in, uint8_t* out, std::span<const int64_t> out_shape,
                         int64_t base, std::vector<int64_t> strides) {
+  const size_t outer = out_shape.empty() ? 0 : out_shape.size() - 1;
+  const int64_t inner = out_shape.empty() ? 1 : out_shape.back();
+  const int64_t step = out_shape.empty() ? 0 : strides.back() * int64_t(Bytes);
+  strides.resize(outer);
   int64_t o = 0;
-  for (MultiIndex it(out_shape, {std::move(strides)}); !it.done(); it.next(), ++o) {
-    std::memcpy(out + o * int64_t(Bytes), in + (base + it.offset(0)) * int64_t(Bytes), Bytes);
+  for (MultiIndex it(out_shape.first(outer), {std::move(strides)}); !it.done(); it.next()) {
+    const uint8_t* row = in + (base + it.offset(0)) * int64_t(Bytes);
+    for (int64_t i = 0; i < inner; ++i, ++o) std::memcpy(out + o * int64_t(Bytes), row + i * step, Bytes);
   }
 }
 

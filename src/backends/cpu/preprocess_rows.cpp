@@ -1,0 +1,183 @@
+// Row tables of a transform plan and the rows they compute (preprocess_rows.h).
+#include "backends/cpu/preprocess_rows.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "backends/cpu/transform_kernel.h"
+#include "ir/check.h"
+
+namespace fusebox::cpu {
+
+namespace row_generic { const PreprocessLoops& preprocess_loops(); }
+namespace row_avx2 { const PreprocessLoops& preprocess_loops(); }
+namespace row_avx512 { const PreprocessLoops& preprocess_loops(); }
+
+const PreprocessLoops& preprocess_loops(RowIsa isa) {
+  FUSEBOX_CHECK(row_isa_available(isa)) << "pre-processing loops for " << row_isa_name(isa) << " on a processor without it";
+  switch (isa) {
+    case RowIsa::Avx512: return row_avx512::preprocess_loops();
+    case RowIsa::Avx2: return row_avx2::preprocess_loops();
+    case RowIsa::Generic: break;
+  }
+  return row_generic::preprocess_loops();
+}
+
+const PreprocessLoops& preprocess_loops() {
+  static const PreprocessLoops& best = preprocess_loops(best_row_isa());
+  return best;
+}
+
+namespace {
+
+// The one or two taps of an index, as (offset, weight, pad step); a constant tap has offset 0.
+struct Taps {
+  int n = 1;
+  int64_t off[2] = {0, 0};
+  double w[2] = {1, 0};
+  int step = -1;  // the latest pad step among the taps
+};
+
+Taps taps_of(const TransformPlan::Axis& ax, size_t i) {
+  Taps t;
+  t.n = ax.count[i];
+  for (int j = 0; j < t.n; ++j) {
+    const size_t k = 2 * i + size_t(j);
+    t.w[j] = ax.weight[k];
+    if (ax.off[k] == kConst) t.step = std::max(t.step, int(ax.step[k]));
+    else t.off[j] = ax.off[k];
+  }
+  if (t.n == 1) t.off[1] = t.off[0];
+  return t;
+}
+
+bool has_two_taps(const TransformPlan::Axis& ax) {
+  return std::any_of(ax.count.begin(), ax.count.end(), [](uint8_t c) { return c == 2; });
+}
+
+}  // namespace
+
+std::optional<RowTables> row_tables(const TransformPlan& p, std::string* why) {
+  auto fail = [why](const char* reason) -> std::optional<RowTables> {
+    if (why) *why = reason;
+    return std::nullopt;
+  };
+  const size_t R = p.out_axes, A = p.axes.size();
+  if (R < 2) return fail("the transform has fewer than two output axes");
+  RowTables t;
+  t.linear = p.linear;
+  t.rows = p.out_shape[0];
+  t.cols = 1;
+  for (size_t d = 1; d < R; ++d) t.cols *= p.out_shape[d];
+  t.inner = p.out_shape[R - 1];
+  // The reference sums the taps with the weight order's first axis outermost: the row's taps
+  // must come before the column's, and only one column axis may split.
+  int split_col = -1;
+  for (size_t d = 1; d < A; ++d) {
+    if (!has_two_taps(p.axes[d])) continue;
+    if (d >= R || split_col >= 0) return fail("two column axes (or a phantom axis) interpolate");
+    split_col = int(d);
+  }
+  if (split_col >= 0 && has_two_taps(p.axes[0]) && p.axes[0].resize_pos > p.axes[size_t(split_col)].resize_pos) {
+    return fail("the columns interpolate before the rows");
+  }
+
+  // Phantom axes (unit source axes) have one index: they add to every row.
+  int64_t phantom_off = 0;
+  int phantom_step = -1;
+  for (size_t d = R; d < A; ++d) {
+    Taps x = taps_of(p.axes[d], 0);
+    phantom_off += x.off[0];
+    phantom_step = std::max(phantom_step, x.step);
+  }
+  for (int64_t r = 0; r < t.rows; ++r) {
+    Taps x = taps_of(p.axes[0], size_t(r));
+    for (int j = 0; j < 2; ++j) {
+      t.row_off.push_back(x.off[j] + phantom_off);
+      t.row_w.push_back(x.w[j]);
+    }
+    t.row_const.push_back(std::max(x.step, phantom_step));
+    t.has_const = t.has_const || t.row_const.back() >= 0;
+  }
+
+  // Columns: the row-major walk over axes 1..R-1, each index's taps summed.
+  std::vector<size_t> index(R, 0);
+  for (int64_t j = 0; j < t.cols; ++j) {
+    int64_t off[2] = {0, 0};
+    double w[2] = {1, 0};
+    int step = -1;
+    for (size_t d = 1; d < R; ++d) {
+      Taps x = taps_of(p.axes[d], index[d]);
+      step = std::max(step, x.step);
+      off[0] += x.off[0];
+      off[1] += x.off[1];
+      if (int(d) == split_col) w[0] = x.w[0], w[1] = x.w[1];
+    }
+    for (int64_t o : off) {
+      if (o < 0 || o > std::numeric_limits<int32_t>::max()) return fail("a column offset beyond 32 bits");
+    }
+    t.col_off0.push_back(int32_t(off[0]));
+    t.col_off1.push_back(int32_t(off[1]));
+    t.col_w0.push_back(w[0]);
+    t.col_w1.push_back(w[1]);
+    t.col_const.push_back(step);
+    if (step >= 0) t.const_cols.push_back(int32_t(j)), t.has_const = true;
+    for (size_t d = R; d-- > 1;) {
+      if (++index[d] < size_t(p.out_shape[d])) break;
+      index[d] = 0;
+    }
+  }
+  t.col_lo = std::min(*std::min_element(t.col_off0.begin(), t.col_off0.end()),
+                      *std::min_element(t.col_off1.begin(), t.col_off1.end()));
+  t.col_hi = std::max(*std::max_element(t.col_off0.begin(), t.col_off0.end()),
+                      *std::max_element(t.col_off1.begin(), t.col_off1.end()));
+  const bool f32_out = p.out_dtype == DType::F32;
+  const bool nearest = !p.linear && (p.src_dtype == DType::U8 || p.src_dtype == DType::F32);
+  const bool bilinear = p.linear && p.src_dtype == DType::U8 && p.resize_dtype == DType::F32 && !t.has_const;
+  t.own_loops = f32_out && (nearest || bilinear);
+  if (!t.own_loops && t.cols % transform_window_unit(p) != 0) return fail("the plan's own windows span several rows");
+  return t;
+}
+
+void prefetch_row(const RowTables& t, const void* src, size_t esize, int64_t r) {
+  if (r >= t.rows || t.row_const[size_t(r)] >= 0) return;
+  constexpr size_t kLine = 64;
+  for (int tap = 0; tap < 2; ++tap) {
+    const int64_t off = t.row_off[2 * size_t(r) + size_t(tap)];
+    if (tap == 1 && off == t.row_off[2 * size_t(r)]) break;
+    const auto* lo = static_cast<const char*>(src) + size_t(off + t.col_lo) * esize;
+    const auto* hi = static_cast<const char*>(src) + size_t(off + t.col_hi) * esize;
+    for (const char* a = lo; a <= hi; a += kLine) __builtin_prefetch(a);
+    __builtin_prefetch(hi);
+  }
+}
+
+Status fill_rows(const TransformPlan& p, const RowTables& t, const Array& src, void* dst, int64_t r0, int64_t r1) {
+  if (!t.own_loops) return run_transform_window(p, src, dst, r0 * t.cols, r1 * t.cols);
+  const PreprocessLoops& loops = preprocess_loops();
+  const auto* s8 = static_cast<const uint8_t*>(src.raw());
+  const auto* s32 = static_cast<const float*>(src.raw());
+  auto constant = [&](int step) { return float(p.const_value[size_t(step)]); };
+  const size_t esize = size_t(dtype_size(p.src_dtype));
+  for (int64_t r = r0; r < r1; ++r) {
+    prefetch_row(t, src.raw(), esize, r + 1);
+    float* out = static_cast<float*>(dst) + (r - r0) * t.cols;
+    const size_t k = 2 * size_t(r);
+    if (t.linear) {
+      loops.bilinear_u8(s8 + t.row_off[k], s8 + t.row_off[k + 1], std::min(t.row_off[k], t.row_off[k + 1]),
+                        t.row_w[k], t.row_w[k + 1], t.col_off0.data(),
+                        t.col_off1.data(), t.col_w0.data(), t.col_w1.data(), out, t.cols);
+      continue;
+    }
+    if (const int rs = t.row_const[size_t(r)]; rs >= 0) {
+      for (int64_t j = 0; j < t.cols; ++j) out[j] = constant(std::max(rs, t.col_const[size_t(j)]));
+      continue;
+    }
+    if (p.src_dtype == DType::U8) loops.nearest_u8(s8 + t.row_off[k], t.row_off[k], t.col_off0.data(), out, t.cols);
+    else loops.nearest_f32(s32 + t.row_off[k], t.col_off0.data(), out, t.cols);
+    for (int32_t j : t.const_cols) out[j] = constant(t.col_const[size_t(j)]);
+  }
+  return Status::ok();
+}
+
+}  // namespace fusebox::cpu

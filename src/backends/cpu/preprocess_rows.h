@@ -1,0 +1,80 @@
+// A transform plan (backends/transform_plan.h) seen as rows: its first output axis is the row,
+// every other output axis together the column (row-major, so an HWC image's columns are x*C+c).
+// Every tap of the plan is the sum of one tap of each axis, so the plan's taps factor into a
+// table per row and a table per column, each with at most two taps:
+//
+//   element (r, j) = sum over t, u of  row_w[r][t] * col_w[j][u] * src[row_off[r][t] + col_off[j][u]]
+//
+// built once when the kernel is made, then a row is one pass over the column table with no
+// index arithmetic (preprocess_loops.inc): nearest gathers by col_off, bilinear reads two source
+// rows and sums the four products in the reference's order, in double, rounded once to f32.
+// A one-tap row or column repeats its tap with weight 0; with u8 sources every value is finite
+// and non-negative, so the extra products are +0 and leave the sum unchanged bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/row_kernels.h"
+#include "backends/transform_plan.h"
+#include "fusebox/status.h"
+#include "ir/array.h"
+
+namespace fusebox::cpu {
+
+struct RowTables {
+  int64_t rows = 0, cols = 0;
+  int64_t inner = 1;             // the size of the last output axis (the channels of HWC)
+  bool linear = false;
+  bool has_const = false;        // some tap reads a pad constant
+  std::vector<int64_t> row_off;  // 2 per row: source element offsets
+  std::vector<double> row_w;     // 2 per row
+  std::vector<int32_t> row_const;  // per row: the latest pad step it reads (-1: none)
+  std::vector<int32_t> col_off0, col_off1;  // per column, relative to the row's offset
+  std::vector<double> col_w0, col_w1;
+  std::vector<int32_t> col_const;           // per column: as row_const
+  std::vector<int32_t> const_cols;          // the columns with col_const >= 0
+  int32_t col_lo = 0, col_hi = 0;           // the least and the greatest column offset
+  // Whether fill_rows computes rows itself (else through run_transform_window): f32 results
+  // from u8 or f32 sources, nearest with any pad, bilinear from u8 without pads.
+  bool own_loops = false;
+};
+
+// The tables of `plan`, or nothing (with `why`) when it does not factor into rows: fewer than
+// two output axes, two column axes with two taps, weights not in the row's then the column's
+// order, column offsets beyond 32 bits, a plan whose own windows span several rows.
+std::optional<RowTables> row_tables(const TransformPlan& plan, std::string* why = nullptr);
+
+// Rows [r0, r1) of the plan's result, exactly as run_transform_window computes them, to
+// dst[0, (r1 - r0) * cols) in the plan's output dtype.
+Status fill_rows(const TransformPlan& plan, const RowTables& t, const Array& src, void* dst, int64_t r0, int64_t r1);
+
+// Asks the cache for the source bytes row r reads (both taps; elements of `esize` bytes), so
+// that they arrive while the row before it is computed: the gathers of a row do not trigger
+// the hardware prefetchers, and a frame larger than the caches would stall each of them.
+void prefetch_row(const RowTables& t, const void* src, size_t esize, int64_t r);
+
+// The loops of one instruction set (preprocess_loops.inc), picked at run time like the row
+// kernels' (row_kernels.h).
+struct PreprocessLoops {
+  // `before`: how many bytes of the source lie before `src` (a row's offset in its frame).
+  // `stream`: write `out` by non-temporal stores (a result larger than the caches).
+  // out[i] = lut[base[i] + src[off[i]]]
+  void (*lut_row)(const uint8_t* src, int64_t before, const int32_t* off, const int32_t* base, const uint32_t* lut,
+                  uint32_t* out, int64_t n, bool stream);
+  // out[i] = float(src[off[i]])
+  void (*nearest_u8)(const uint8_t* src, int64_t before, const int32_t* off, float* out, int64_t n);
+  void (*nearest_f32)(const float* src, const int32_t* off, float* out, int64_t n);
+  // out[i] = float(wy0*w0[i]*a[o0[i]] + wy0*w1[i]*a[o1[i]] + wy1*w0[i]*b[o0[i]] + wy1*w1[i]*b[o1[i]]),
+  // in double, summed left to right; `before` counts for both rows
+  void (*bilinear_u8)(const uint8_t* a, const uint8_t* b, int64_t before, double wy0, double wy1, const int32_t* o0,
+                      const int32_t* o1, const double* w0, const double* w1, float* out, int64_t n);
+  // out[i] = src[idx[i]] (4-byte elements)
+  void (*gather32)(const uint32_t* src, const int32_t* idx, uint32_t* out, int64_t n, bool stream);
+};
+const PreprocessLoops& preprocess_loops(RowIsa isa);
+const PreprocessLoops& preprocess_loops();  // the best this processor has
+
+}  // namespace fusebox::cpu
