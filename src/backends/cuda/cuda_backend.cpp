@@ -6,6 +6,7 @@
 #include "backends/cuda/matmul_kernel.h"
 #include "backends/cuda/nvrtc.h"
 #include "backends/cuda/reduce_kernel.h"
+#include "backends/cuda/reduction_kernel.h"
 #include "backends/cuda/region_kernel.h"
 #include "backends/cuda/row_kernel.h"
 #include "ir/check.h"
@@ -158,6 +159,7 @@ class CudaBackend final : public Backend {
     if (is_cublaslt_op(n.op)) return claim_matmul(g, n);
     if (std::optional<Claim> c = claim_pool_or_reduce(g, n)) return *c;
     if (n.op == Op::Conv2d || n.op == Op::FusedConvBiasAct) return claim_conv(g, n);
+    if (n.op == Op::ReductionRegion) return claim_reduction_region(g, n);
     return Claim::refuse("no CUDA kernel for " + std::string(n.info().keyword) + " yet");
   }
 
@@ -172,6 +174,7 @@ class CudaBackend final : public Backend {
     if (is_cublaslt_op(n.op)) return make_matmul_kernel(context_, g, n);
     if (claim_pool_or_reduce(g, n)) return make_pool_or_reduce_kernel(context_, g, n);
     if (n.op == Op::Conv2d || n.op == Op::FusedConvBiasAct) return make_conv_kernel(context_, g, n);
+    if (n.op == Op::ReductionRegion) return make_reduction_kernel(context_, g, n);
     return Status::unimplemented("the CUDA backend does not run " + std::string(n.info().keyword));
   }
 

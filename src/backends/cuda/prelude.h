@@ -3,7 +3,9 @@
 // (src/backends/cpu/reference/unary.cpp, binary.cpp): the same operation order, NaN rules,
 // wrapping integer arithmetic, saturating float-to-integer casts. Kernels are compiled with
 // --fmad=false, so a*b+c rounds twice as on the CPU. Transcendental functions are CUDA's (at most
-// 2 ulp from the correctly rounded value, where the CPU's are within 1).
+// 2 ulp from the correctly rounded value, where the CPU's are within 1). It ends with the block
+// reduction the row and reduction_region kernels share (fb_block_reduce with FbAdd, FbMul, FbMax,
+// FbMin).
 #pragma once
 
 #include <string_view>

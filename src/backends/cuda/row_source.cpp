@@ -98,24 +98,6 @@ __device__ __forceinline__ void fb_write_norm(const FbRow& a, i64 col, float* v)
   fb_store(a.y, a.base + col, v);
 }
 
-// ---- block reductions: every thread gets the same result --------------------------------------
-struct FbAdd { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; } };
-struct FbMax { __device__ __forceinline__ float operator()(float a, float b) const { return fb_max_f(a, b); } };
-
-template <typename T, typename F> __device__ __forceinline__ T fb_block_reduce(T v, F f) {
-  __shared__ T partial[32];
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = f(v, __shfl_xor_sync(0xffffffffu, v, o));
-  const int warps = blockDim.x >> 5;
-  if (warps == 1) return v;
-  __syncthreads();  // the previous reduction's readers are done
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
-  __syncthreads();
-  T t = partial[0];
-  for (int w = 1; w < warps; ++w) t = f(t, partial[w]);
-  return t;
-}
-
 // softmax's running state: the max so far and the sum of e^(x - max).
 struct FbSoftmax { float m, s; };
 __device__ __forceinline__ FbSoftmax fb_softmax_merge(FbSoftmax a, FbSoftmax b) {
