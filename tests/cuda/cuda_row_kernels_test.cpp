@@ -112,7 +112,7 @@ TEST(CudaRowClaims, LaunchesFollowTheOperands) {
   EXPECT_EQ(odd->threads, 32u);
   Expected<cuda::RowLaunch> long_row = launch(1, 12000, 99, 1);
   ASSERT_TRUE(long_row);
-  EXPECT_EQ(long_row->threads, unsigned(cuda::kRowThreads));
+  EXPECT_EQ(long_row->threads, unsigned(cuda::row_threads()));
   Expected<cuda::RowLaunch> bad_scale = launch(2, 8, 99, 3);
   ASSERT_FALSE(bad_scale);
   EXPECT_NE(bad_scale.status().message().find("not one value or one row"), std::string::npos) << bad_scale.status().message();

@@ -36,6 +36,10 @@ struct RowVariant {
 inline constexpr const char* kRowEntry = "fb_row";
 inline constexpr int kRowThreads = 256;
 inline constexpr int kRowItems = 32;  // elements per thread of a row held in registers
+// Threads of a row's block for rows long enough to fill it: kRowThreads, or the environment's
+// FUSEBOX_CUDA_ROW_THREADS (32 to 1024, rounded down to a multiple of 32), read once, so the
+// block size can be swept on a GPU. The sources are compiled for it (__launch_bounds__).
+int row_threads();
 
 // The CUDA C++ source of one variant (row_source.cpp). Kernel arguments, all 8 bytes:
 //   (x, r, bias, scale, shift, y, sum, rows, n, bias_row_stride, bias_stride, scale_stride,

@@ -336,7 +336,7 @@ std::string row_source(const RowVariant& v) {
   os << "#define FB_RESIDUAL " << (v.residual ? 1 : 0) << "\n";
   os << "#define FB_V " << v.vector << "\n";
   os << "#define FB_ITEMS " << kRowItems << "\n";
-  os << "#define FB_THREADS " << kRowThreads << "\n";
+  os << "#define FB_THREADS " << row_threads() << "\n";
   switch (v.dtype) {
     case DType::F16:
       os << "typedef u16 fb_t;\n#define FB_LOAD(s) fb_f16_load(s)\n#define FB_STORE(f) fb_f16_store(f)\n"
