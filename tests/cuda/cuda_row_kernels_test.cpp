@@ -9,6 +9,8 @@
 // rounding boundary may round the other way); a returned residual sum bit-exact.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/nvrtc.h"
 #include "backends/cuda/row_kernel.h"
@@ -97,7 +99,7 @@ TEST(CudaRowClaims, LaunchesFollowTheOperands) {
   Expected<cuda::RowLaunch> wide = launch(3, 1024, 99, 1);
   ASSERT_TRUE(wide) << wide.status().message();
   EXPECT_EQ(wide->variant.vector, 8);
-  EXPECT_EQ(wide->threads, 128u);
+  EXPECT_EQ(wide->threads, unsigned(std::min(128, cuda::row_threads()))) << "a warp per 32 chunks of 8 (FUSEBOX_CUDA_ROW_THREADS caps it)";
   EXPECT_EQ(wide->blocks, 3u);
   EXPECT_EQ(wide->sizes[2], 1024) << "a bias of x's shape is read row by row";
   EXPECT_EQ(wide->sizes[4], 0) << "a one-value scale is read once";
