@@ -222,15 +222,17 @@ TEST(CudaReductionClaims, RefusalsSayWhy) {
   EXPECT_NE(no_copy.reason.find("returns an operand"), std::string::npos) << no_copy.reason;
 }
 
-// A log-sum-exp and a row dot product with a [D] weight, written out in primitives.
+// A log-softmax at temperature 2 and a row dot product with a [D] weight, in primitives.
 constexpr const char* kWrittenOut = R"(func @f(%x: f32[N,D], %w: f32[D]) -> (f32[N,D], f32[N]) {
   %m = reduce_max %x {axes = [-1], keepdims = true} : f32[N,1]
-  %d = sub %x, %m : f32[N,D]
-  %e = exp %d : f32[N,D]
+  %nm = neg %m : f32[N,1]
+  %d = add %x, %nm : f32[N,D]
+  %half = constant {value = dense<f32[]: [0.5]>} : f32[]
+  %t = mul %d, %half : f32[N,D]
+  %e = exp %t : f32[N,D]
   %s = reduce_sum %e {axes = [-1], keepdims = true} : f32[N,1]
   %l = log %s : f32[N,1]
-  %lse = add %l, %m : f32[N,1]
-  %y = sub %x, %lse : f32[N,D]
+  %y = sub %t, %l : f32[N,D]
   %p = mul %x, %w : f32[N,D]
   %dot = reduce_sum %p {axes = [-1]} : f32[N]
   return %y, %dot
