@@ -1,13 +1,15 @@
 // reduction_region on the GPU (reduction_codegen.h, reduction_kernel.h) against the CPU reference.
 // Without NVRTC everything skips; without a GPU only the code generation and claim tests run:
-// the source of every tested body compiles for sm_90 at every count of row dims, and the claim
-// refuses what the kernel does not run with a reason. With a GPU, every body runs on f32, f16 and
-// bf16 over rows of 1, 7, 1000 and 4097 elements, one to many rows, on random operands (never
+// the source of every tested body compiles for sm_90 at one and two row dims, and the claim
+// refuses what the kernel does not run with a reason. With a GPU, every body runs on f32, f16,
+// bf16 and f64 over rows of 1, 7, 1000 and 4097 elements, one to many rows, on random operands (never
 // zero), the kernel run directly on outputs poisoned with each of testing::kPoisonBytes, and must
 // match the reference backend's kernel of the same node.
 // Tolerances (relative and absolute): f32 1e-5 (the steps are the reference's f32 operations;
 // sums in double in another order, transcendental functions within 2 ulp), f16 2e-3 and bf16
-// 1.6e-2 (one ulp of the dtype: a value on a rounding boundary may round the other way).
+// 1.6e-2 (one ulp of the dtype: a value on a rounding boundary may round the other way), f64
+// 1e-12 (sums in another order; CUDA's and the C library's double functions differ in the last
+// bits).
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -28,9 +30,16 @@
 namespace fusebox {
 namespace {
 
-constexpr DType kDTypes[] = {DType::F32, DType::F16, DType::BF16};
+constexpr DType kDTypes[] = {DType::F32, DType::F16, DType::BF16, DType::F64};
 
-double tolerance(DType d) { return d == DType::F16 ? 2e-3 : d == DType::BF16 ? 1.6e-2 : 1e-5; }
+double tolerance(DType d) {
+  switch (d) {
+    case DType::F16: return 2e-3;
+    case DType::BF16: return 1.6e-2;
+    case DType::F64: return 1e-12;
+    default: return 1e-5;
+  }
+}
 
 struct BodyCase {
   std::string name;
@@ -120,6 +129,18 @@ std::vector<BodyCase> body_cases() {
   }
   return %s
 })"},
+      // Rows of one element by type: every value is one per row, the reductions are the value.
+      {"static rows of one element", R"(func @f(%x: D[N,1]) -> D[N,1] {
+  %y = reduction_region %x {name = "one", row_axes = 1} : D[N,1] (%a: D[N,1]) {
+    %0 = reduce_max %a {axes = [-1], keepdims = true} : D[N,1]
+    %1 = sub %a, %0 : D[N,1]
+    %2 = exp %1 : D[N,1]
+    %3 = reduce_sum %2 {axes = [-1], keepdims = true} : D[N,1]
+    %4 = div %2, %3 : D[N,1]
+    return %4
+  }
+  return %y
+})"},
   };
 }
 
@@ -188,6 +209,9 @@ TEST(CudaReductionCodegen, PassesFollowTheReductions) {
   std::shared_ptr<const cuda::ReductionPlan> dot = plan_of(5);
   EXPECT_EQ(dot->passes, 1);
   EXPECT_TRUE(dot->targets[1].empty()) << "no row-shaped result: no write pass";
+  std::shared_ptr<const cuda::ReductionPlan> one = plan_of(6);
+  EXPECT_EQ(one->passes, 0) << "a reduction of one element is that element";
+  EXPECT_TRUE(one->targets[0].empty());
 }
 
 TEST(CudaReductionClaims, RefusalsSayWhy) {
