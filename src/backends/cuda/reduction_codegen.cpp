@@ -129,7 +129,8 @@ namespace {
 
 // `nodes` of the body (in body order) as a body of rank-0 values returning `outputs`; `reads`
 // receives the values it takes from outside, in the order of its parameters. A reduction in it
-// reduces a row of one element: it is that element.
+// reduces a row of one element: it is that element (equal as a number; a sum in the reference
+// turns -0 into +0).
 Graph sub_body(const Graph& body, const std::vector<size_t>& nodes, const std::vector<ValueId>& outputs,
                std::vector<ValueId>& reads) {
   Graph sub("pass");
