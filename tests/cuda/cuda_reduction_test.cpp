@@ -246,6 +246,41 @@ TEST(CudaReductionClaims, RefusalsSayWhy) {
   EXPECT_NE(no_copy.reason.find("returns an operand"), std::string::npos) << no_copy.reason;
 }
 
+// The launch argument (FbRows) of the two-axis row: x [2,5,7], c [5,1] (repeats along W, so the
+// row keeps two dims), k [2,1,1] (one value per row); with H = 1 the row is one dim.
+TEST(CudaReductionClaims, LaunchArgumentsFollowTheOperands) {
+  Region r = region_of(body_cases()[4], DType::F32);
+  Expected<std::shared_ptr<const cuda::ReductionPlan>> plan = cuda::plan_reduction(r.node->body, 2);
+  ASSERT_TRUE(plan) << plan.status().message();
+  auto views = [](std::vector<std::vector<int64_t>> shapes) {
+    std::vector<BufferView> v;
+    for (auto& s : shapes) v.push_back(BufferView{nullptr, DType::F32, s, {}, {}});
+    return v;
+  };
+  std::vector<BufferView> two = views({{2, 5, 7}, {5, 1}, {2, 1, 1}});
+  Expected<cuda::ReductionLaunch> l = cuda::plan_reduction_launch(**plan, two);
+  ASSERT_TRUE(l) << l.status().message();
+  EXPECT_EQ(l->rows, 2);
+  EXPECT_EQ(l->n, 35);
+  EXPECT_EQ(l->row_dims, 2);
+  EXPECT_EQ(l->threads, 64u) << "35 elements: two warps";
+  const std::vector<int64_t> want = {2, 35, 1,                 // rows, n, leading dims
+                                     2, 1, 1, 1, 1, 1, 1, 1,   // leading dims, padded
+                                     35, 0, 0, 0, 0, 0, 0, 0,  // x's leading strides
+                                     0, 0, 0, 0, 0, 0, 0, 0,   // c's
+                                     1, 0, 0, 0, 0, 0, 0, 0,   // k's
+                                     5, 7,                     // row dims
+                                     7, 1, 1, 0, 0, 0};        // row strides of x, c, k
+  EXPECT_EQ(l->args, want);
+  std::vector<BufferView> one = views({{3, 1, 300}, {1, 1}, {3, 1, 1}});
+  l = cuda::plan_reduction_launch(**plan, one);
+  ASSERT_TRUE(l) << l.status().message();
+  EXPECT_EQ(l->row_dims, 1);
+  EXPECT_EQ(l->threads, unsigned(cuda::kReductionThreads));
+  const std::vector<int64_t> row_part(l->args.end() - 4, l->args.end());
+  EXPECT_EQ(row_part, (std::vector<int64_t>{300, 1, 0, 0})) << "row dim, then the strides of x, c, k";
+}
+
 // A log-softmax at temperature 2 and a row dot product with a [D] weight, in primitives.
 constexpr const char* kWrittenOut = R"(func @f(%x: f32[N,D], %w: f32[D]) -> (f32[N,D], f32[N]) {
   %m = reduce_max %x {axes = [-1], keepdims = true} : f32[N,1]
