@@ -1,5 +1,6 @@
 #include "backends/cuda/cuda_backend.h"
 
+#include "backends/cuda/attention_kernel.h"
 #include "backends/cuda/batch_kernel.h"
 #include "backends/cuda/context.h"
 #include "backends/cuda/conv_kernel.h"
@@ -8,6 +9,7 @@
 #include "backends/cuda/reduce_kernel.h"
 #include "backends/cuda/region_kernel.h"
 #include "backends/cuda/row_kernel.h"
+#include "backends/cuda/swiglu_kernel.h"
 #include "ir/check.h"
 
 namespace fusebox::cuda {
@@ -158,6 +160,8 @@ class CudaBackend final : public Backend {
     if (is_cublaslt_op(n.op)) return claim_matmul(g, n);
     if (std::optional<Claim> c = claim_pool_or_reduce(g, n)) return *c;
     if (n.op == Op::Conv2d || n.op == Op::FusedConvBiasAct) return claim_conv(g, n);
+    if (n.op == Op::FusedAttention) return claim_attention(g, n);
+    if (n.op == Op::FusedSwiglu) return claim_swiglu(g, n);
     return Claim::refuse("no CUDA kernel for " + std::string(n.info().keyword) + " yet");
   }
 
@@ -172,6 +176,8 @@ class CudaBackend final : public Backend {
     if (is_cublaslt_op(n.op)) return make_matmul_kernel(context_, g, n);
     if (claim_pool_or_reduce(g, n)) return make_pool_or_reduce_kernel(context_, g, n);
     if (n.op == Op::Conv2d || n.op == Op::FusedConvBiasAct) return make_conv_kernel(context_, g, n);
+    if (n.op == Op::FusedAttention) return make_attention_kernel(context_, g, n);
+    if (n.op == Op::FusedSwiglu) return make_swiglu_kernel(context_, g, n);
     return Status::unimplemented("the CUDA backend does not run " + std::string(n.info().keyword));
   }
 
