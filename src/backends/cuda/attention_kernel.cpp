@@ -2,9 +2,8 @@
 // its Kernel: one compiled source per (dtype, head-dim bucket), kept after its first use.
 #include "backends/cuda/attention_kernel.h"
 
+#include <algorithm>
 #include <climits>
-#include <map>
-#include <mutex>
 
 #include "ir/check.h"
 
@@ -45,7 +44,8 @@ class AttentionKernel final : public Kernel {
     FUSEBOX_CHECK(out.size() == 1) << "fused_attention results";
     FUSEBOX_ASSIGN_OR_RETURN(AttentionLaunch l, plan_attention_launch(node_, in, out[0]));
     if (!l.blocks) return Status::ok();
-    FUSEBOX_ASSIGN_OR_RETURN(CUfunction f, function(l.variant));
+    FUSEBOX_ASSIGN_OR_RETURN(CUfunction f, functions_.get(*context_, l.variant.key(), kAttentionEntry,
+                                                          [&] { return attention_source(l.variant); }));
     FUSEBOX_RETURN_IF_ERROR(context_->make_current());
     void* args[6] = {&l.q, &l.k, &l.v, &l.mask, &l.out, &l.args};
     const Driver& d = context_->driver();
@@ -55,22 +55,9 @@ class AttentionKernel final : public Kernel {
   std::string_view kind() const override { return "cuda_attention"; }
 
  private:
-  Expected<CUfunction> function(const AttentionVariant& v) const {
-    const std::string key = v.key();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (auto it = functions_.find(key); it != functions_.end()) return it->second;
-    }
-    FUSEBOX_ASSIGN_OR_RETURN(CUfunction f, context_->function(attention_source(v), kAttentionEntry));
-    std::lock_guard<std::mutex> lock(mu_);
-    functions_.emplace(key, f);
-    return f;
-  }
-
   std::shared_ptr<Context> context_;
   Node node_;  // a copy: kernels outlive the graph they were compiled from
-  mutable std::mutex mu_;
-  mutable std::map<std::string, CUfunction> functions_;  // by AttentionVariant::key()
+  mutable FunctionCache functions_;  // by AttentionVariant::key()
 };
 
 }  // namespace

@@ -148,11 +148,7 @@ std::string attention_source(const AttentionVariant& v) {
   os << "#define FB_BK " << v.keys_per_tile() << "\n";
   os << "#define FB_QW " << v.queries_per_warp() << "\n";
   os << "#define FB_WARPS " << kAttentionWarps << "\n";
-  switch (v.dtype) {
-    case DType::F16: os << "typedef u16 fb_t;\n#define FB_LOAD(s) fb_f16_load(s)\n#define FB_STORE(f) fb_f16_store(f)\n"; break;
-    case DType::BF16: os << "typedef u16 fb_t;\n#define FB_LOAD(s) fb_bf16_load(s)\n#define FB_STORE(f) fb_bf16_store(f)\n"; break;
-    default: os << "typedef float fb_t;\n#define FB_LOAD(s) (s)\n#define FB_STORE(f) (f)\n";
-  }
+  os << float_storage_defines(v.dtype);
   os << kBody;
   return os.str();
 }

@@ -1,3 +1,5 @@
+// fused_swiglu's claim (that of its product's cuBLASLt kernel), the gate kernel's source and
+// the Kernel running both.
 #include "backends/cuda/swiglu_kernel.h"
 
 #include <algorithm>
@@ -60,7 +62,7 @@ class SwigluKernel final : public Kernel {
     h.data = temporary.get();
     FUSEBOX_RETURN_IF_ERROR(matmul_->run(stream, in, std::span<const BufferView>(&h, 1)));
 
-    FUSEBOX_ASSIGN_OR_RETURN(CUfunction f, function());
+    FUSEBOX_ASSIGN_OR_RETURN(CUfunction f, functions_.get(*context_, "gate", kSwigluEntry, [&] { return swiglu_gate_source(dtype_); }));
     FUSEBOX_RETURN_IF_ERROR(context_->make_current());
     const Driver& d = context_->driver();
     int64_t off = gate_first_ ? 0 : n;
@@ -83,21 +85,12 @@ class SwigluKernel final : public Kernel {
   std::string_view kind() const override { return "cuda_swiglu"; }
 
  private:
-  Expected<CUfunction> function() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!gate_) {
-      FUSEBOX_ASSIGN_OR_RETURN(CUfunction f, context_->function(swiglu_gate_source(dtype_), kSwigluEntry));
-      gate_ = f;
-    }
-    return gate_;
-  }
-
   std::shared_ptr<Context> context_;
   std::shared_ptr<const Kernel> matmul_;
   DType dtype_;
   bool gate_first_;
+  mutable FunctionCache functions_;
   mutable std::mutex mu_;
-  mutable CUfunction gate_ = nullptr;
   mutable std::vector<std::shared_ptr<void>> recorded_;  // temporaries of recorded runs
 };
 
@@ -107,17 +100,7 @@ std::string swiglu_gate_source(DType dtype) {
   FUSEBOX_CHECK(dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16) << "swiglu gate dtype";
   std::string s(prelude_source());
   s += "\n// ---- fused_swiglu gate " + std::string(dtype_name(dtype)) + "\n";
-  switch (dtype) {
-    case DType::F16:
-      s += "typedef u16 fb_t;\n#define FB_LOAD(s) fb_f16_load(s)\n#define FB_STORE(f) fb_f16_store(f)\n"
-           "#define FB_ROUND(f) fb_f16_round(f)\n";
-      break;
-    case DType::BF16:
-      s += "typedef u16 fb_t;\n#define FB_LOAD(s) fb_bf16_load(s)\n#define FB_STORE(f) fb_bf16_store(f)\n"
-           "#define FB_ROUND(f) fb_bf16_round(f)\n";
-      break;
-    default: s += "typedef float fb_t;\n#define FB_LOAD(s) (s)\n#define FB_STORE(f) (f)\n#define FB_ROUND(f) (f)\n";
-  }
+  s += float_storage_defines(dtype);
   s += kGateBody;
   return s;
 }

@@ -9,8 +9,9 @@
 //                                   each rounded to the dtype, as the unfused steps round
 //
 // The temporary comes from the context's pool and goes back when the run returns (the one
-// stream orders its reuse after the gate kernel); a run recorded into a CUDA graph keeps it with
-// the kernel instead, since every replay writes it again.
+// stream orders its reuse after the gate kernel); a run recorded into a CUDA graph keeps its
+// temporary with the kernel instead (one per recording, freed with the plan), since every replay
+// writes it again.
 //
 // Accuracy: the product is cuBLASLt's (f32 accumulation, bias added before the one rounding
 // where the unfused add rounds twice for f16/bf16); the gate step is the reference's silu and mul.
