@@ -76,7 +76,7 @@ Graph one_node(Op op, const std::vector<Array>& in, const Attrs& attrs, const Te
 }
 
 // The launch each layout gets: strides of merged [B,T,H*D] and split [B,H,T,D] operands, a
-// broadcast mask, causality and the head-dim bucket, from host views (no GPU needed).
+// broadcast mask or none, causality and the head-dim bucket, from host views (no GPU needed).
 TEST(CudaAttentionClaims, LaunchesFollowTheLayouts) {
   const int64_t b = 2, h = 3, tq = 7, tk = 13, d = 40;
   const Array q(DType::F16, {b, tq, h * d}), k(DType::F16, {b, h, tk, d}), v(DType::F16, {b, tk, h * d});
@@ -103,6 +103,23 @@ TEST(CudaAttentionClaims, LaunchesFollowTheLayouts) {
   EXPECT_EQ(l->variant.dtype, DType::F16);
   EXPECT_EQ(l->blocks, unsigned(b * h * 1));  // 7 queries: one tile of 16 per (batch, head)
   EXPECT_EQ(l->mask, mask.raw());
+
+  // No mask, not causal, a merged result; the head dim picks the source's bucket.
+  for (const auto& [dim, bucket] : {std::pair{int64_t(8), 64}, std::pair{int64_t(80), 128}, std::pair{int64_t(200), 256}}) {
+    const Array q4(DType::BF16, {b, h, tq, dim}), k3(DType::BF16, {b, tk, h * dim}), merged(DType::BF16, {b, tq, h * dim});
+    const Graph plain = one_node(Op::FusedAttention, {q4, k3, k3}, attention_attrs(h, dim, false, true),
+                                 TensorType{DType::BF16, make_shape(merged.shape())});
+    const std::vector<BufferView> views = {host_view(q4), host_view(k3), host_view(k3)};
+    Expected<cuda::AttentionLaunch> p = cuda::plan_attention_launch(plain.nodes()[0], views, host_view(merged));
+    ASSERT_TRUE(p) << p.status().message();
+    EXPECT_EQ(p->variant.max_head_dim, bucket) << "head_dim " << dim;
+    EXPECT_EQ(p->args.causal, 0);
+    EXPECT_EQ(p->mask, nullptr);
+    EXPECT_EQ(p->args.q[1], tq * dim) << "q (heads split): a head is a [Tq, D] block";
+    EXPECT_EQ(p->args.out[1], dim) << "result (heads merged): a head is D columns of each row";
+    EXPECT_EQ(p->args.out[2], h * dim);
+    EXPECT_EQ(p->blocks, unsigned(b * h * ((tq + p->variant.queries_per_block() - 1) / p->variant.queries_per_block())));
+  }
 
   const Array wide_mask(DType::F16, {b, 1, tq, 5});
   const std::vector<BufferView> bad = {host_view(q), host_view(k), host_view(v), host_view(wide_mask)};
