@@ -129,22 +129,21 @@ TEST(CudaAttentionClaims, LaunchesFollowTheLayouts) {
 }
 
 TEST(CudaAttentionClaims, ClaimsAcceptWhatTheKernelsRunAndSayWhyNot) {
+  // The claim of a fused_attention over q = k = v of [1, 4, heads * head_dim].
+  auto claim = [](DType d, int64_t heads, int64_t head_dim) {
+    const Array q(d, {1, 4, heads * head_dim});
+    const Graph g = one_node(Op::FusedAttention, {q, q, q}, attention_attrs(heads, head_dim, false, true),
+                             TensorType{d, make_shape(q.shape())});
+    return cuda::claim_attention(g, g.nodes()[0]);
+  };
   for (DType d : kDTypes) {
-    const Array q(d, {1, 4, 64});
-    const Graph g = one_node(Op::FusedAttention, {q, q, q}, attention_attrs(2, 32, false, true), TensorType{d, make_shape({1, 4, 64})});
-    const Claim c = cuda::claim_attention(g, g.nodes()[0]);
+    const Claim c = claim(d, 2, 32);
     EXPECT_TRUE(c.yes) << dtype_name(d) << ": " << c.reason;
   }
-  const Array q64(DType::F64, {1, 4, 64});
-  const Graph f64 = one_node(Op::FusedAttention, {q64, q64, q64}, attention_attrs(2, 32, false, true),
-                             TensorType{DType::F64, make_shape({1, 4, 64})});
-  const Claim no_f64 = cuda::claim_attention(f64, f64.nodes()[0]);
+  const Claim no_f64 = claim(DType::F64, 2, 32);
   EXPECT_FALSE(no_f64.yes);
   EXPECT_NE(no_f64.reason.find("fused_attention on f64"), std::string::npos) << no_f64.reason;
-  const Array wide(DType::F32, {1, 4, 512});
-  const Graph big = one_node(Op::FusedAttention, {wide, wide, wide}, attention_attrs(1, 512, false, true),
-                             TensorType{DType::F32, make_shape({1, 4, 512})});
-  const Claim no_big = cuda::claim_attention(big, big.nodes()[0]);
+  const Claim no_big = claim(DType::F32, 1, 512);
   EXPECT_FALSE(no_big.yes);
   EXPECT_NE(no_big.reason.find("head_dim 512"), std::string::npos) << no_big.reason;
 
