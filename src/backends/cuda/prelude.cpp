@@ -239,4 +239,16 @@ template <typename T, typename F> __device__ __forceinline__ T fb_block_reduce(T
   return kSource;
 }
 
+std::string float_storage_defines(DType dtype) {
+  switch (dtype) {
+    case DType::F16:
+      return "typedef u16 fb_t;\n#define FB_LOAD(s) fb_f16_load(s)\n#define FB_STORE(f) fb_f16_store(f)\n"
+             "#define FB_ROUND(f) fb_f16_round(f)\n";
+    case DType::BF16:
+      return "typedef u16 fb_t;\n#define FB_LOAD(s) fb_bf16_load(s)\n#define FB_STORE(f) fb_bf16_store(f)\n"
+             "#define FB_ROUND(f) fb_bf16_round(f)\n";
+    default: return "typedef float fb_t;\n#define FB_LOAD(s) (s)\n#define FB_STORE(f) (f)\n#define FB_ROUND(f) (f)\n";
+  }
+}
+
 }  // namespace fusebox::cuda

@@ -8,10 +8,18 @@
 // FbMin).
 #pragma once
 
+#include <string>
 #include <string_view>
+
+#include "ir/dtype.h"
 
 namespace fusebox::cuda {
 
 std::string_view prelude_source();
+
+// The storage of float values of `dtype` (f32, f16 or bf16) for kernels that compute in float:
+// the element type fb_t, FB_LOAD(s) and FB_STORE(f) (round to nearest even), and FB_ROUND(f),
+// a float rounded to the dtype and kept as float.
+std::string float_storage_defines(DType dtype);
 
 }  // namespace fusebox::cuda

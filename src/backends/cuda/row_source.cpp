@@ -336,18 +336,9 @@ std::string row_source(const RowVariant& v) {
   os << "#define FB_RESIDUAL " << (v.residual ? 1 : 0) << "\n";
   os << "#define FB_V " << v.vector << "\n";
   os << "#define FB_ITEMS " << kRowItems << "\n";
-  os << "#define FB_THREADS " << row_threads() << "\n";
-  switch (v.dtype) {
-    case DType::F16:
-      os << "typedef u16 fb_t;\n#define FB_LOAD(s) fb_f16_load(s)\n#define FB_STORE(f) fb_f16_store(f)\n"
-            "#define FB_ROUND(f) fb_f16_round(f)\n";
-      break;
-    case DType::BF16:
-      os << "typedef u16 fb_t;\n#define FB_LOAD(s) fb_bf16_load(s)\n#define FB_STORE(f) fb_bf16_store(f)\n"
-            "#define FB_ROUND(f) fb_bf16_round(f)\n";
-      break;
-    default: os << "typedef float fb_t;\n#define FB_LOAD(s) (s)\n#define FB_STORE(f) (f)\n#define FB_ROUND(f) (f)\n";
-  }
+  os << "#define FB_THREADS " << row_threads() << "
+";
+  os << float_storage_defines(v.dtype);
   os << kBody;
   return os.str();
 }
