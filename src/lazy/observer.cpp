@@ -94,7 +94,8 @@ namespace counters {
 void add(uint64_t LazyStats::*field, uint64_t n) { counter_for(field).fetch_add(n, std::memory_order_relaxed); }
 }  // namespace counters
 
-// Only the CPU holds tensors in this build, so every device's usage is the CPU's.
+// Tensor values live in host memory between blocks on every device (a cuda block copies its
+// operands in and its results out), so every available device's usage is the same count.
 MemoryUsage memory_usage(Device device) {
   if (!device.available()) return {};
   return memory_usage_all();

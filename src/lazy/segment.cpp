@@ -29,6 +29,7 @@ struct CompiledGroup {
 };
 
 struct Plan {
+  uint32_t device = 0;  // Device::key(): a plan compiled for one device never runs on another
   std::vector<uint64_t> tokens;
   std::vector<CompiledGroup> groups;
   // Some group was compiled with concrete sizes: the plan holds only for the same dim sizes.
@@ -39,12 +40,17 @@ struct Plan {
 // The LRU store of plans, keyed by the relative form's hash and confirmed by its tokens.
 class PlanStore {
  public:
-  std::shared_ptr<const Plan> find(const RelativeForm& rf) {
+  static uint64_t key(const RelativeForm& rf, const Device& device) {
+    return rf.hash ^ (uint64_t(device.key()) * 0x9e3779b97f4a7c15ull);
+  }
+  std::shared_ptr<const Plan> find(const RelativeForm& rf, const Device& device) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = map_.find(rf.hash);
+    auto it = map_.find(key(rf, device));
     if (it == map_.end()) return nullptr;
     const Plan& p = **it->second;
-    if (p.tokens != rf.tokens || (p.size_specific && p.dim_sizes != rf.dim_sizes)) return nullptr;
+    if (p.device != device.key() || p.tokens != rf.tokens || (p.size_specific && p.dim_sizes != rf.dim_sizes)) {
+      return nullptr;
+    }
     lru_.splice(lru_.begin(), lru_, it->second);
     return *it->second;
   }
@@ -158,7 +164,7 @@ Expected<std::vector<ValueId>> custom_body(GraphBuilder& b, const Record& r, con
 }
 
 Expected<CompiledGroup> compile_group(const RelativeForm& rf, const std::vector<Record>& ops, const Group& g,
-                                      bool symbolic, bool* size_specific) {
+                                      const Device& device, bool symbolic, bool* size_specific) {
   CompiledGroup cg;
   cg.group = g;
   if (g.end == g.begin + 1 && ops[g.begin].custom && !ops[g.begin].custom->fusible()) {
@@ -216,6 +222,9 @@ Expected<CompiledGroup> compile_group(const RelativeForm& rf, const std::vector<
   FUSEBOX_ASSIGN_OR_RETURN(Graph graph, b.build());
   CompileOptions options;
   options.fuse = g.fused;
+  // A cuda block is fused for the GPU and placed on it (what the cuda backend does not claim
+  // runs on the CPU); its operands and results cross to and from the device at the block's ends.
+  if (device.kind == DeviceKind::Cuda) options.target = FusionTarget::Cuda;
   FUSEBOX_ASSIGN_OR_RETURN(Executable exe, session().compile(graph, options));
   for (const Node& n : exe.graph().nodes()) {
     if (n.op != Op::Constant) cg.kernels.emplace_back(op_keyword(n.op));
@@ -227,6 +236,7 @@ Expected<CompiledGroup> compile_group(const RelativeForm& rf, const std::vector<
 
 Expected<std::shared_ptr<const Plan>> make_plan(RelativeForm& rf, const std::vector<Record>& ops, const Device& device) {
   auto plan = std::make_shared<Plan>();
+  plan->device = device.key();
   std::vector<Group> groups;
   SegmentView view{&ops, [&rf](const TensorState* s, size_t b, size_t e) { return rf.escapes(s, b, e); }};
   if (device.fusion && !fusion_disabled_by_env()) {
@@ -240,10 +250,10 @@ Expected<std::shared_ptr<const Plan>> make_plan(RelativeForm& rf, const std::vec
   for (const Group& g : groups) {
     TraceSpan span("compile");
     if (span.on()) span.set_detail(g.fuser + " [" + std::to_string(g.begin) + ", " + std::to_string(g.end) + ")");
-    Expected<CompiledGroup> cg = compile_group(rf, ops, g, true, &plan->size_specific);
+    Expected<CompiledGroup> cg = compile_group(rf, ops, g, device, true, &plan->size_specific);
     if (!cg) {  // a kernel or pass that needs concrete sizes: compile this group with them
       plan->size_specific = true;
-      cg = compile_group(rf, ops, g, false, &plan->size_specific);
+      cg = compile_group(rf, ops, g, device, false, &plan->size_specific);
     }
     if (!cg) return cg.status();
     plan->groups.push_back(std::move(*cg));
@@ -380,7 +390,7 @@ Status run_segment(std::vector<Record> records, const Device& device, Trigger tr
   std::vector<Record> ops;
   RelativeForm rf = relative_form(records, device.fusion && !fusion_disabled_by_env(), uint8_t(trigger), &ops);
   if (record_lock && record_lock->owns_lock()) record_lock->unlock();
-  std::shared_ptr<const Plan> plan = plan_store().find(rf);
+  std::shared_ptr<const Plan> plan = plan_store().find(rf, device);
   const bool hit = plan != nullptr;
   if (hit) {
     counters::add(&LazyStats::plan_hits);
@@ -393,7 +403,7 @@ Status run_segment(std::vector<Record> records, const Device& device, Trigger tr
       return s;
     }
     plan = *made;
-    plan_store().insert(rf.hash, plan);
+    plan_store().insert(PlanStore::key(rf, device), plan);
   }
   for (const CompiledGroup& cg : plan->groups) {
     if (cg.skip) continue;

@@ -31,8 +31,11 @@ struct Device {
   static Device cpu() { return {}; }
   static Device cuda(int index = 0) { return {DeviceKind::Cuda, index, true}; }
   Device unfused() const { return {kind, index, false}; }
-  // Whether this build can run tensors on the device (cuda: not in this build).
-  bool available() const { return kind == DeviceKind::Cpu; }
+  // Whether tensors can run on the device: the CPU always; cuda:0 when this build has the CUDA
+  // backend and its driver loads (cuda:1 and beyond are not supported yet). `availability`
+  // says why not.
+  bool available() const { return availability().is_ok(); }
+  Status availability() const;
   std::string to_string() const;
   // One number per (kind, index, fusion): the stream registry's key.
   uint32_t key() const { return (uint32_t(kind) << 24) | (uint32_t(index) << 1) | (fusion ? 1u : 0u); }

@@ -4,6 +4,7 @@
 #include <optional>
 #include <random>
 
+#include "backends/registry/registry.h"
 #include "ir/shape_inference.h"
 #include "ir/verifier.h"
 #include "lazy/log.h"
@@ -17,6 +18,18 @@ namespace lazy {
 std::string Device::to_string() const {
   std::string s = kind == DeviceKind::Cpu ? "cpu" : "cuda:" + std::to_string(index);
   return fusion ? s : s + " (unfused)";
+}
+
+Status Device::availability() const {
+  if (kind == DeviceKind::Cpu) return Status::ok();
+  if (index != 0) return Status::unimplemented("device " + to_string() + " is not available: only cuda:0 is supported");
+  // One attempt per process: making the backend loads the driver and creates the GPU's context.
+  static const Status cuda = [] {
+    Expected<std::shared_ptr<Backend>> b = make_backend("cuda");
+    return b ? Status::ok() : b.status();
+  }();
+  if (cuda.is_ok()) return cuda;
+  return Status::unimplemented("device " + to_string() + " is not available: " + cuda.message());
 }
 
 TensorState::TensorState(uint64_t id, DType dtype, std::vector<int64_t> shape, Device device)
@@ -71,9 +84,7 @@ Tensor error_tensor(Status s, lazy::Device device = lazy::Device::cpu()) {
 }
 
 Tensor computed(Array a, lazy::Device device) {
-  if (!device.available()) {
-    return error_tensor(Status::unimplemented("device " + device.to_string() + " is not available in this build"), device);
-  }
+  if (Status why = device.availability(); !why.is_ok()) return error_tensor(std::move(why), device);
   StatePtr st = new_state(a.dtype(), a.shape(), device);
   st->set_value(std::move(a));
   return Tensor(std::move(st));
@@ -228,9 +239,7 @@ std::optional<Tensor> check_operands(const std::string& where, const std::vector
     return error_tensor(Status::invalid(where + ": takes " + std::to_string(min_inputs) + ".." +
                                         std::to_string(max_inputs) + " operands, got " + std::to_string(inputs.size())));
   }
-  if (!device->available()) {
-    return error_tensor(Status::unimplemented("device " + device->to_string() + " is not available in this build"), *device);
-  }
+  if (Status why = device->availability(); !why.is_ok()) return error_tensor(std::move(why), *device);
   return std::nullopt;
 }
 

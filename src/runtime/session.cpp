@@ -24,7 +24,7 @@ std::string options_key(const CompileOptions& o, const Fuse& fuser) {
     for (const std::string& p : fuser.passes()) key += p + ",";
   }
   key += ";backend=" + o.backend + ";codegen=" + std::string(codegen_name(o.cpu.codegen)) +
-         ";onednn=" + std::to_string(o.cpu.onednn) + ";layout=" + cpu_layout_name(o.cpu.nchwc_block) + ";verify=" + std::to_string(o.verify) +
+         ";onednn=" + std::to_string(o.cpu.onednn) + ";layout=" + cpu_layout_name(o.cpu.nchwc_block) + ";tf32=" + std::to_string(o.cuda.allow_tf32) + ";verify=" + std::to_string(o.verify) +
          ";verify_each_pass=" + std::to_string(o.verify_each_pass) + ";device_io=" + std::to_string(o.device_io) + ";sizes=";
   for (const auto& [sym, n] : o.report_sizes) key += sym + "=" + std::to_string(n) + ",";
   return key;
@@ -122,7 +122,7 @@ Expected<Executable> Session::compile(const Graph& graph_in, const CompileOption
   if (fusion_report_requested(env)) std::fprintf(stderr, "%s", plan->report.to_string().c_str());
   const Graph& g = plan->graph;
 
-  FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<Backend> target, make_backend(backend_name, BackendOptions{options.cpu}));
+  FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<Backend> target, make_backend(backend_name, BackendOptions{options.cpu, options.cuda}));
   FUSEBOX_ASSIGN_OR_RETURN(plan->graph, target->lower(plan->graph));
   if (options.verify_each_pass) {
     if (Status s = verify(plan->graph); !s.is_ok()) {

@@ -19,6 +19,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cuda/options.h"
 #include "fusebox/status.h"
 #include "fusion/env.h"
 #include "fusion/options.h"
@@ -44,6 +45,7 @@ struct CompileOptions {
   // runs on "cpu". "reference" runs every node on its reference kernel: the oracle of tests.
   std::string backend = "cpu";
   CpuBackendOptions cpu;
+  CudaBackendOptions cuda;  // TF32 for f32 contractions on the GPU (off: exact f32)
   bool verify = true;
   // Verify after every pass (on in debug builds; tests turn it on).
 #ifdef NDEBUG

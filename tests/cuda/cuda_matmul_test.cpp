@@ -477,5 +477,36 @@ TEST(CudaMatmul, RefusedProductsRunOnTheCpuAndMatch) {
   expect_device_matches_reference(*g, Op::MatMul, "cpu", tolerance(DType::F32, 17), {{"a", {33, 17}}, {"b", {3, 17, 9}}});
 }
 
+
+// CompileOptions::cuda.allow_tf32: an f32 product of K = 1024 runs on TF32 tensor cores, whose
+// 10-bit mantissa products leave relative errors near 1e-3 of the result's scale (so it is
+// measurably not the exact path: more than 1e-5), and within 1e-2; without the option the same
+// product stays within the exact path's 1e-5.
+TEST(CudaMatmul, Tf32OnlyWhenAllowed) {
+  if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
+  Expected<Graph> g = matmul_graph(DType::F32, make_shape({256, 1024}), make_shape({1024, 256}));
+  ASSERT_TRUE(g) << g.status().message();
+  NamedArrays in{{"a", testing::random_array(DType::F32, {256, 1024}, 7, -1.0, 1.0)},
+                 {"b", testing::random_array(DType::F32, {1024, 256}, 8, -1.0, 1.0)}};
+  double error[2] = {0, 0};
+  for (bool tf32 : {false, true}) {
+    CompileOptions dev;
+    dev.target = FusionTarget::Cuda;
+    dev.cuda.allow_tf32 = tf32;
+    Expected<testing::OracleAndPlan> exes = testing::compile_against_reference(*g, dev);
+    ASSERT_TRUE(exes) << exes.status().message();
+    Expected<std::vector<Array>> want = exes->reference.run(in), got = exes->plan.run(in);
+    ASSERT_TRUE(want && got);
+    double scale = 0, worst = 0;
+    for (int64_t i = 0; i < (*want)[0].numel(); ++i) scale = std::max(scale, std::abs((*want)[0].get_f64(i)));
+    for (int64_t i = 0; i < (*want)[0].numel(); ++i) worst = std::max(worst, std::abs((*got)[0].get_f64(i) - (*want)[0].get_f64(i)));
+    error[tf32] = worst / scale;
+  }
+  std::cout << "  relative error, exact f32: " << error[0] << ", tf32: " << error[1] << "\n";
+  EXPECT_LT(error[0], 1e-5);
+  EXPECT_GT(error[1], 1e-5) << "the product did not run on TF32 tensor cores";
+  EXPECT_LT(error[1], 1e-2);
+}
+
 }  // namespace
 }  // namespace fusebox

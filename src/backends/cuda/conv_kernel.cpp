@@ -192,10 +192,11 @@ struct Plan {
 class ConvKernel final : public Kernel {
  public:
   ConvKernel(std::shared_ptr<Context> context, const Cudnn& dnn, DType dtype, ConvAttrs attrs,
-             cudnnActivationDescriptor_t relu, std::string epilogue)
+             cudnnActivationDescriptor_t relu, std::string epilogue, bool allow_tf32)
       : context_(std::move(context)),
         dnn_(dnn),
         dtype_(dtype),
+        tf32_(allow_tf32 && dtype == DType::F32),
         type_(dtype == DType::F16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT),
         attrs_(attrs),
         relu_(relu),
@@ -223,6 +224,7 @@ class ConvKernel final : public Kernel {
   std::shared_ptr<Context> context_;
   const Cudnn& dnn_;
   DType dtype_;
+  bool tf32_;  // f32 may run on TF32 tensor cores (CudaBackendOptions::allow_tf32)
   cudnnDataType_t type_;
   ConvAttrs attrs_;
   cudnnActivationDescriptor_t relu_;
@@ -259,7 +261,8 @@ Status ConvKernel::make_plan(const Key& k, cudnnHandle_t handle, Plan& p) const 
       "convolution descriptor"));
   FUSEBOX_RETURN_IF_ERROR(
       d.check(d.cudnnSetConvolutionGroupCount(p.conv, int(attrs_.groups)), "group count"));
-  const cudnnMathType_t math = dtype_ == DType::F16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+  // CUDNN_DEFAULT_MATH lets f32 use TF32 tensor cores on Ampere and later (only when allowed).
+  const cudnnMathType_t math = dtype_ == DType::F16 ? CUDNN_TENSOR_OP_MATH : tf32_ ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnSetConvolutionMathType(p.conv, math), "math type"));
 
   // The result cuDNN computes must be the one the graph typed (asymmetric pads, run-time sizes).
@@ -290,8 +293,8 @@ Status ConvKernel::make_plan(const Key& k, cudnnHandle_t handle, Plan& p) const 
         r.algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED) {
       continue;
     }
-    // f32 never runs on TF32 tensor cores.
-    if (dtype_ == DType::F32 &&
+    // f32 runs on TF32 tensor cores only when the caller allowed it.
+    if (dtype_ == DType::F32 && !tf32_ &&
         (r.mathType == CUDNN_TENSOR_OP_MATH || r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
       continue;
     size_t bytes = 0;
@@ -429,7 +432,7 @@ Claim claim_conv(const Graph& g, const Node& n) {
 }
 
 Expected<std::shared_ptr<const Kernel>> make_conv_kernel(std::shared_ptr<Context> context, const Graph& g,
-                                                         const Node& n) {
+                                                         const Node& n, bool allow_tf32) {
   FUSEBOX_RETURN_IF_ERROR(check_claim(g, n));
   FUSEBOX_ASSIGN_OR_RETURN(const Cudnn* dnn, cudnn());
   FUSEBOX_ASSIGN_OR_RETURN(ConvAttrs attrs, read_attrs(n));
@@ -458,7 +461,7 @@ Expected<std::shared_ptr<const Kernel>> make_conv_kernel(std::shared_ptr<Context
     }
   }
   return std::shared_ptr<const Kernel>(
-      std::make_shared<ConvKernel>(std::move(context), *dnn, dtype, attrs, relu, std::move(epilogue)));
+      std::make_shared<ConvKernel>(std::move(context), *dnn, dtype, attrs, relu, std::move(epilogue), allow_tf32));
 }
 
 }  // namespace fusebox::cuda
@@ -480,7 +483,7 @@ ConvRuns conv_runs() { return {}; }
 Claim claim_conv(const Graph&, const Node&) { return Claim::refuse(kNoHeaders); }
 
 Expected<std::shared_ptr<const Kernel>> make_conv_kernel(std::shared_ptr<Context>, const Graph&,
-                                                         const Node&) {
+                                                         const Node&, bool) {
   return Status::unimplemented(kNoHeaders);
 }
 

@@ -35,9 +35,9 @@ namespace fusebox::cuda {
 // refusal says why (cuDNN missing, the layout, the dtype, the pads).
 Claim claim_conv(const Graph& g, const Node& n);
 
-// The kernel of a node claim_conv accepted.
+// The kernel of a node claim_conv accepted; `allow_tf32`: f32 may run on TF32 tensor cores.
 Expected<std::shared_ptr<const Kernel>> make_conv_kernel(std::shared_ptr<Context> context, const Graph& g,
-                                                         const Node& n);
+                                                         const Node& n, bool allow_tf32 = false);
 
 // Convolutions run so far in this process, by way (tests check which one ran).
 struct ConvRuns {

@@ -133,7 +133,8 @@ class ConcatKernel final : public Kernel {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(std::shared_ptr<Context> c) : context_(std::move(c)), stream_(std::make_unique<CudaStream>(context_)) {}
+  CudaBackend(std::shared_ptr<Context> c, const CudaBackendOptions& options)
+      : context_(std::move(c)), options_(options), stream_(std::make_unique<CudaStream>(context_)) {}
 
   std::string_view name() const override { return "cuda"; }
   Device device() const override { return context_->device(); }
@@ -175,12 +176,12 @@ class CudaBackend final : public Backend {
     if (n.op == Op::TransformRegion) return TransformKernel::make(context_, n);
     if (n.op == Op::BatchElementwiseRegion) return make_batch_kernel(context_, n);
     if (claim_row_op(g, n)) return make_row_kernel(context_, g, n);
-    if (is_cublaslt_op(n.op)) return make_matmul_kernel(context_, g, n);
+    if (is_cublaslt_op(n.op)) return make_matmul_kernel(context_, g, n, options_.allow_tf32);
     if (claim_pool_or_reduce(g, n)) return make_pool_or_reduce_kernel(context_, g, n);
-    if (n.op == Op::Conv2d || n.op == Op::FusedConvBiasAct) return make_conv_kernel(context_, g, n);
+    if (n.op == Op::Conv2d || n.op == Op::FusedConvBiasAct) return make_conv_kernel(context_, g, n, options_.allow_tf32);
     if (n.op == Op::ReductionRegion) return make_reduction_kernel(context_, g, n);
     if (n.op == Op::FusedAttention) return make_attention_kernel(context_, g, n);
-    if (n.op == Op::FusedSwiglu) return make_swiglu_kernel(context_, g, n);
+    if (n.op == Op::FusedSwiglu) return make_swiglu_kernel(context_, g, n, options_.allow_tf32);
     return Status::unimplemented("the CUDA backend does not run " + std::string(n.info().keyword));
   }
 
@@ -229,6 +230,7 @@ class CudaBackend final : public Backend {
 
  private:
   std::shared_ptr<Context> context_;
+  CudaBackendOptions options_;
   std::unique_ptr<CudaStream> stream_;
 };
 
@@ -239,10 +241,10 @@ Status cuda_available() {
   return Context::get(0).status();
 }
 
-Expected<std::shared_ptr<Backend>> make_cuda_backend(int index) {
+Expected<std::shared_ptr<Backend>> make_cuda_backend(int index, const CudaBackendOptions& options) {
   FUSEBOX_RETURN_IF_ERROR(nvrtc_version().status());
   FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<Context> context, Context::get(index));
-  return std::shared_ptr<Backend>(std::make_shared<CudaBackend>(std::move(context)));
+  return std::shared_ptr<Backend>(std::make_shared<CudaBackend>(std::move(context), options));
 }
 
 }  // namespace fusebox::cuda

@@ -13,12 +13,13 @@
 #include <memory>
 
 #include "backends/backend.h"
+#include "backends/cuda/options.h"
 #include "fusebox/status.h"
 
 namespace fusebox::cuda {
 
 // A backend on GPU `index`; an error says what is missing (the driver library, a GPU, NVRTC).
-Expected<std::shared_ptr<Backend>> make_cuda_backend(int index = 0);
+Expected<std::shared_ptr<Backend>> make_cuda_backend(int index = 0, const CudaBackendOptions& options = {});
 
 // Whether this machine can run the CUDA backend: ok, or the reason (tests skip with it).
 Status cuda_available();

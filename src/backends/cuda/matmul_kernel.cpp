@@ -202,8 +202,9 @@ std::atomic<uint64_t> cublaslt_runs{0}, fallback_runs{0};
 class MatmulKernel final : public Kernel {
  public:
   MatmulKernel(std::shared_ptr<Context> context, const CublasLt& lt, DType dtype, cudaDataType_t type, EpilogueAct act,
-               cublasLtEpilogue_t epilogue, OperandRoles roles, size_t operands, bool plain_only)
-      : context_(std::move(context)), lt_(lt), dtype_(dtype), type_(type), epilogue_(epilogue), roles_(roles),
+               cublasLtEpilogue_t epilogue, OperandRoles roles, size_t operands, bool plain_only, bool allow_tf32)
+      : context_(std::move(context)), lt_(lt), dtype_(dtype), type_(type),
+        compute_(dtype == DType::F32 && allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F), epilogue_(epilogue), roles_(roles),
         operands_(operands), plain_only_(plain_only),
         fallback_source_(matmul_fallback_source(dtype, act, roles.bias >= 0, roles.residual >= 0)) {}
 
@@ -223,6 +224,7 @@ class MatmulKernel final : public Kernel {
   const CublasLt& lt_;
   DType dtype_;
   cudaDataType_t type_;
+  cublasComputeType_t compute_;  // f32 sums; TF32 products only when the caller allowed them
   cublasLtEpilogue_t epilogue_;
   OperandRoles roles_;  // where the bias and the residual sit among the operands (-1: absent)
   size_t operands_;
@@ -255,7 +257,7 @@ Expected<bool> MatmulKernel::run_cublaslt(const Sizes& s, const void* a, const v
   if (s.batch > INT32_MAX) return false;  // cuBLASLt counts products in an int32
   FUSEBOX_ASSIGN_OR_RETURN(const LtDevice* dev, lt_device(*context_, lt_));
   Descriptors ds(lt_);
-  FUSEBOX_RETURN_IF_ERROR(lt_.check(lt_.cublasLtMatmulDescCreate(&ds.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate"));
+  FUSEBOX_RETURN_IF_ERROR(lt_.check(lt_.cublasLtMatmulDescCreate(&ds.op, compute_, CUDA_R_32F), "cublasLtMatmulDescCreate"));
   const uint32_t epilogue = epilogue_;
   FUSEBOX_RETURN_IF_ERROR(lt_.check(
       lt_.cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)), "epilogue"));
@@ -341,7 +343,8 @@ Claim claim_matmul(const Graph& g, const Node& n) {
   return Claim::accept();
 }
 
-Expected<std::shared_ptr<const Kernel>> make_matmul_kernel(std::shared_ptr<Context> context, const Graph& g, const Node& n) {
+Expected<std::shared_ptr<const Kernel>> make_matmul_kernel(std::shared_ptr<Context> context, const Graph& g, const Node& n,
+                                                           bool allow_tf32) {
   FUSEBOX_RETURN_IF_ERROR(check_claim(g, n));
   FUSEBOX_ASSIGN_OR_RETURN(const CublasLt* lt, cublaslt());
   const DType dtype = g.type(n.outputs[0]).dtype;
@@ -354,7 +357,8 @@ Expected<std::shared_ptr<const Kernel>> make_matmul_kernel(std::shared_ptr<Conte
   const char* plain = std::getenv("FUSEBOX_CUDA_MATMUL_PLAIN");
   const bool plain_only = plain && *plain && std::string_view(plain) != "0";
   return std::shared_ptr<const Kernel>(
-      std::make_shared<MatmulKernel>(std::move(context), *lt, dtype, type, act, epilogue, roles, n.inputs.size(), plain_only));
+      std::make_shared<MatmulKernel>(std::move(context), *lt, dtype, type, act, epilogue, roles, n.inputs.size(), plain_only,
+                                     allow_tf32));
 }
 
 }  // namespace fusebox::cuda

@@ -39,8 +39,10 @@ bool is_cublaslt_op(Op op);
 // says why (cuBLASLt missing, the dtype, a broadcast, the epilogue).
 Claim claim_matmul(const Graph& g, const Node& n);
 
-// The kernel of a node claim_matmul accepted.
-Expected<std::shared_ptr<const Kernel>> make_matmul_kernel(std::shared_ptr<Context> context, const Graph& g, const Node& n);
+// The kernel of a node claim_matmul accepted; `allow_tf32`: an f32 product may run on TF32
+// tensor cores (cuBLASLt's CUBLAS_COMPUTE_32F_FAST_TF32).
+Expected<std::shared_ptr<const Kernel>> make_matmul_kernel(std::shared_ptr<Context> context, const Graph& g, const Node& n,
+                                                           bool allow_tf32 = false);
 
 // Products run so far in this process, by way (tests check which one ran).
 struct MatmulRuns {

@@ -117,10 +117,11 @@ Claim claim_swiglu(const Graph& g, const Node& n) {
   return c;
 }
 
-Expected<std::shared_ptr<const Kernel>> make_swiglu_kernel(std::shared_ptr<Context> context, const Graph& g, const Node& n) {
+Expected<std::shared_ptr<const Kernel>> make_swiglu_kernel(std::shared_ptr<Context> context, const Graph& g, const Node& n,
+                                                           bool allow_tf32) {
   if (Claim c = claim_swiglu(g, n); !c) return Status::unimplemented(c.reason);
   const Graph m = matmul_graph(g, n);
-  FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const Kernel> matmul, make_matmul_kernel(context, m, m.nodes()[0]));
+  FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const Kernel> matmul, make_matmul_kernel(context, m, m.nodes()[0], allow_tf32));
   return std::shared_ptr<const Kernel>(std::make_shared<SwigluKernel>(std::move(context), std::move(matmul),
                                                                       g.type(n.outputs[0]).dtype, n.attr_bool("gate_first")));
 }

@@ -36,6 +36,8 @@ std::string swiglu_gate_source(DType dtype);
 Claim claim_swiglu(const Graph& g, const Node& n);
 
 // The kernel of a claimed fused_swiglu; an error with the refusal's reason otherwise.
-Expected<std::shared_ptr<const Kernel>> make_swiglu_kernel(std::shared_ptr<Context> context, const Graph& g, const Node& n);
+// `allow_tf32`: an f32 product may run on TF32 tensor cores (CudaBackendOptions).
+Expected<std::shared_ptr<const Kernel>> make_swiglu_kernel(std::shared_ptr<Context> context, const Graph& g, const Node& n,
+                                                           bool allow_tf32 = false);
 
 }  // namespace fusebox::cuda

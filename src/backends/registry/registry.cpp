@@ -30,7 +30,7 @@ std::vector<Row> builtin_rows() {
       {"cpu", [](const BackendOptions& o) -> Expected<std::shared_ptr<Backend>> { return cpu::make_cpu_backend(o.cpu); }},
       {"reference", [](const BackendOptions&) -> Expected<std::shared_ptr<Backend>> { return cpu::make_reference_backend(); }},
 #ifdef FUSEBOX_HAVE_CUDA
-      {"cuda", [](const BackendOptions&) -> Expected<std::shared_ptr<Backend>> { return cuda::make_cuda_backend(0); }},
+      {"cuda", [](const BackendOptions& o) -> Expected<std::shared_ptr<Backend>> { return cuda::make_cuda_backend(0, o.cuda); }},
 #endif
   };
 }

@@ -10,6 +10,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cuda/options.h"
 #include "fusebox/status.h"
 #include "ir/claim_table.h"
 
@@ -18,6 +19,7 @@ namespace fusebox {
 // Every backend's options; each backend reads its own member.
 struct BackendOptions {
   CpuBackendOptions cpu;
+  CudaBackendOptions cuda;
 };
 
 using BackendFactory = std::function<Expected<std::shared_ptr<Backend>>(const BackendOptions&)>;

@@ -1,0 +1,14 @@
+// The cuda backend's options (BackendOptions::cuda, CompileOptions::cuda). Plain data: the
+// registry and the runtime see it in every build, with or without the CUDA toolkit.
+#pragma once
+
+namespace fusebox {
+
+struct CudaBackendOptions {
+  // f32 matmuls and convolutions may run on TF32 tensor cores (10-bit mantissa products, f32
+  // sums): about 8x the f32 rate on Hopper, relative errors near 1e-3 instead of 1e-6. Off
+  // unless the caller allows it; f16 and bf16 are unaffected.
+  bool allow_tf32 = false;
+};
+
+}  // namespace fusebox
