@@ -169,6 +169,11 @@ Expected<RowLaunch> plan_row_launch(const RowSpec& spec, std::span<const BufferV
   // Threads: a warp for a short row, up to row_threads(); blocks: one per row.
   const int64_t chunks = n / l.variant.vector;
   l.threads = unsigned(std::clamp<int64_t>((chunks + 31) / 32 * 32, 32, row_threads()));
+  // The smallest register budget that holds the row (one chunk at least); longer rows stream.
+  for (int items : kRowItemChoices) {
+    l.variant.items = items;
+    if (items >= l.variant.vector && chunks * l.variant.vector <= int64_t(l.threads) * items) break;
+  }
   l.blocks = unsigned(std::min<int64_t>(rows, INT_MAX));
   return l;
 }

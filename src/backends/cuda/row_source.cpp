@@ -322,7 +322,7 @@ const char* op_define(RowOp op) {
 
 std::string RowVariant::key() const {
   return std::string(op_define(op)) + "/" + std::string(dtype_name(dtype)) + (residual ? "/residual" : "") + "/v" +
-         std::to_string(vector);
+         std::to_string(vector) + "/i" + std::to_string(items);
 }
 
 std::string row_source(const RowVariant& v) {
@@ -335,7 +335,7 @@ std::string row_source(const RowVariant& v) {
   os << "#define FB_OP " << op_define(v.op) << "\n";
   os << "#define FB_RESIDUAL " << (v.residual ? 1 : 0) << "\n";
   os << "#define FB_V " << v.vector << "\n";
-  os << "#define FB_ITEMS " << kRowItems << "\n";
+  os << "#define FB_ITEMS " << v.items << "\n";
   os << "#define FB_THREADS " << row_threads() << "\n";
   os << float_storage_defines(v.dtype);
   os << kBody;
@@ -347,8 +347,12 @@ std::vector<RowVariant> all_row_variants() {
   for (DType d : {DType::F32, DType::F16, DType::BF16}) {
     for (int vector : {1, 16 / dtype_size(d)}) {
       for (RowOp op : {RowOp::Softmax, RowOp::LogSoftmax, RowOp::LayerNorm, RowOp::RmsNorm}) {
-        all.push_back({op, d, false, vector});
-        if (op == RowOp::LayerNorm || op == RowOp::RmsNorm) all.push_back({op, d, true, vector});
+        // Every register budget for the 16-byte f32 variants; the largest for the others.
+        for (int items : kRowItemChoices) {
+          if (items != kRowItems && (d != DType::F32 || vector == 1)) continue;
+          all.push_back({op, d, false, vector, items});
+          if (op == RowOp::LayerNorm || op == RowOp::RmsNorm) all.push_back({op, d, true, vector, items});
+        }
       }
     }
   }
