@@ -71,7 +71,7 @@ std::string device_transform_unsupported(const TransformPlan& plan) {
 }
 
 Expected<std::shared_ptr<const DeviceTransform>> make_device_transform(Context* context, const TransformPlan& p,
-                                                                       const std::string& name, bool index_only) {
+                                                                       const std::string& name, bool index_only, TapWalk walk) {
   if (std::string why = device_transform_unsupported(p); !why.empty()) return Status::unimplemented(why);
   if (index_only) {
     bool constant = false;
@@ -160,6 +160,20 @@ Expected<std::shared_ptr<const DeviceTransform>> make_device_transform(Context* 
     } else {
       os << "  return " << name << "_store(" << to_double(p.src_dtype, "src[base]") << ");\n";
     }
+  } else if (walk == TapWalk::Combos) {
+    // The axes that may hold two taps, in the interpolation's order; the combos run through
+    // them lexicographically, the last fastest (the reference's summation order).
+    os << "  int split[" << std::max<size_t>(p.weight_order.size(), 1) << "];\n  int splits = 0;\n";
+    for (int a : p.weight_order) os << "  if (ax.count[" << a << "][index[" << a << "]] == 2) split[splits++] = " << a << ";\n";
+    os << "  double acc = 0.0;\n";
+    os << "  for (int combo = 0; combo < (1 << splits); ++combo) {\n";
+    os << "    double w = 1.0;\n    i64 off = base;\n    int cpre = pre;\n";
+    os << "    for (int s = 0; s < splits; ++s) {\n";
+    os << "      const int a = split[s];\n      const i64 k = 2 * index[a] + ((combo >> (splits - 1 - s)) & 1);\n";
+    os << "      w *= ax.weight[a][k];\n      const i64 o = ax.off[a][k];\n";
+    os << "      if (o == -1) cpre = max(cpre, ax.step[a][k]); else off += o;\n    }\n";
+    os << "    acc += w * (cpre >= 0 ? " << name << "_const(cpre) : " << to_double(p.src_dtype, "src[off]") << ");\n  }\n";
+    os << "  return " << name << "_store(" << to_double(Rd, name + "_round_store(acc)") << ");\n";
   } else {
     // The axes that may hold two taps, in the interpolation's order, as nested loops (the last
     // fastest: the reference's summation order over the axes that do hold two); an axis holding
