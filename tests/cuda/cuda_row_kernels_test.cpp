@@ -9,6 +9,8 @@
 // rounding boundary may round the other way); a returned residual sum bit-exact.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/nvrtc.h"
 #include "backends/cuda/row_kernel.h"
@@ -23,7 +25,7 @@ constexpr DType kRowDTypes[] = {DType::F32, DType::F16, DType::BF16};
 TEST(CudaRowCodegen, EveryRowKernelVariantCompilesWithNvrtc) {
   if (Expected<std::string> v = cuda::nvrtc_version(); !v) GTEST_SKIP() << v.status().message();
   const std::vector<cuda::RowVariant> variants = cuda::all_row_variants();
-  EXPECT_EQ(variants.size(), 36u);  // 6 ops x 3 dtypes x 2 access widths
+  EXPECT_EQ(variants.size(), 48u);  // 6 ops x 3 dtypes x 2 access widths, 2 more budgets for f32 x 16 bytes
   for (const cuda::RowVariant& v : variants) {
     const std::string source = cuda::row_source(v);
     Expected<std::string> cubin = cuda::compile_cubin(source, "row_" + v.key() + ".cu", 90);
@@ -97,8 +99,10 @@ TEST(CudaRowClaims, LaunchesFollowTheOperands) {
   Expected<cuda::RowLaunch> wide = launch(3, 1024, 99, 1);
   ASSERT_TRUE(wide) << wide.status().message();
   EXPECT_EQ(wide->variant.vector, 8);
-  EXPECT_EQ(wide->threads, 128u);
+  EXPECT_EQ(wide->threads, unsigned(std::min(128, cuda::row_threads()))) << "a warp per 32 chunks of 8 (FUSEBOX_CUDA_ROW_THREADS caps it)";
   EXPECT_EQ(wide->blocks, 3u);
+  // 1024 f16 over 128 threads: 8 each, the smallest register budget.
+  if (cuda::row_threads() >= 128) EXPECT_EQ(wide->variant.items, 8);
   EXPECT_EQ(wide->sizes[2], 1024) << "a bias of x's shape is read row by row";
   EXPECT_EQ(wide->sizes[4], 0) << "a one-value scale is read once";
   for (size_t operand : {size_t(0), size_t(1), size_t(2), size_t(4), size_t(5)}) {
@@ -112,7 +116,13 @@ TEST(CudaRowClaims, LaunchesFollowTheOperands) {
   EXPECT_EQ(odd->threads, 32u);
   Expected<cuda::RowLaunch> long_row = launch(1, 12000, 99, 1);
   ASSERT_TRUE(long_row);
-  EXPECT_EQ(long_row->threads, unsigned(cuda::kRowThreads));
+  EXPECT_EQ(long_row->threads, unsigned(cuda::row_threads()));
+  // Held in registers when threads x items covers the row; else the largest budget, streamed.
+  if (12000 <= int64_t(long_row->threads) * 32) {
+    EXPECT_GE(int64_t(long_row->threads) * long_row->variant.items, 12000);
+  } else {
+    EXPECT_EQ(long_row->variant.items, 32);
+  }
   Expected<cuda::RowLaunch> bad_scale = launch(2, 8, 99, 3);
   ASSERT_FALSE(bad_scale);
   EXPECT_NE(bad_scale.status().message().find("not one value or one row"), std::string::npos) << bad_scale.status().message();

@@ -197,7 +197,7 @@ Expected<Built> build(Context* context, const Node& batch) {
   Built b;
   FUSEBOX_ASSIGN_OR_RETURN(b.parts, split_batch(batch));
   for (size_t i = 0; i < b.parts.plans.size(); ++i) {
-    FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceTransform> t, make_device_transform(context, *b.parts.plans[i], "fb_item"));
+    FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceTransform> t, make_device_transform(context, *b.parts.plans[i], "fb_item", /*index_only=*/false, TapWalk::Combos));
     if (i > 0 && t->source != b.items[0]->source) return Status::unimplemented("items whose crops differ in structure");
     b.items.push_back(std::move(t));
   }

@@ -84,6 +84,28 @@ class Context {
   CompileStats compile_stats_;
 };
 
+// One kernel's functions by variant key, so that a run finds its function without generating the
+// variant's source again (Context::function is keyed by the whole source text).
+class FunctionCache {
+ public:
+  // The function `entry` of the source `make_source()` returns, compiled on the key's first use.
+  template <typename MakeSource>
+  Expected<CUfunction> get(Context& context, const std::string& key, const char* entry, MakeSource&& make_source) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = functions_.find(key); it != functions_.end()) return it->second;
+    }
+    FUSEBOX_ASSIGN_OR_RETURN(CUfunction f, context.function(make_source(), entry));
+    std::lock_guard<std::mutex> lock(mu_);
+    functions_.emplace(key, f);
+    return f;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, CUfunction> functions_;
+};
+
 // The folder of the on-disk cubin cache ("" when no home or cache folder is known).
 std::string cubin_cache_dir();
 

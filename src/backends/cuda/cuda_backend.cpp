@@ -1,13 +1,16 @@
 #include "backends/cuda/cuda_backend.h"
 
+#include "backends/cuda/attention_kernel.h"
 #include "backends/cuda/batch_kernel.h"
 #include "backends/cuda/context.h"
 #include "backends/cuda/conv_kernel.h"
 #include "backends/cuda/matmul_kernel.h"
 #include "backends/cuda/nvrtc.h"
 #include "backends/cuda/reduce_kernel.h"
+#include "backends/cuda/reduction_kernel.h"
 #include "backends/cuda/region_kernel.h"
 #include "backends/cuda/row_kernel.h"
+#include "backends/cuda/swiglu_kernel.h"
 #include "ir/check.h"
 
 namespace fusebox::cuda {
@@ -159,6 +162,9 @@ class CudaBackend final : public Backend {
     if (is_cublaslt_op(n.op)) return claim_matmul(g, n);
     if (std::optional<Claim> c = claim_pool_or_reduce(g, n)) return *c;
     if (n.op == Op::Conv2d || n.op == Op::FusedConvBiasAct) return claim_conv(g, n);
+    if (n.op == Op::ReductionRegion) return claim_reduction_region(g, n);
+    if (n.op == Op::FusedAttention) return claim_attention(g, n);
+    if (n.op == Op::FusedSwiglu) return claim_swiglu(g, n);
     return Claim::refuse("no CUDA kernel for " + std::string(n.info().keyword) + " yet");
   }
 
@@ -173,6 +179,9 @@ class CudaBackend final : public Backend {
     if (is_cublaslt_op(n.op)) return make_matmul_kernel(context_, g, n, options_.allow_tf32);
     if (claim_pool_or_reduce(g, n)) return make_pool_or_reduce_kernel(context_, g, n);
     if (n.op == Op::Conv2d || n.op == Op::FusedConvBiasAct) return make_conv_kernel(context_, g, n, options_.allow_tf32);
+    if (n.op == Op::ReductionRegion) return make_reduction_kernel(context_, g, n);
+    if (n.op == Op::FusedAttention) return make_attention_kernel(context_, g, n);
+    if (n.op == Op::FusedSwiglu) return make_swiglu_kernel(context_, g, n, options_.allow_tf32);
     return Status::unimplemented("the CUDA backend does not run " + std::string(n.info().keyword));
   }
 

@@ -44,6 +44,7 @@ namespace fusebox::cuda {
   X(cuEventElapsedTime)                  \
   X(cuStreamBeginCapture)                \
   X(cuStreamEndCapture)                  \
+  X(cuStreamIsCapturing)                 \
   X(cuGraphInstantiate)                  \
   X(cuGraphLaunch)                       \
   X(cuGraphDestroy)                      \

@@ -214,8 +214,41 @@ template <typename T> __device__ __forceinline__ T fb_max_i(T x, T y) { return x
 template <typename T> __device__ __forceinline__ T fb_min_i(T x, T y) { return y < x ? y : x; }
 template <typename T> __device__ __forceinline__ T fb_shl(T x, T s) { return s >= T(8 * sizeof(T)) ? T(0) : T(x << s); }
 template <typename T> __device__ __forceinline__ T fb_shr(T x, T s) { return s >= T(8 * sizeof(T)) ? T(0) : T(x >> s); }
+
+// ---- block reductions (blockDim.x a multiple of 32): every thread gets the same result, the
+// warps' partials combined in warp order ---------------------------------------------------------
+struct FbAdd { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; } };
+struct FbMul { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a * b; } };
+struct FbMax { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return fb_max_f(a, b); } };
+struct FbMin { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return fb_min_f(a, b); } };
+
+template <typename T, typename F> __device__ __forceinline__ T fb_block_reduce(T v, F f) {
+  __shared__ T partial[32];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = f(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int warps = blockDim.x >> 5;
+  if (warps == 1) return v;
+  __syncthreads();  // the previous reduction's readers are done
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
+  __syncthreads();
+  T t = partial[0];
+  for (int w = 1; w < warps; ++w) t = f(t, partial[w]);
+  return t;
+}
 )CUDA";
   return kSource;
+}
+
+std::string float_storage_defines(DType dtype) {
+  switch (dtype) {
+    case DType::F16:
+      return "typedef u16 fb_t;\n#define FB_LOAD(s) fb_f16_load(s)\n#define FB_STORE(f) fb_f16_store(f)\n"
+             "#define FB_ROUND(f) fb_f16_round(f)\n";
+    case DType::BF16:
+      return "typedef u16 fb_t;\n#define FB_LOAD(s) fb_bf16_load(s)\n#define FB_STORE(f) fb_bf16_store(f)\n"
+             "#define FB_ROUND(f) fb_bf16_round(f)\n";
+    default: return "typedef float fb_t;\n#define FB_LOAD(s) (s)\n#define FB_STORE(f) (f)\n#define FB_ROUND(f) (f)\n";
+  }
 }
 
 }  // namespace fusebox::cuda

@@ -125,9 +125,9 @@ class BodyWriter {
  public:
   explicit BodyWriter(const Graph& body) : body_(body) {}
 
-  // The device function `fb_body(inputs..., outputs&...)` computing every step.
-  Status write(std::ostringstream& os) {
-    os << "__device__ __forceinline__ void fb_body(";
+  // The device function `name(inputs..., outputs&...)` computing every step.
+  Status write(std::ostringstream& os, const std::string& function = "fb_body") {
+    os << "__device__ __forceinline__ void " << function << "(";
     const auto& ins = body_.inputs();
     for (size_t k = 0; k < ins.size(); ++k) {
       os << (k ? ", " : "") << compute_type(dtype(ins[k])) << " " << name(ins[k]);
@@ -296,6 +296,15 @@ class BodyWriter {
 }  // namespace
 
 std::string storage_type_name(DType d) { return storage_type(d); }
+std::string compute_type_name(DType d) { return compute_type(d); }
+std::string load_expression(DType d, const std::string& stored) { return load_expr(d, stored); }
+std::string store_expression(DType d, const std::string& value) { return store_expr(d, value); }
+
+Expected<std::string> body_function(const Graph& body, const std::string& name) {
+  std::ostringstream os;
+  FUSEBOX_RETURN_IF_ERROR(BodyWriter(body).write(os, name));
+  return os.str();
+}
 
 std::string double_literal(double v) {
   uint64_t bits;

@@ -64,6 +64,16 @@ int region_vector_width(const Graph& body);
 
 // The C type a buffer of dtype d holds in generated code (bool as u8, f16/bf16 as u16).
 std::string storage_type_name(DType d);
+// The C type values of dtype d are computed in (float for f32/f16/bf16, bool for bool).
+std::string compute_type_name(DType d);
+// A stored element as its compute type, and a computed value as its storage type.
+std::string load_expression(DType d, const std::string& stored);
+std::string store_expression(DType d, const std::string& value);
+
+// The device function `name(inputs..., outputs&...)` computing every step of `body` (rank-0
+// values, as an elementwise_region body) with the steps of region_source: other kernels
+// evaluate element-wise steps through it. An error names a step without device code.
+Expected<std::string> body_function(const Graph& body, const std::string& name);
 // A double as an exact literal of generated code (by its bits: NaN and infinities included).
 std::string double_literal(double v);
 

@@ -49,6 +49,24 @@ std::vector<int64_t> strides_over(const std::vector<int64_t>& shape, const std::
   return s;
 }
 
+MergedDims merge_dims(const std::vector<int64_t>& shape, const std::vector<std::vector<int64_t>>& strides) {
+  MergedDims m;
+  m.strides.resize(strides.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool joins = !m.dims.empty();
+    for (size_t k = 0; joins && k < strides.size(); ++k) joins = m.strides[k].back() == strides[k][d] * shape[d];
+    if (joins) {
+      m.dims.back() *= shape[d];
+      for (size_t k = 0; k < strides.size(); ++k) m.strides[k].back() = strides[k][d];
+    } else {
+      m.dims.push_back(shape[d]);
+      for (size_t k = 0; k < strides.size(); ++k) m.strides[k].push_back(strides[k][d]);
+    }
+  }
+  return m;
+}
+
 std::shared_ptr<const Graph> region_body_of(const Graph& g, const Node& n) {
   if (n.op == Op::ElementwiseRegion) {
     if (n.attr_i64("prologue_input") >= 0 || !n.body) return nullptr;
@@ -186,20 +204,7 @@ Status RegionKernel::run(Stream&, std::span<const BufferView> in, std::span<cons
     // walks them contiguously, and dims of size 1 dropped.
     std::vector<std::vector<int64_t>> st;
     for (size_t k = 0; k < in.size(); ++k) st.push_back(strides_over(shape_of(k), shape));
-    std::vector<int64_t> dims;
-    std::vector<std::vector<int64_t>> merged(in.size());
-    for (size_t d = 0; d < shape.size(); ++d) {
-      if (shape[d] == 1) continue;
-      bool joins = !dims.empty();
-      for (size_t k = 0; joins && k < in.size(); ++k) joins = merged[k].back() == st[k][d] * shape[d];
-      if (joins) {
-        dims.back() *= shape[d];
-        for (size_t k = 0; k < in.size(); ++k) merged[k].back() = st[k][d];
-      } else {
-        dims.push_back(shape[d]);
-        for (size_t k = 0; k < in.size(); ++k) merged[k].push_back(st[k][d]);
-      }
-    }
+    auto [dims, merged] = merge_dims(shape, st);
     if (dims.size() > size_t(kMaxStridedRank)) {
       return Status::unimplemented("CUDA region over " + std::to_string(dims.size()) + " broadcast dims (at most " +
                                    std::to_string(kMaxStridedRank) + ")");

@@ -46,6 +46,14 @@ class RegionKernel final : public Kernel {
 // stretched and missing leading dims).
 std::vector<int64_t> strides_over(const std::vector<int64_t>& shape, const std::vector<int64_t>& out);
 
+// Dims of `shape` (size-1 dims dropped) with every operand's strides over them, where adjacent
+// dims that every operand walks contiguously are one dim: [N,C] + [C] is rank 2 at any rank.
+struct MergedDims {
+  std::vector<int64_t> dims;
+  std::vector<std::vector<int64_t>> strides;  // per operand, per merged dim
+};
+MergedDims merge_dims(const std::vector<int64_t>& shape, const std::vector<std::vector<int64_t>>& strides);
+
 // The body a node runs as on the GPU: an elementwise_region's own body, or a lone element-wise
 // op as a one-step body; null when the node is neither (or has a transform prologue).
 std::shared_ptr<const Graph> region_body_of(const Graph& g, const Node& n);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 
@@ -94,6 +95,15 @@ class RowKernel final : public Kernel {
 
 }  // namespace
 
+int row_threads() {
+  static const int threads = [] {
+    const char* e = std::getenv("FUSEBOX_CUDA_ROW_THREADS");
+    if (!e || !*e) return kRowThreads;
+    return std::clamp(std::atoi(e), 32, 1024) / 32 * 32;
+  }();
+  return threads;
+}
+
 RowSpec row_spec(const Node& n) {
   std::optional<RowOp> op = row_op_of(n.op);
   FUSEBOX_CHECK(op) << n.info().keyword << " is not a row op";
@@ -156,9 +166,14 @@ Expected<RowLaunch> plan_row_launch(const RowSpec& spec, std::span<const BufferV
   const int64_t sizes[6] = {rows, n, bias_row_stride, bias_stride, scale_stride, shift_stride};
   std::copy(sizes, sizes + 6, l.sizes);
   l.eps = spec.eps;
-  // Threads: a warp for a short row, up to kRowThreads; blocks: one per row.
+  // Threads: a warp for a short row, up to row_threads(); blocks: one per row.
   const int64_t chunks = n / l.variant.vector;
-  l.threads = unsigned(std::clamp<int64_t>((chunks + 31) / 32 * 32, 32, kRowThreads));
+  l.threads = unsigned(std::clamp<int64_t>((chunks + 31) / 32 * 32, 32, row_threads()));
+  // The smallest register budget that holds the row (one chunk at least); longer rows stream.
+  for (int items : kRowItemChoices) {
+    l.variant.items = items;
+    if (items >= l.variant.vector && chunks * l.variant.vector <= int64_t(l.threads) * items) break;
+  }
   l.blocks = unsigned(std::min<int64_t>(rows, INT_MAX));
   return l;
 }

@@ -98,24 +98,6 @@ __device__ __forceinline__ void fb_write_norm(const FbRow& a, i64 col, float* v)
   fb_store(a.y, a.base + col, v);
 }
 
-// ---- block reductions: every thread gets the same result --------------------------------------
-struct FbAdd { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; } };
-struct FbMax { __device__ __forceinline__ float operator()(float a, float b) const { return fb_max_f(a, b); } };
-
-template <typename T, typename F> __device__ __forceinline__ T fb_block_reduce(T v, F f) {
-  __shared__ T partial[32];
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = f(v, __shfl_xor_sync(0xffffffffu, v, o));
-  const int warps = blockDim.x >> 5;
-  if (warps == 1) return v;
-  __syncthreads();  // the previous reduction's readers are done
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
-  __syncthreads();
-  T t = partial[0];
-  for (int w = 1; w < warps; ++w) t = f(t, partial[w]);
-  return t;
-}
-
 // softmax's running state: the max so far and the sum of e^(x - max).
 struct FbSoftmax { float m, s; };
 __device__ __forceinline__ FbSoftmax fb_softmax_merge(FbSoftmax a, FbSoftmax b) {
@@ -340,7 +322,7 @@ const char* op_define(RowOp op) {
 
 std::string RowVariant::key() const {
   return std::string(op_define(op)) + "/" + std::string(dtype_name(dtype)) + (residual ? "/residual" : "") + "/v" +
-         std::to_string(vector);
+         std::to_string(vector) + "/i" + std::to_string(items);
 }
 
 std::string row_source(const RowVariant& v) {
@@ -353,19 +335,9 @@ std::string row_source(const RowVariant& v) {
   os << "#define FB_OP " << op_define(v.op) << "\n";
   os << "#define FB_RESIDUAL " << (v.residual ? 1 : 0) << "\n";
   os << "#define FB_V " << v.vector << "\n";
-  os << "#define FB_ITEMS " << kRowItems << "\n";
-  os << "#define FB_THREADS " << kRowThreads << "\n";
-  switch (v.dtype) {
-    case DType::F16:
-      os << "typedef u16 fb_t;\n#define FB_LOAD(s) fb_f16_load(s)\n#define FB_STORE(f) fb_f16_store(f)\n"
-            "#define FB_ROUND(f) fb_f16_round(f)\n";
-      break;
-    case DType::BF16:
-      os << "typedef u16 fb_t;\n#define FB_LOAD(s) fb_bf16_load(s)\n#define FB_STORE(f) fb_bf16_store(f)\n"
-            "#define FB_ROUND(f) fb_bf16_round(f)\n";
-      break;
-    default: os << "typedef float fb_t;\n#define FB_LOAD(s) (s)\n#define FB_STORE(f) (f)\n#define FB_ROUND(f) (f)\n";
-  }
+  os << "#define FB_ITEMS " << v.items << "\n";
+  os << "#define FB_THREADS " << row_threads() << "\n";
+  os << float_storage_defines(v.dtype);
   os << kBody;
   return os.str();
 }
@@ -375,8 +347,12 @@ std::vector<RowVariant> all_row_variants() {
   for (DType d : {DType::F32, DType::F16, DType::BF16}) {
     for (int vector : {1, 16 / dtype_size(d)}) {
       for (RowOp op : {RowOp::Softmax, RowOp::LogSoftmax, RowOp::LayerNorm, RowOp::RmsNorm}) {
-        all.push_back({op, d, false, vector});
-        if (op == RowOp::LayerNorm || op == RowOp::RmsNorm) all.push_back({op, d, true, vector});
+        // Every register budget for the 16-byte f32 variants; the largest for the others.
+        for (int items : kRowItemChoices) {
+          if (items != kRowItems && (d != DType::F32 || vector == 1)) continue;
+          all.push_back({op, d, false, vector, items});
+          if (op == RowOp::LayerNorm || op == RowOp::RmsNorm) all.push_back({op, d, true, vector, items});
+        }
       }
     }
   }

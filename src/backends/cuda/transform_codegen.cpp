@@ -71,7 +71,7 @@ std::string device_transform_unsupported(const TransformPlan& plan) {
 }
 
 Expected<std::shared_ptr<const DeviceTransform>> make_device_transform(Context* context, const TransformPlan& p,
-                                                                       const std::string& name, bool index_only) {
+                                                                       const std::string& name, bool index_only, TapWalk walk) {
   if (std::string why = device_transform_unsupported(p); !why.empty()) return Status::unimplemented(why);
   if (index_only) {
     bool constant = false;
@@ -160,7 +160,7 @@ Expected<std::shared_ptr<const DeviceTransform>> make_device_transform(Context* 
     } else {
       os << "  return " << name << "_store(" << to_double(p.src_dtype, "src[base]") << ");\n";
     }
-  } else {
+  } else if (walk == TapWalk::Combos) {
     // The axes that may hold two taps, in the interpolation's order; the combos run through
     // them lexicographically, the last fastest (the reference's summation order).
     os << "  int split[" << std::max<size_t>(p.weight_order.size(), 1) << "];\n  int splits = 0;\n";
@@ -173,6 +173,39 @@ Expected<std::shared_ptr<const DeviceTransform>> make_device_transform(Context* 
     os << "      w *= ax.weight[a][k];\n      const i64 o = ax.off[a][k];\n";
     os << "      if (o == -1) cpre = max(cpre, ax.step[a][k]); else off += o;\n    }\n";
     os << "    acc += w * (cpre >= 0 ? " << name << "_const(cpre) : " << to_double(p.src_dtype, "src[off]") << ");\n  }\n";
+    os << "  return " << name << "_store(" << to_double(Rd, name + "_round_store(acc)") << ");\n";
+  } else {
+    // The axes that may hold two taps, in the interpolation's order, as nested loops (the last
+    // fastest: the reference's summation order over the axes that do hold two); an axis holding
+    // one tap runs once and adds nothing (its tap is in `base`). Every axis is known here, so
+    // nothing is indexed at run time (no local memory).
+    const std::vector<int>& wo = p.weight_order;
+    for (size_t j = 0; j < wo.size(); ++j) {
+      const std::string a = std::to_string(wo[j]), J = std::to_string(j);
+      os << "  const bool two" << J << " = ax.count[" << a << "][index[" << a << "]] == 2;\n";
+      os << "  const i64 k" << J << " = 2 * index[" << a << "];\n";
+    }
+    os << "  double acc = 0.0;\n";
+    std::string indent = "  ";
+    for (size_t j = 0; j < wo.size(); ++j) {
+      const std::string a = std::to_string(wo[j]), J = std::to_string(j);
+      os << indent << "for (int c" << J << " = 0; c" << J << " < (two" << J << " ? 2 : 1); ++c" << J << ") {\n";
+      indent += "  ";
+      os << indent << "const double w" << J << " = ax.weight[" << a << "][k" << J << " + c" << J << "];\n";
+      os << indent << "const i64 o" << J << " = ax.off[" << a << "][k" << J << " + c" << J << "];\n";
+      os << indent << "const int s" << J << " = ax.step[" << a << "][k" << J << " + c" << J << "];\n";
+    }
+    os << indent << "double w = 1.0;\n" << indent << "i64 off = base;\n" << indent << "int cpre = pre;\n";
+    for (size_t j = 0; j < wo.size(); ++j) {
+      const std::string J = std::to_string(j);
+      os << indent << "if (two" << J << ") { w *= w" << J << "; if (o" << J << " == -1) cpre = max(cpre, s" << J << "); else off += o" << J
+         << "; }\n";
+    }
+    os << indent << "acc += w * (cpre >= 0 ? " << name << "_const(cpre) : " << to_double(p.src_dtype, "src[off]") << ");\n";
+    for (size_t j = wo.size(); j-- > 0;) {
+      indent.resize(indent.size() - 2);
+      os << indent << "}\n";
+    }
     // Rounded once at the resize's dtype, then stored in the result's.
     os << "  return " << name << "_store(" << to_double(Rd, name + "_round_store(acc)") << ");\n";
   }

@@ -37,8 +37,17 @@ std::string device_transform_unsupported(const TransformPlan& plan);
 // `index_only`: the function returns the source offset an output element reads instead of the
 // value (`i64 name(i64 e, const name_axes&)`): for a plain permutation (no interpolation, no pad
 // constants), as a batch region's per-item layout is.
+//
+// How an interpolation walks its taps (the same taps, weights and summation order either way):
+//   Nested  one loop per interpolated axis, every index known when compiled: no local memory.
+//           On the H200, a 1080p u8 frame -> bilinear half size -> CHW: 0.042 ms (Combos 0.062).
+//   Combos  the axes holding two taps collected in a small array, then a loop over their
+//           combinations: fewer registers inside a larger kernel. 64 crops 448 -> 224 bilinear in
+//           one batch launch: 0.215 ms (Nested 0.27).
+enum class TapWalk { Nested, Combos };
 Expected<std::shared_ptr<const DeviceTransform>> make_device_transform(Context* context, const TransformPlan& plan,
-                                                                       const std::string& name, bool index_only = false);
+                                                                       const std::string& name, bool index_only = false,
+                                                                       TapWalk walk = TapWalk::Nested);
 
 // The source of the standalone kernel `fb_transform(i64 n, const void* src, void* out, axes)`.
 std::string transform_kernel_source(const DeviceTransform& t);

@@ -1,0 +1,329 @@
+// fused_attention and fused_swiglu on the CUDA backend against the CPU reference (their unfused
+// primitives).
+//
+// Without a GPU: every attention source variant (f32, f16, bf16 x head dims up to 64, 128, 256)
+// and the swiglu gate kernel of each dtype compile with NVRTC for sm_90; causality, the mask and
+// merged or split heads are kernel arguments, so the launch plans are checked here instead (the
+// strides each layout gets); the claims accept what the kernels run and refuse the rest with a
+// reason. With a GPU: each case runs the node's kernel directly on random operands (never
+// zeros), its result buffer poisoned first with NaN bytes (0xFF) and with finite ones (0x5A), so
+// an element the kernel does not write fails the comparison either way; a graph of both ops
+// compiles for the cuda target, runs there (backend_of) and matches, also when recorded as a
+// CUDA graph.
+//
+// Tolerances (|got - want| <= tol + tol·|want|), operands in [-2, 2) and scale 1/sqrt(D):
+//   attention f32  2e-5   the reference rounds q·k, the scaled and masked scores, e^x / sum and
+//                         the product separately, summing in its own order; the kernel sums
+//                         blockwise and divides once at the end. Scores err by a few float ulps
+//                         of their size (up to ~10), which e^x turns into relative errors of
+//                         the weights of the same size: ~1e-6, well inside 2e-5.
+//   attention f16  1e-2   the reference rounds the scores to f16 (2^-11 relative: ~5e-3 at
+//                         scores near 10) and the probabilities and product (one ulp each);
+//                         the kernel keeps them in float and rounds once.
+//   attention bf16 8e-2   the same roundings with bf16's 2^-8: ~4e-2 at scores near 10.
+//   swiglu         the cuBLASLt tolerances of cuda_matmul_test.cpp (per sqrt(K), k = 64 here)
+//                  carried through silu·up: f32 1e-4, f16 1e-2, bf16 6e-2.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "backends/cuda/attention_kernel.h"
+#include "backends/cuda/cublaslt.h"
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/nvrtc.h"
+#include "backends/cuda/swiglu_kernel.h"
+#include "backends/registry/registry.h"
+#include "support/test_util.h"
+
+namespace fusebox {
+namespace {
+
+constexpr DType kDTypes[] = {DType::F32, DType::F16, DType::BF16};
+
+double attention_tolerance(DType d) { return d == DType::F16 ? 1e-2 : d == DType::BF16 ? 8e-2 : 2e-5; }
+double swiglu_tolerance(DType d) { return d == DType::F16 ? 1e-2 : d == DType::BF16 ? 6e-2 : 1e-4; }
+
+TEST(CudaAttentionCodegen, EveryVariantCompilesWithNvrtc) {
+  if (Expected<std::string> v = cuda::nvrtc_version(); !v) GTEST_SKIP() << v.status().message();
+  const std::vector<cuda::AttentionVariant> variants = cuda::all_attention_variants();
+  EXPECT_EQ(variants.size(), 9u);  // 3 dtypes x 3 head-dim buckets
+  for (const cuda::AttentionVariant& v : variants) {
+    Expected<std::string> cubin = cuda::compile_cubin(cuda::attention_source(v), "attention_" + v.key() + ".cu", 90);
+    ASSERT_TRUE(cubin) << v.key() << ": " << cubin.status().message();
+    EXPECT_GT(cubin->size(), 1000u) << v.key();
+  }
+  for (DType d : kDTypes) {
+    Expected<std::string> cubin = cuda::compile_cubin(cuda::swiglu_gate_source(d), "swiglu_gate.cu", 90);
+    ASSERT_TRUE(cubin) << dtype_name(d) << ": " << cubin.status().message();
+  }
+}
+
+Attrs attention_attrs(int64_t heads, int64_t head_dim, bool causal, bool merge_heads) {
+  return {{"heads", heads}, {"head_dim", head_dim}, {"causal", causal},
+          {"scale", 1.0 / std::sqrt(double(head_dim))}, {"merge_heads", merge_heads}};
+}
+
+// A one-node graph of `op` over inputs of the arrays' types, its result typed `result`.
+Graph one_node(Op op, const std::vector<Array>& in, const Attrs& attrs, const TensorType& result) {
+  Graph g("one");
+  std::vector<ValueId> ids;
+  for (size_t i = 0; i < in.size(); ++i) {
+    ids.push_back(g.add_input("in" + std::to_string(i), TensorType{in[i].dtype(), make_shape(in[i].shape())}));
+  }
+  g.add_output(g.add_node(op, ids, {result}, attrs)[0]);
+  return g;
+}
+
+// The launch each layout gets: strides of merged [B,T,H*D] and split [B,H,T,D] operands, a
+// broadcast mask or none, causality and the head-dim bucket, from host views (no GPU needed).
+TEST(CudaAttentionClaims, LaunchesFollowTheLayouts) {
+  const int64_t b = 2, h = 3, tq = 7, tk = 13, d = 40;
+  const Array q(DType::F16, {b, tq, h * d}), k(DType::F16, {b, h, tk, d}), v(DType::F16, {b, tk, h * d});
+  const Array mask(DType::F16, {h, 1, tk}), out(DType::F16, {b, h, tq, d});
+  const Graph g = one_node(Op::FusedAttention, {q, k, v, mask}, attention_attrs(h, d, true, false),
+                           TensorType{DType::F16, make_shape(out.shape())});
+  const std::vector<BufferView> in = {host_view(q), host_view(k), host_view(v), host_view(mask)};
+  Expected<cuda::AttentionLaunch> l = cuda::plan_attention_launch(g.nodes()[0], in, host_view(out));
+  ASSERT_TRUE(l) << l.status().message();
+  const int64_t q_strides[3] = {tq * h * d, d, h * d}, k_strides[3] = {h * tk * d, tk * d, d};
+  const int64_t v_strides[3] = {tk * h * d, d, h * d};
+  const int64_t o_strides[3] = {h * tq * d, tq * d, d}, m_strides[4] = {0, tk, 0, 1};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(l->args.q[i], q_strides[i]) << "q (heads merged) stride " << i;
+    EXPECT_EQ(l->args.k[i], k_strides[i]) << "k (heads split) stride " << i;
+    EXPECT_EQ(l->args.v[i], v_strides[i]) << "v (heads merged) stride " << i;
+    EXPECT_EQ(l->args.out[i], o_strides[i]) << "result (heads split) stride " << i;
+  }
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(l->args.mask[i], m_strides[i]) << "mask stride " << i;
+  EXPECT_EQ(l->args.causal, 1);
+  EXPECT_EQ(l->args.tq, tq);
+  EXPECT_EQ(l->args.tk, tk);
+  EXPECT_EQ(l->variant.max_head_dim, 64);
+  EXPECT_EQ(l->variant.dtype, DType::F16);
+  EXPECT_EQ(l->blocks, unsigned(b * h * 1));  // 7 queries: one tile of 16 per (batch, head)
+  EXPECT_EQ(l->mask, mask.raw());
+
+  // No mask, not causal, a merged result; the head dim picks the source's bucket.
+  for (const auto& [dim, bucket] : {std::pair{int64_t(8), 64}, std::pair{int64_t(80), 128}, std::pair{int64_t(200), 256}}) {
+    const Array q4(DType::BF16, {b, h, tq, dim}), k3(DType::BF16, {b, tk, h * dim}), merged(DType::BF16, {b, tq, h * dim});
+    const Graph plain = one_node(Op::FusedAttention, {q4, k3, k3}, attention_attrs(h, dim, false, true),
+                                 TensorType{DType::BF16, make_shape(merged.shape())});
+    const std::vector<BufferView> views = {host_view(q4), host_view(k3), host_view(k3)};
+    Expected<cuda::AttentionLaunch> p = cuda::plan_attention_launch(plain.nodes()[0], views, host_view(merged));
+    ASSERT_TRUE(p) << p.status().message();
+    EXPECT_EQ(p->variant.max_head_dim, bucket) << "head_dim " << dim;
+    EXPECT_EQ(p->args.causal, 0);
+    EXPECT_EQ(p->mask, nullptr);
+    EXPECT_EQ(p->args.q[1], tq * dim) << "q (heads split): a head is a [Tq, D] block";
+    EXPECT_EQ(p->args.out[1], dim) << "result (heads merged): a head is D columns of each row";
+    EXPECT_EQ(p->args.out[2], h * dim);
+    EXPECT_EQ(p->blocks, unsigned(b * h * ((tq + p->variant.queries_per_block() - 1) / p->variant.queries_per_block())));
+  }
+
+  const Array wide_mask(DType::F16, {b, 1, tq, 5});
+  const std::vector<BufferView> bad = {host_view(q), host_view(k), host_view(v), host_view(wide_mask)};
+  Expected<cuda::AttentionLaunch> refused = cuda::plan_attention_launch(g.nodes()[0], bad, host_view(out));
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.status().message().find("does not broadcast"), std::string::npos) << refused.status().message();
+}
+
+TEST(CudaAttentionClaims, ClaimsAcceptWhatTheKernelsRunAndSayWhyNot) {
+  // The claim of a fused_attention over q = k = v of [1, 4, heads * head_dim].
+  auto claim = [](DType d, int64_t heads, int64_t head_dim) {
+    const Array q(d, {1, 4, heads * head_dim});
+    const Graph g = one_node(Op::FusedAttention, {q, q, q}, attention_attrs(heads, head_dim, false, true),
+                             TensorType{d, make_shape(q.shape())});
+    return cuda::claim_attention(g, g.nodes()[0]);
+  };
+  for (DType d : kDTypes) {
+    const Claim c = claim(d, 2, 32);
+    EXPECT_TRUE(c.yes) << dtype_name(d) << ": " << c.reason;
+  }
+  const Claim no_f64 = claim(DType::F64, 2, 32);
+  EXPECT_FALSE(no_f64.yes);
+  EXPECT_NE(no_f64.reason.find("fused_attention on f64"), std::string::npos) << no_f64.reason;
+  const Claim no_big = claim(DType::F32, 1, 512);
+  EXPECT_FALSE(no_big.yes);
+  EXPECT_NE(no_big.reason.find("head_dim 512"), std::string::npos) << no_big.reason;
+
+  // fused_swiglu takes cuBLASLt's answer for its product: a one-value bias is not one per column.
+  const Array x(DType::F32, {5, 8}), w(DType::F32, {8, 12}), b1(DType::F32, {1}), b12(DType::F32, {12});
+  const TensorType y{DType::F32, make_shape({5, 6})};
+  const Graph one_bias = one_node(Op::FusedSwiglu, {x, w, b1}, {{"gate_first", true}}, y);
+  const Claim no_bias = cuda::claim_swiglu(one_bias, one_bias.nodes()[0]);
+  EXPECT_FALSE(no_bias.yes);
+  EXPECT_NE(no_bias.reason.find("fused_swiglu's product"), std::string::npos) << no_bias.reason;
+  const Graph bias = one_node(Op::FusedSwiglu, {x, w, b12}, {{"gate_first", false}}, y);
+  const Claim yes = cuda::claim_swiglu(bias, bias.nodes()[0]);
+  if (Expected<const cuda::CublasLt*> lt = cuda::cublaslt(); lt) {
+    EXPECT_TRUE(yes.yes) << yes.reason;
+  }
+}
+
+// Runs `op` over `in` with the CUDA backend's kernel directly, the result (typed as `like`)
+// pre-filled with `poison`.
+Expected<Array> run_on_cuda(Op op, const std::vector<Array>& in, const Attrs& attrs, const Array& like, uint8_t poison) {
+  const Graph g = one_node(op, in, attrs, TensorType{like.dtype(), make_shape(like.shape())});
+  FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<Backend> cuda, make_backend("cuda"));
+  const Node& n = g.nodes()[0];
+  if (Claim c = cuda->claims(g, n); !c) return Status::unimplemented("refused: " + c.reason);
+  FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const Kernel> kernel, cuda->compile(g, n));
+  std::vector<Buffer> buffers;
+  std::vector<BufferView> views;
+  for (const Array& a : in) {
+    FUSEBOX_ASSIGN_OR_RETURN(Buffer b, cuda->allocate(a.dtype(), a.shape()));
+    FUSEBOX_RETURN_IF_ERROR(cuda->copy_from_host(cuda->stream(), host_view(a), b.view()));
+    views.push_back(b.view());
+    buffers.push_back(std::move(b));
+  }
+  Array result(like.dtype(), like.shape());
+  result.fill_bytes(poison);
+  FUSEBOX_ASSIGN_OR_RETURN(Buffer out, cuda->allocate(result.dtype(), result.shape()));
+  FUSEBOX_RETURN_IF_ERROR(cuda->copy_from_host(cuda->stream(), host_view(result), out.view()));
+  const BufferView out_view = out.view();
+  FUSEBOX_RETURN_IF_ERROR(kernel->run(cuda->stream(), views, std::span<const BufferView>(&out_view, 1)));
+  FUSEBOX_RETURN_IF_ERROR(cuda->copy_to_host(cuda->stream(), out_view, host_view(result)));
+  FUSEBOX_RETURN_IF_ERROR(cuda->stream().sync());
+  return result;
+}
+
+// The device result of `op` for both poisons against the reference's, within `tol`.
+void expect_matches_reference(Op op, const std::vector<Array>& in, const Attrs& attrs, double tol, const std::string& what) {
+  const Array want = testing::run_op1(op, in, attrs);
+  ASSERT_GT(want.numel(), 0) << what;
+  for (uint8_t poison : {uint8_t(0xFF), uint8_t(0x5A)}) {
+    Expected<Array> got = run_on_cuda(op, in, attrs, want, poison);
+    ASSERT_TRUE(got) << what << ": " << got.status().message();
+    EXPECT_TRUE(testing::arrays_close(*got, want, tol, tol)) << what << " (poison " << int(poison) << ")";
+  }
+}
+
+struct AttentionCase {
+  std::string name;
+  int64_t batch, heads, tq, tk, d;
+  bool causal = false, merge = true, split_inputs = false;
+  std::vector<int64_t> mask;  // empty: no mask
+  bool neg_inf_rows = false;  // mask rows 1 and 4 all -inf, some entries -inf elsewhere
+};
+
+std::vector<AttentionCase> attention_cases() {
+  return {
+      {"one query, one key", 1, 1, 1, 1, 64},
+      {"decode: one query, 77 keys", 2, 4, 1, 77, 64, true},
+      {"odd sizes d=40", 2, 3, 7, 13, 40},
+      {"odd sizes d=64 causal Tq<Tk", 2, 3, 7, 13, 64, true},
+      {"odd sizes d=80 causal Tq>Tk (first rows see no key)", 1, 2, 13, 7, 80, true},
+      {"d=80 heads split in and out", 2, 3, 7, 13, 80, false, false, true},
+      {"d=128 long", 1, 2, 150, 300, 128, true},
+      {"d=256", 1, 2, 33, 40, 256},
+      {"d=8 many heads, split inputs, merged result", 3, 8, 20, 20, 8, true, true, true},
+      {"mask [Tq,Tk]", 2, 3, 7, 13, 40, false, true, false, {7, 13}},
+      {"mask [B,1,Tq,Tk] causal", 2, 3, 7, 13, 64, true, true, false, {2, 1, 7, 13}},
+      {"mask [B,H,1,Tk] (padding)", 2, 3, 9, 13, 80, false, false, true, {2, 3, 1, 13}},
+      {"mask with -inf rows", 2, 3, 7, 13, 40, false, true, false, {7, 13}, true},
+      {"mask [1,H,Tq,Tk] with -inf rows, causal", 1, 4, 9, 9, 64, true, true, false, {1, 4, 9, 9}, true},
+  };
+}
+
+std::vector<Array> attention_operands(const AttentionCase& c, DType d, uint64_t seed) {
+  auto qkv = [&](int64_t t, uint64_t s) {
+    return c.split_inputs ? testing::random_array(d, {c.batch, c.heads, t, c.d}, s)
+                          : testing::random_array(d, {c.batch, t, c.heads * c.d}, s);
+  };
+  std::vector<Array> in = {qkv(c.tq, seed), qkv(c.tk, seed + 1), qkv(c.tk, seed + 2)};
+  if (c.mask.empty()) return in;
+  Array m = testing::random_array(d, c.mask, seed + 3, -1.0, 1.0);
+  if (c.neg_inf_rows) {
+    const int64_t cols = c.mask.back(), rows = m.numel() / cols;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < cols; ++j) {
+        if (r % 9 == 1 || r % 9 == 4 || (r + j) % 5 == 0) m.set_f64(r * cols + j, -std::numeric_limits<double>::infinity());
+      }
+    }
+  }
+  in.push_back(std::move(m));
+  return in;
+}
+
+TEST(CudaAttention, EveryCaseMatchesTheReferenceOnTheDevice) {
+  if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
+  uint64_t seed = 1;
+  for (const AttentionCase& c : attention_cases()) {
+    for (DType d : kDTypes) {
+      const std::vector<Array> in = attention_operands(c, d, seed += 10);
+      expect_matches_reference(Op::FusedAttention, in, attention_attrs(c.heads, c.d, c.causal, c.merge), attention_tolerance(d),
+                               c.name + " " + std::string(dtype_name(d)));
+    }
+  }
+}
+
+TEST(CudaSwiglu, EachGateHalfWithAndWithoutBiasMatchesTheReferenceOnTheDevice) {
+  if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
+  uint64_t seed = 500;
+  for (DType d : kDTypes) {
+    for (bool gate_first : {true, false}) {
+      for (bool bias : {false, true}) {
+        for (const std::vector<int64_t>& x_shape : {std::vector<int64_t>{37, 64}, std::vector<int64_t>{2, 5, 64}}) {
+          std::vector<Array> in = {testing::random_array(d, x_shape, seed += 10, -1.0, 1.0),
+                                   testing::random_array(d, {64, 2 * 24}, seed + 1, -1.0, 1.0)};
+          if (bias) in.push_back(testing::random_array(d, {2 * 24}, seed + 2, -1.0, 1.0));
+          const std::string what = std::string(dtype_name(d)) + (gate_first ? " gate first" : " gate second") +
+                                   (bias ? " with bias" : " no bias") + " rank " + std::to_string(x_shape.size());
+          expect_matches_reference(Op::FusedSwiglu, in, {{"gate_first", gate_first}}, swiglu_tolerance(d), what);
+        }
+      }
+    }
+  }
+}
+
+// An attention block's two fused ops, compiled for the cuda target: both run there and match
+// the unfused reference, run by run and when the plan is recorded and replayed as a CUDA graph.
+TEST(CudaAttention, FusedBlockCompilesForCudaAndRunsThere) {
+  if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
+  const Graph g = testing::parse_or_fail(
+      "func @block(%q: f32[B,T,128], %k: f32[B,T,128], %v: f32[B,T,128], %w: f32[128,96], %b: f32[96]) -> f32[B,T,48] {\n"
+      "  %a = fused_attention %q, %k, %v {heads = 2, head_dim = 64, causal = true, scale = 0.125} : f32[B,T,128]\n"
+      "  %y = fused_swiglu %a, %w, %b {gate_first = false} : f32[B,T,48]\n"
+      "  return %y\n}");
+  ASSERT_EQ(g.nodes().size(), 2u);
+  CompileOptions dev;
+  dev.target = FusionTarget::Cuda;
+  dev.fuse = false;  // the graph is already fused: two kernels, a plan worth recording
+  dev.device_io = true;
+  Expected<testing::OracleAndPlan> exes = testing::compile_against_reference(g, dev);
+  ASSERT_TRUE(exes) << exes.status().message();
+  EXPECT_EQ(testing::backend_of(exes->plan, Op::FusedAttention), "cuda");
+  EXPECT_EQ(testing::backend_of(exes->plan, Op::FusedSwiglu), "cuda");
+  Expected<std::shared_ptr<Backend>> cuda = make_backend("cuda");
+  ASSERT_TRUE(cuda) << cuda.status().message();
+  const Backend& device = **cuda;
+  std::vector<Buffer> buffers;
+  for (ValueId v : g.inputs()) {
+    std::vector<int64_t> shape;
+    for (const Dim& dim : g.type(v).shape) shape.push_back(dim.is_static() ? dim.value() : dim.symbol_name() == "B" ? 2 : 37);
+    Expected<Buffer> b = device.allocate(DType::F32, shape);
+    ASSERT_TRUE(b) << b.status().message();
+    buffers.push_back(std::move(*b));
+  }
+  for (int run = 0; run < 4; ++run) {  // run 2 is recorded and replayed, runs 3 and 4 replay it
+    std::vector<Array> host;
+    for (const Buffer& b : buffers) {
+      host.push_back(testing::random_array(DType::F32, b.view().shape, 70 + uint64_t(run * 10 + host.size()), -1.0, 1.0));
+      ASSERT_TRUE(device.copy_from_host(device.stream(), host_view(host.back()), b.view()).is_ok());
+    }
+    Expected<std::vector<Buffer>> out = exes->plan.run_buffers(buffers);
+    ASSERT_TRUE(out) << out.status().message();
+    Array got(DType::F32, (*out)[0].view().shape);
+    ASSERT_TRUE(device.copy_to_host(device.stream(), (*out)[0].view(), host_view(got)).is_ok());
+    ASSERT_TRUE(exes->plan.sync().is_ok());
+    Expected<std::vector<Array>> want = exes->reference.run(host);
+    ASSERT_TRUE(want) << want.status().message();
+    EXPECT_TRUE(testing::arrays_close(got, (*want)[0], 1e-4, 1e-4)) << "run " << run;
+  }
+  EXPECT_EQ(exes->plan.stats().recordings, 1u);
+  EXPECT_EQ(exes->plan.stats().replays, 3u);  // the recording run replays too
+}
+
+}  // namespace
+}  // namespace fusebox
