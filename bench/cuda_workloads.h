@@ -94,7 +94,36 @@ inline std::vector<GpuWorkload> gpu_workloads() {
                                   "  %s = add %m, %b : f16[4096,4096]\n"
                                   "  %y = gelu %s {approximate = \"tanh\"} : f16[4096,4096]\n"
                                   "  return %y\n}\n")},
+      // The bare product of matmul_bias_gelu: its epilogue's cost is the difference.
+      {"matmul_f16", parsed("func @matmul_f16(%a: f16[4096,4096], %w: f16[4096,4096]) -> f16[4096,4096] {\n"
+                            "  %y = matmul %a, %w : f16[4096,4096]\n  return %y\n}\n")},
       {"chain100_small", [] { return chain_graph("chain100_small", 1024, 100); }},
+      // Attention as exporters write it (heads split by reshape/transpose, scale, softmax, the
+      // product with v, heads merged): fuse-attention makes it one fused_attention.
+      {"attention_f16", parsed("func @attention_f16(%q: f16[8,1024,1024], %k: f16[8,1024,1024], %v: f16[8,1024,1024]) "
+                               "-> f16[8,1024,1024] {\n"
+                               "  %0 = reshape %q {shape = [8, 1024, 16, 64]} : f16[8,1024,16,64]\n"
+                               "  %1 = transpose %0 {perm = [0, 2, 1, 3]} : f16[8,16,1024,64]\n"
+                               "  %2 = reshape %k {shape = [8, 1024, 16, 64]} : f16[8,1024,16,64]\n"
+                               "  %3 = transpose %2 {perm = [0, 2, 3, 1]} : f16[8,16,64,1024]\n"
+                               "  %4 = reshape %v {shape = [8, 1024, 16, 64]} : f16[8,1024,16,64]\n"
+                               "  %5 = transpose %4 {perm = [0, 2, 1, 3]} : f16[8,16,1024,64]\n"
+                               "  %6 = constant {value = dense<f16[]: [0.125]>} : f16[]\n"
+                               "  %7 = matmul %1, %3 : f16[8,16,1024,1024]\n"
+                               "  %8 = mul %7, %6 : f16[8,16,1024,1024]\n"
+                               "  %9 = softmax %8 {axis = -1} : f16[8,16,1024,1024]\n"
+                               "  %10 = matmul %9, %5 : f16[8,16,1024,64]\n"
+                               "  %11 = transpose %10 {perm = [0, 2, 1, 3]} : f16[8,1024,16,64]\n"
+                               "  %y = reshape %11 {shape = [8, 1024, 1024]} : f16[8,1024,1024]\n"
+                               "  return %y\n}\n")},
+      // A SwiGLU MLP's gate: one product into [.., 2n], silu of one half times the other.
+      {"swiglu_f16", parsed("func @swiglu_f16(%x: f16[8192,4096], %w: f16[4096,8192]) -> f16[8192,4096] {\n"
+                            "  %h = matmul %x, %w : f16[8192,8192]\n"
+                            "  %g = slice %h {starts = [0], ends = [4096], axes = [1]} : f16[8192,4096]\n"
+                            "  %u = slice %h {starts = [4096], ends = [8192], axes = [1]} : f16[8192,4096]\n"
+                            "  %s = silu %g : f16[8192,4096]\n"
+                            "  %y = mul %s, %u : f16[8192,4096]\n"
+                            "  return %y\n}\n")},
   };
 }
 

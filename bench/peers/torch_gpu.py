@@ -106,6 +106,17 @@ def matmul_bias_gelu(a, w, b):
     return F.gelu(a @ w + b, approximate="tanh")
 
 
+def attention_f16(q, k, v):
+    heads = lambda t: t.view(8, 1024, 16, 64).transpose(1, 2)
+    o = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), scale=0.125)
+    return o.transpose(1, 2).reshape(8, 1024, 1024)
+
+
+def swiglu_f16(x, w):
+    h = x @ w
+    return F.silu(h[:, :4096]) * h[:, 4096:]
+
+
 def workloads():
     """name -> (function, make the inputs)"""
     full = (ROWS, COLS)
@@ -125,7 +136,12 @@ def workloads():
         "matmul_bias_gelu": (matmul_bias_gelu, lambda: [uniform((4096, 4096), torch.float16, 1),
                                                         uniform((4096, 4096), torch.float16, 2),
                                                         uniform(4096, torch.float16, 3)]),
+        "matmul_f16": (lambda a, w: a @ w, lambda: [uniform((4096, 4096), torch.float16, 1),
+                                                     uniform((4096, 4096), torch.float16, 2)]),
         "chain100_small": (chain100, lambda: [uniform(1024, seed=1), uniform(1024, seed=2)]),
+        "attention_f16": (attention_f16, lambda: [uniform((8, 1024, 1024), torch.float16, s) for s in (1, 2, 3)]),
+        "swiglu_f16": (swiglu_f16, lambda: [uniform((8192, 4096), torch.float16, 1),
+                                            uniform((4096, 8192), torch.float16, 2)]),
     }
 
 

@@ -99,10 +99,10 @@ TEST(CudaRowClaims, LaunchesFollowTheOperands) {
   Expected<cuda::RowLaunch> wide = launch(3, 1024, 99, 1);
   ASSERT_TRUE(wide) << wide.status().message();
   EXPECT_EQ(wide->variant.vector, 8);
-  EXPECT_EQ(wide->threads, unsigned(std::min(128, cuda::row_threads()))) << "a warp per 32 chunks of 8 (FUSEBOX_CUDA_ROW_THREADS caps it)";
+  EXPECT_EQ(wide->threads, unsigned(std::min(128, cuda::row_threads(spec.op)))) << "a warp per 32 chunks of 8 (FUSEBOX_CUDA_ROW_THREADS caps it)";
   EXPECT_EQ(wide->blocks, 3u);
   // 1024 f16 over 128 threads: 8 each, the smallest register budget.
-  if (cuda::row_threads() >= 128) EXPECT_EQ(wide->variant.items, 8);
+  if (cuda::row_threads(spec.op) >= 128) EXPECT_EQ(wide->variant.items, 8);
   EXPECT_EQ(wide->sizes[2], 1024) << "a bias of x's shape is read row by row";
   EXPECT_EQ(wide->sizes[4], 0) << "a one-value scale is read once";
   for (size_t operand : {size_t(0), size_t(1), size_t(2), size_t(4), size_t(5)}) {
@@ -116,7 +116,7 @@ TEST(CudaRowClaims, LaunchesFollowTheOperands) {
   EXPECT_EQ(odd->threads, 32u);
   Expected<cuda::RowLaunch> long_row = launch(1, 12000, 99, 1);
   ASSERT_TRUE(long_row);
-  EXPECT_EQ(long_row->threads, unsigned(cuda::row_threads()));
+  EXPECT_EQ(long_row->threads, unsigned(cuda::row_threads(spec.op)));
   // Held in registers when threads x items covers the row; else the largest budget, streamed.
   if (12000 <= int64_t(long_row->threads) * 32) {
     EXPECT_GE(int64_t(long_row->threads) * long_row->variant.items, 12000);

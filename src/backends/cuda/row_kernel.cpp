@@ -95,13 +95,14 @@ class RowKernel final : public Kernel {
 
 }  // namespace
 
-int row_threads() {
-  static const int threads = [] {
+int row_threads(RowOp op) {
+  static const int forced = [] {
     const char* e = std::getenv("FUSEBOX_CUDA_ROW_THREADS");
-    if (!e || !*e) return kRowThreads;
+    if (!e || !*e) return 0;
     return std::clamp(std::atoi(e), 32, 1024) / 32 * 32;
   }();
-  return threads;
+  if (forced) return forced;
+  return op == RowOp::RmsNorm ? 2 * kRowThreads : kRowThreads;
 }
 
 RowSpec row_spec(const Node& n) {
@@ -166,9 +167,9 @@ Expected<RowLaunch> plan_row_launch(const RowSpec& spec, std::span<const BufferV
   const int64_t sizes[6] = {rows, n, bias_row_stride, bias_stride, scale_stride, shift_stride};
   std::copy(sizes, sizes + 6, l.sizes);
   l.eps = spec.eps;
-  // Threads: a warp for a short row, up to row_threads(); blocks: one per row.
+  // Threads: a warp for a short row, up to row_threads(op); blocks: one per row.
   const int64_t chunks = n / l.variant.vector;
-  l.threads = unsigned(std::clamp<int64_t>((chunks + 31) / 32 * 32, 32, row_threads()));
+  l.threads = unsigned(std::clamp<int64_t>((chunks + 31) / 32 * 32, 32, row_threads(spec.op)));
   // The smallest register budget that holds the row (one chunk at least); longer rows stream.
   for (int items : kRowItemChoices) {
     l.variant.items = items;

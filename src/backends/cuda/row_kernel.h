@@ -40,12 +40,15 @@ inline constexpr int kRowItems = 32;  // the most elements per thread of a row h
 // The register budgets a variant is compiled for: the smallest that holds the row is launched, so
 // that a short row does not pay registers (and occupancy) for the longest. On the H200, rows of
 // 4096 f32 with 256 threads ran at 0.58-0.80 of copy bandwidth with 32 (74 registers, 3 blocks
-// per SM); docs/benchmarks.md has the sweep.
+// per SM); docs/cuda.md has the sweep.
 inline constexpr int kRowItemChoices[] = {8, 16, 32};
-// Threads of a row's block for rows long enough to fill it: kRowThreads, or the environment's
-// FUSEBOX_CUDA_ROW_THREADS (32 to 1024, rounded down to a multiple of 32), read once, so the
-// block size can be swept on a GPU. The sources are compiled for it (__launch_bounds__).
-int row_threads();
+// Threads of a row's block for rows long enough to fill it: 512 for rms norm (one block-wide
+// reduction), kRowThreads (256) for softmax, log_softmax and layer norm (two: each costs every
+// warp of the block a synchronisation), as the H200 sweep in docs/cuda.md measured; or the
+// environment's FUSEBOX_CUDA_ROW_THREADS (32 to 1024, rounded down to a multiple of 32), read
+// once, so the block size can be swept on a GPU. The sources are compiled for it
+// (__launch_bounds__).
+int row_threads(RowOp op);
 
 // The CUDA C++ source of one variant (row_source.cpp). Kernel arguments, all 8 bytes:
 //   (x, r, bias, scale, shift, y, sum, rows, n, bias_row_stride, bias_stride, scale_stride,

@@ -336,7 +336,7 @@ std::string row_source(const RowVariant& v) {
   os << "#define FB_RESIDUAL " << (v.residual ? 1 : 0) << "\n";
   os << "#define FB_V " << v.vector << "\n";
   os << "#define FB_ITEMS " << v.items << "\n";
-  os << "#define FB_THREADS " << row_threads() << "\n";
+  os << "#define FB_THREADS " << row_threads(v.op) << "\n";
   os << float_storage_defines(v.dtype);
   os << kBody;
   return os.str();
