@@ -22,32 +22,6 @@ namespace {
 // The most workspace an algorithm may ask for; one needing more is passed over.
 constexpr size_t kMaxWorkspaceBytes = size_t(256) << 20;
 
-// One handle per GPU, shared by every conv kernel on it, bound to the context's stream. A cuDNN
-// handle must not be used by two threads at once: `mu` is held while a convolution is enqueued.
-struct DnnDevice {
-  cudnnHandle_t handle = nullptr;
-  std::mutex mu;
-};
-
-Expected<DnnDevice*> dnn_device(Context& context, const Cudnn& dnn) {
-  static std::mutex mu;
-  // Never destroyed, as contexts are not: the handles live as long as the process.
-  static auto* made = new std::map<int, DnnDevice>();
-  std::lock_guard<std::mutex> lock(mu);
-  const int index = context.device().index;
-  if (auto it = made->find(index); it != made->end()) return &it->second;
-  FUSEBOX_RETURN_IF_ERROR(context.make_current());
-  cudnnHandle_t handle = nullptr;
-  FUSEBOX_RETURN_IF_ERROR(
-      dnn.check(dnn.cudnnCreate(&handle), "cudnnCreate on " + context.device().to_string()));
-  // A CUstream is a cudaStream_t: the runtime and driver share the handle type.
-  FUSEBOX_RETURN_IF_ERROR(dnn.check(
-      dnn.cudnnSetStream(handle, reinterpret_cast<cudaStream_t>(context.stream())), "cudnnSetStream"));
-  DnnDevice& d = (*made)[index];
-  d.handle = handle;
-  return &d;
-}
-
 // The node's convolution attributes.
 struct ConvAttrs {
   std::array<int64_t, 2> stride{1, 1}, dilation{1, 1};
@@ -165,17 +139,6 @@ Status check_claim(const Graph& g, const Node& n) {
   }
   return Status::ok();
 }
-
-bool dense(const BufferView& b) {
-  int64_t expect = 1;
-  for (size_t i = b.shape.size(); i-- > 0;) {
-    if (b.shape[i] != 1 && b.strides[i] != expect) return false;
-    expect *= b.shape[i];
-  }
-  return true;
-}
-
-std::string dims_text(const std::vector<int64_t>& s) { return "[" + shape_to_string(make_shape(s)) + "]"; }
 
 std::atomic<uint64_t> fused_runs{0}, separate_runs{0};
 
@@ -422,6 +385,17 @@ Status ConvKernel::run(Stream&, std::span<const BufferView> in, std::span<const 
 
 }  // namespace
 
+bool dense(const BufferView& b) {
+  int64_t expect = 1;
+  for (size_t i = b.shape.size(); i-- > 0;) {
+    if (b.shape[i] != 1 && b.strides[i] != expect) return false;
+    expect *= b.shape[i];
+  }
+  return true;
+}
+
+std::string dims_text(const std::vector<int64_t>& s) { return "[" + shape_to_string(make_shape(s)) + "]"; }
+
 ConvRuns conv_runs() { return {fused_runs.load(), separate_runs.load()}; }
 
 Claim claim_conv(const Graph& g, const Node& n) {
@@ -477,6 +451,17 @@ constexpr const char* kNoHeaders =
     "headers (the toolkit's, or the nvidia-cudnn wheel's) and configure again";
 
 }  // namespace
+
+bool dense(const BufferView& b) {
+  int64_t expect = 1;
+  for (size_t i = b.shape.size(); i-- > 0;) {
+    if (b.shape[i] != 1 && b.strides[i] != expect) return false;
+    expect *= b.shape[i];
+  }
+  return true;
+}
+
+std::string dims_text(const std::vector<int64_t>& s) { return "[" + shape_to_string(make_shape(s)) + "]"; }
 
 ConvRuns conv_runs() { return {}; }
 

@@ -46,4 +46,10 @@ struct ConvRuns {
 };
 ConvRuns conv_runs();
 
+// Whether `b` is row-major without gaps (size-1 dims may have any stride): what cuDNN's NCHW
+// descriptors describe.
+bool dense(const BufferView& b);
+// "[2,3,5]", for messages.
+std::string dims_text(const std::vector<int64_t>& s);
+
 }  // namespace fusebox::cuda

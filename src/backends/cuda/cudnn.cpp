@@ -2,6 +2,8 @@
 
 #ifdef FUSEBOX_HAVE_CUDNN
 
+#include <map>
+
 #include "backends/cuda/loader.h"
 
 namespace fusebox::cuda {
@@ -54,6 +56,25 @@ Expected<const Cudnn*> cudnn() {
   static const Expected<Cudnn> loaded = load();
   if (!loaded) return loaded.status();
   return &*loaded;
+}
+
+Expected<DnnDevice*> dnn_device(Context& context, const Cudnn& dnn) {
+  static std::mutex mu;
+  // Never destroyed, as contexts are not: the handles live as long as the process.
+  static auto* made = new std::map<int, DnnDevice>();
+  std::lock_guard<std::mutex> lock(mu);
+  const int index = context.device().index;
+  if (auto it = made->find(index); it != made->end()) return &it->second;
+  FUSEBOX_RETURN_IF_ERROR(context.make_current());
+  cudnnHandle_t handle = nullptr;
+  FUSEBOX_RETURN_IF_ERROR(
+      dnn.check(dnn.cudnnCreate(&handle), "cudnnCreate on " + context.device().to_string()));
+  // A CUstream is a cudaStream_t: the runtime and driver share the handle type.
+  FUSEBOX_RETURN_IF_ERROR(dnn.check(
+      dnn.cudnnSetStream(handle, reinterpret_cast<cudaStream_t>(context.stream())), "cudnnSetStream"));
+  DnnDevice& d = (*made)[index];
+  d.handle = handle;
+  return &d;
 }
 
 }  // namespace fusebox::cuda

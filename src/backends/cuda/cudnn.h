@@ -13,8 +13,10 @@
 
 #include <cudnn.h>
 
+#include <mutex>
 #include <string>
 
+#include "backends/cuda/context.h"
 #include "fusebox/status.h"
 
 namespace fusebox::cuda {
@@ -43,6 +45,9 @@ namespace fusebox::cuda {
   X(cudnnGetConvolutionForwardAlgorithm_v7)  \
   X(cudnnGetConvolutionForwardWorkspaceSize) \
   X(cudnnConvolutionForward)                 \
+  X(cudnnGetConvolutionBackwardDataAlgorithm_v7) \
+  X(cudnnGetConvolutionBackwardDataWorkspaceSize) \
+  X(cudnnConvolutionBackwardData)            \
   X(cudnnConvolutionBiasActivationForward)   \
   X(cudnnAddTensor)                          \
   X(cudnnActivationForward)
@@ -63,6 +68,14 @@ struct Cudnn {
 // The library, loaded on first call; an error names libcudnn and where it was searched for
 // (PyTorch's wheels included), or the symbol it lacks, and is the same on every later call.
 Expected<const Cudnn*> cudnn();
+
+// One handle per GPU, shared by every cuDNN kernel on it, bound to the context's stream. A cuDNN
+// handle must not be used by two threads at once: `mu` is held while a call is enqueued.
+struct DnnDevice {
+  cudnnHandle_t handle = nullptr;
+  std::mutex mu;
+};
+Expected<DnnDevice*> dnn_device(Context& context, const Cudnn& dnn);
 
 }  // namespace fusebox::cuda
 
