@@ -194,17 +194,17 @@ TEST(CudaModelOpsDevice, ResizeMatchesTheReferenceAtOddScalesUpAndDown) {
   for (DType d : {DType::F32, DType::F16}) {
     for (const std::vector<int64_t>& out : outs) {
       for (const char* c : kCoordinates) {
-        Attrs linear{{"sizes", out}, {"mode", std::string("linear")}, {"coordinate", std::string(c)}};
+        Attrs linear{{"sizes", make_shape(out)}, {"mode", std::string("linear")}, {"coordinate", std::string(c)}};
         expect_step(d, in, Op::Resize, linear, out, ++seed, std::string("linear ") + c);
         for (const char* m : kNearestModes) {
-          Attrs nearest{{"sizes", out}, {"coordinate", std::string(c)}, {"nearest_mode", std::string(m)}};
+          Attrs nearest{{"sizes", make_shape(out)}, {"coordinate", std::string(c)}, {"nearest_mode", std::string(m)}};
           expect_step(d, in, Op::Resize, nearest, out, ++seed, std::string("nearest ") + c + " " + m);
         }
       }
     }
   }
   // u8 linear rounds half away from zero and saturates, as the plan's store does.
-  expect_step(DType::U8, in, Op::Resize, {{"sizes", outs[0]}, {"mode", std::string("linear")}}, outs[0], 99, "linear");
+  expect_step(DType::U8, in, Op::Resize, {{"sizes", make_shape(outs[0])}, {"mode", std::string("linear")}}, outs[0], 99, "linear");
 }
 
 // The detector's upsampling: scales of 2, 4 and 8 with run-time sizes, planned at the first run
