@@ -1,5 +1,5 @@
 // cuDNN 9, loaded at run time (loader.h): the table of entry points the convolution kernels use
-// (conv_kernel.h), resolved once per process. Types and constants come from the toolkit's
+// (conv_kernel.h, conv_transpose_kernel.h), resolved once per process. Types and constants come from the toolkit's
 // cudnn.h, read only at build time; nothing links libcudnn. On machines where cuDNN ships in
 // PyTorch's wheels (site-packages/nvidia/cudnn/lib) it is found there too. Loading needs no GPU.
 //
