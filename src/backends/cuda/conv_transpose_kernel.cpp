@@ -80,10 +80,7 @@ int64_t transposed_extent(int64_t in, int64_t kernel, const TransposeAttrs& a, s
   return (in - 1) * a.stride[axis] - a.pad[axis] - a.pad[axis + 2] + a.dilation[axis] * (kernel - 1) + a.output_padding[axis] + 1;
 }
 
-struct Plan {
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
-  cudnnFilterDescriptor_t w = nullptr;
-  cudnnConvolutionDescriptor_t conv = nullptr;
+struct Plan : ConvDescriptors {
   cudnnConvolutionBwdDataAlgo_t algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
   size_t workspace = 0;
 };
@@ -94,26 +91,20 @@ class ConvTransposeKernel final : public Kernel {
       : context_(std::move(c)), dnn_(dnn), dtype_(dtype), tf32_(allow_tf32 && dtype == DType::F32),
         type_(dtype == DType::F16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT), attrs_(a) {}
   ~ConvTransposeKernel() override {
-    for (auto& [key, p] : plans_) destroy(p);
+    for (auto& [key, p] : plans_) destroy_conv_descriptors(dnn_, p);
   }
   Status run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const override;
   std::string_view kind() const override { return "cuda_conv_transpose"; }
 
  private:
-  using Key = std::array<int64_t, 12>;  // x, w and y shapes
-  void destroy(Plan& p) const {
-    for (cudnnTensorDescriptor_t t : {p.x, p.y, p.bias})
-      if (t) dnn_.cudnnDestroyTensorDescriptor(t);
-    if (p.w) dnn_.cudnnDestroyFilterDescriptor(p.w);
-    if (p.conv) dnn_.cudnnDestroyConvolutionDescriptor(p.conv);
-  }
+  using Key = ConvShapes;
   Status make_plan(const Key& k, cudnnHandle_t handle, Plan& p) const;
   Expected<Plan*> plan(const Key& key, cudnnHandle_t handle) const {
     std::lock_guard<std::mutex> lock(mu_);
     auto [it, fresh] = plans_.try_emplace(key);
     if (!fresh) return &it->second;
     if (Status s = make_plan(key, handle, it->second); !s.is_ok()) {
-      destroy(it->second);  // not kept: the next run of these shapes says the same
+      destroy_conv_descriptors(dnn_, it->second);  // not kept: the next run of these shapes says the same
       plans_.erase(it);
       return s;
     }
@@ -132,24 +123,10 @@ class ConvTransposeKernel final : public Kernel {
 
 Status ConvTransposeKernel::make_plan(const Key& k, cudnnHandle_t handle, Plan& p) const {
   const Cudnn& d = dnn_;
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnCreateTensorDescriptor(&p.x), "cudnnCreateTensorDescriptor"));
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnCreateTensorDescriptor(&p.y), "cudnnCreateTensorDescriptor"));
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnCreateTensorDescriptor(&p.bias), "cudnnCreateTensorDescriptor"));
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnCreateFilterDescriptor(&p.w), "cudnnCreateFilterDescriptor"));
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnCreateConvolutionDescriptor(&p.conv), "cudnnCreateConvolutionDescriptor"));
-  auto i = [&](size_t at) { return int(k[at]); };
-  // x is the forward convolution's result (dy), y its input (dx), w its filter [C, O/groups, KH, KW].
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NCHW, type_, i(0), i(1), i(2), i(3)), "input descriptor"));
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnSetFilter4dDescriptor(p.w, type_, CUDNN_TENSOR_NCHW, i(4), i(5), i(6), i(7)), "filter descriptor"));
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NCHW, type_, i(8), i(9), i(10), i(11)), "result descriptor"));
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnSetTensor4dDescriptor(p.bias, CUDNN_TENSOR_NCHW, type_, 1, i(9), 1, 1), "bias descriptor"));
-  FUSEBOX_RETURN_IF_ERROR(d.check(
-      d.cudnnSetConvolution2dDescriptor(p.conv, int(attrs_.pad[0]), int(attrs_.pad[1]), int(attrs_.stride[0]), int(attrs_.stride[1]),
-                                        int(attrs_.dilation[0]), int(attrs_.dilation[1]), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-      "convolution descriptor"));
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnSetConvolutionGroupCount(p.conv, int(attrs_.groups)), "group count"));
-  const cudnnMathType_t math = dtype_ == DType::F16 ? CUDNN_TENSOR_OP_MATH : tf32_ ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnSetConvolutionMathType(p.conv, math), "math type"));
+  // x is the forward convolution's result (dy), y its input (dx), w its filter [C, O/groups, KH, KW];
+  // the bias descriptor is one value per channel of y.
+  const ConvGeometry geometry{attrs_.pad[0], attrs_.pad[1], attrs_.stride[0], attrs_.stride[1], attrs_.dilation[0], attrs_.dilation[1], attrs_.groups};
+  FUSEBOX_RETURN_IF_ERROR(make_conv_descriptors(d, k, type_, geometry, conv_math(dtype_, tf32_), p));
 
   // The forward convolution of the result must give back x's size, or cuDNN refuses the call.
   int on = 0, oc = 0, oh = 0, ow = 0;
@@ -213,12 +190,7 @@ Status ConvTransposeKernel::run(Stream&, std::span<const BufferView> in, std::sp
     return Status::invalid("conv_transpose2d of " + dims_text(x.shape) + " by " + dims_text(w.shape) + " cannot give " + dims_text(y.shape));
   if (bias && bias->numel() != y.shape[1])
     return Status::invalid("a conv_transpose2d bias of " + std::to_string(bias->numel()) + " values over " + std::to_string(y.shape[1]) + " channels");
-  Key key;
-  for (size_t i = 0; i < 4; ++i) {
-    key[i] = x.shape[i];
-    key[4 + i] = w.shape[i];
-    key[8 + i] = y.shape[i];
-  }
+  const Key key = conv_shapes(x, w, y);
   FUSEBOX_RETURN_IF_ERROR(context_->make_current());
   FUSEBOX_ASSIGN_OR_RETURN(DnnDevice * dev, dnn_device(*context_, dnn_));
   std::lock_guard<std::mutex> lock(dev->mu);

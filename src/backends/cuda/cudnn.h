@@ -13,6 +13,8 @@
 
 #include <cudnn.h>
 
+#include <array>
+#include <cstdint>
 #include <mutex>
 #include <string>
 
@@ -76,6 +78,27 @@ struct DnnDevice {
   std::mutex mu;
 };
 Expected<DnnDevice*> dnn_device(Context& context, const Cudnn& dnn);
+
+// The descriptors of one NCHW convolution (cross-correlation, accumulating in f32, f16 too: cuDNN's
+// PSEUDO_HALF_CONFIG): tensors x [s0..s3] and y [s8..s11], the filter w [s4..s7], a per-channel
+// bias [1, s9, 1, 1] of y, and the convolution with the top/left pads on both sides.
+struct ConvDescriptors {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+};
+struct ConvGeometry {
+  int64_t pad_top, pad_left, stride_h, stride_w, dilation_h, dilation_w, groups;
+};
+// f16 on tensor cores; f32 with FMA math, or CUDNN_DEFAULT_MATH where TF32 is allowed (it lets
+// cuDNN use TF32 tensor cores on Ampere and later).
+inline cudnnMathType_t conv_math(DType dtype, bool tf32) {
+  return dtype == DType::F16 ? CUDNN_TENSOR_OP_MATH : tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+}
+// Creates and sets them (what was created stays in `p` on failure: destroy it then too).
+Status make_conv_descriptors(const Cudnn& d, const std::array<int64_t, 12>& s, cudnnDataType_t type, const ConvGeometry& g,
+                             cudnnMathType_t math, ConvDescriptors& p);
+void destroy_conv_descriptors(const Cudnn& d, ConvDescriptors& p);
 
 }  // namespace fusebox::cuda
 
