@@ -26,7 +26,7 @@ bool cast_preserves_values(DType from, DType to) {
   }
 }
 
-bool is_transform_step(const Graph& g, const Node& n, std::string* why) {
+bool is_transform_step(const Graph& g, const Node& n, std::string* why, bool allow_dynamic) {
   auto no = [why](std::string reason) {
     if (why) *why = std::move(reason);
     return false;
@@ -53,15 +53,13 @@ bool is_transform_step(const Graph& g, const Node& n, std::string* why) {
     default:
       return no(std::string(n.info().keyword) + " is not an index-only step");
   }
-  if (!is_static(g.type(n.inputs[0]).shape) || !is_static(g.type(n.outputs[0]).shape)) {
+  if (!allow_dynamic && (!is_static(g.type(n.inputs[0]).shape) || !is_static(g.type(n.outputs[0]).shape))) {
     return no("dynamic shape");
   }
   return true;
 }
 
-namespace {
-
-Node build_transform_region(const Graph& g, const TransformChain& chain) {
+Node transform_region_of(const Graph& g, const TransformChain& chain) {
   FUSEBOX_CHECK(!chain.nodes.empty()) << "outline_transform_chains: empty chain";
   const Node& first = g.nodes()[chain.nodes.front()];
   auto body = std::make_shared<Graph>(g.name());
@@ -79,14 +77,12 @@ Node build_transform_region(const Graph& g, const TransformChain& chain) {
   return Node{Op::TransformRegion, {first.inputs[0]}, {last.outputs[0]}, {{"name", chain.name}}, body, first.loc};
 }
 
-}  // namespace
-
 Status outline_transform_chains(Graph& g, const std::vector<TransformChain>& chains) {
   constexpr int kKeep = -1, kDrop = -2;
   std::vector<int> role(g.nodes().size(), kKeep);  // >= 0: the chain whose region goes here
   std::vector<Node> regions;
   for (size_t c = 0; c < chains.size(); ++c) {
-    regions.push_back(build_transform_region(g, chains[c]));
+    regions.push_back(transform_region_of(g, chains[c]));
     for (size_t idx : chains[c].nodes) {
       FUSEBOX_CHECK(role[idx] == kKeep) << "outline_transform_chains: chains overlap";
       role[idx] = kDrop;

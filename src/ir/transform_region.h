@@ -25,14 +25,19 @@ namespace fusebox {
 bool cast_preserves_values(DType from, DType to);
 
 // Whether a node can be a step of a transform_region body: slice, transpose, flip, pad, resize,
-// reshape or a value-preserving cast, one operand and one result, static shapes. On false,
-// `why` (when given) says what disqualifies it.
-bool is_transform_step(const Graph& g, const Node& n, std::string* why = nullptr);
+// reshape or a value-preserving cast, one operand and one result, static shapes (unless
+// `allow_dynamic`: a backend that plans the step per run's sizes). On false, `why` (when given)
+// says what disqualifies it.
+bool is_transform_step(const Graph& g, const Node& n, std::string* why = nullptr, bool allow_dynamic = false);
 
 struct TransformChain {
   std::vector<size_t> nodes;  // node indices; each node's operand 0 is the previous node's result
   std::string name;           // the region's name attribute
 };
+
+// The transform_region node of one chain of `g` (its steps copied into the body at their types),
+// not inserted anywhere: outline_transform_chains places it; a backend may plan a lone step so.
+Node transform_region_of(const Graph& g, const TransformChain& chain);
 
 // Replaces each chain by one transform_region node whose result reuses the chain's last result
 // id, so consumers need no rewriting. Chains must be disjoint and their intermediate results

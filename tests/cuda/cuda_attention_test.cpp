@@ -64,16 +64,7 @@ Attrs attention_attrs(int64_t heads, int64_t head_dim, bool causal, bool merge_h
           {"scale", 1.0 / std::sqrt(double(head_dim))}, {"merge_heads", merge_heads}};
 }
 
-// A one-node graph of `op` over inputs of the arrays' types, its result typed `result`.
-Graph one_node(Op op, const std::vector<Array>& in, const Attrs& attrs, const TensorType& result) {
-  Graph g("one");
-  std::vector<ValueId> ids;
-  for (size_t i = 0; i < in.size(); ++i) {
-    ids.push_back(g.add_input("in" + std::to_string(i), TensorType{in[i].dtype(), make_shape(in[i].shape())}));
-  }
-  g.add_output(g.add_node(op, ids, {result}, attrs)[0]);
-  return g;
-}
+using testing::one_node;
 
 // The launch each layout gets: strides of merged [B,T,H*D] and split [B,H,T,D] operands, a
 // broadcast mask or none, causality and the head-dim bucket, from host views (no GPU needed).
@@ -161,31 +152,9 @@ TEST(CudaAttentionClaims, ClaimsAcceptWhatTheKernelsRunAndSayWhyNot) {
   }
 }
 
-// Runs `op` over `in` with the CUDA backend's kernel directly, the result (typed as `like`)
-// pre-filled with `poison`.
+// Runs `op` over `in` with the CUDA backend's kernel directly, the result pre-filled with `poison`.
 Expected<Array> run_on_cuda(Op op, const std::vector<Array>& in, const Attrs& attrs, const Array& like, uint8_t poison) {
-  const Graph g = one_node(op, in, attrs, TensorType{like.dtype(), make_shape(like.shape())});
-  FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<Backend> cuda, make_backend("cuda"));
-  const Node& n = g.nodes()[0];
-  if (Claim c = cuda->claims(g, n); !c) return Status::unimplemented("refused: " + c.reason);
-  FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const Kernel> kernel, cuda->compile(g, n));
-  std::vector<Buffer> buffers;
-  std::vector<BufferView> views;
-  for (const Array& a : in) {
-    FUSEBOX_ASSIGN_OR_RETURN(Buffer b, cuda->allocate(a.dtype(), a.shape()));
-    FUSEBOX_RETURN_IF_ERROR(cuda->copy_from_host(cuda->stream(), host_view(a), b.view()));
-    views.push_back(b.view());
-    buffers.push_back(std::move(b));
-  }
-  Array result(like.dtype(), like.shape());
-  result.fill_bytes(poison);
-  FUSEBOX_ASSIGN_OR_RETURN(Buffer out, cuda->allocate(result.dtype(), result.shape()));
-  FUSEBOX_RETURN_IF_ERROR(cuda->copy_from_host(cuda->stream(), host_view(result), out.view()));
-  const BufferView out_view = out.view();
-  FUSEBOX_RETURN_IF_ERROR(kernel->run(cuda->stream(), views, std::span<const BufferView>(&out_view, 1)));
-  FUSEBOX_RETURN_IF_ERROR(cuda->copy_to_host(cuda->stream(), out_view, host_view(result)));
-  FUSEBOX_RETURN_IF_ERROR(cuda->stream().sync());
-  return result;
+  return testing::run_one_kernel("cuda", op, in, attrs, like, poison);
 }
 
 // The device result of `op` for both poisons against the reference's, within `tol`.

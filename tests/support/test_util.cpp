@@ -8,6 +8,7 @@
 #include <random>
 
 #include "backends/cpu/reference/reference.h"
+#include "backends/registry/registry.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/shape_inference.h"
@@ -209,6 +210,42 @@ std::string dims_text(std::initializer_list<int64_t> dims) {
   std::string s;
   for (int64_t v : dims) s += (s.empty() ? "" : ",") + std::to_string(v);
   return s;
+}
+
+Graph one_node(Op op, const std::vector<Array>& in, const Attrs& attrs, const TensorType& result) {
+  Graph g("one");
+  std::vector<ValueId> ids;
+  for (size_t i = 0; i < in.size(); ++i) {
+    ids.push_back(g.add_input("in" + std::to_string(i), TensorType{in[i].dtype(), make_shape(in[i].shape())}));
+  }
+  g.add_output(g.add_node(op, ids, {result}, attrs)[0]);
+  return g;
+}
+
+Expected<Array> run_one_kernel(const std::string& backend, Op op, const std::vector<Array>& in, const Attrs& attrs,
+                               const Array& like, uint8_t poison) {
+  const Graph g = one_node(op, in, attrs, TensorType{like.dtype(), make_shape(like.shape())});
+  FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<Backend> device, make_backend(backend));
+  const Node& n = g.nodes()[0];
+  if (Claim c = device->claims(g, n); !c) return Status::unimplemented("refused: " + c.reason);
+  FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const Kernel> kernel, device->compile(g, n));
+  std::vector<Buffer> buffers;
+  std::vector<BufferView> views;
+  for (const Array& a : in) {
+    FUSEBOX_ASSIGN_OR_RETURN(Buffer b, device->allocate(a.dtype(), a.shape()));
+    FUSEBOX_RETURN_IF_ERROR(device->copy_from_host(device->stream(), host_view(a), b.view()));
+    views.push_back(b.view());
+    buffers.push_back(std::move(b));
+  }
+  Array result(like.dtype(), like.shape());
+  result.fill_bytes(poison);
+  FUSEBOX_ASSIGN_OR_RETURN(Buffer out, device->allocate(result.dtype(), result.shape()));
+  FUSEBOX_RETURN_IF_ERROR(device->copy_from_host(device->stream(), host_view(result), out.view()));
+  const BufferView out_view = out.view();
+  FUSEBOX_RETURN_IF_ERROR(kernel->run(device->stream(), views, std::span<const BufferView>(&out_view, 1)));
+  FUSEBOX_RETURN_IF_ERROR(device->copy_to_host(device->stream(), out_view, host_view(result)));
+  FUSEBOX_RETURN_IF_ERROR(device->stream().sync());
+  return result;
 }
 
 const Node* find_node(const Graph& g, Op op) {

@@ -84,6 +84,14 @@ Graph parse_or_fail(const std::string& text);
 
 // "2,3,4": dims as the .fbir text of a shape or a list attribute writes them.
 std::string dims_text(std::initializer_list<int64_t> dims);
+// A one-node graph of `op` over inputs "in0", "in1", ... of the arrays' types, its result typed
+// `result`.
+Graph one_node(Op op, const std::vector<Array>& in, const Attrs& attrs, const TensorType& result);
+// Runs `op` over `in` with backend `backend`'s kernel directly (claimed, compiled, run on its
+// device), the result (typed as `like`) pre-filled with the byte `poison`, so that an element the
+// kernel does not write shows. A refusal is an error carrying the claim's reason.
+Expected<Array> run_one_kernel(const std::string& backend, Op op, const std::vector<Array>& in, const Attrs& attrs,
+                               const Array& like, uint8_t poison);
 
 // Every element as double.
 std::vector<double> to_doubles(const Array& a);

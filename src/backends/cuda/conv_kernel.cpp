@@ -22,32 +22,6 @@ namespace {
 // The most workspace an algorithm may ask for; one needing more is passed over.
 constexpr size_t kMaxWorkspaceBytes = size_t(256) << 20;
 
-// One handle per GPU, shared by every conv kernel on it, bound to the context's stream. A cuDNN
-// handle must not be used by two threads at once: `mu` is held while a convolution is enqueued.
-struct DnnDevice {
-  cudnnHandle_t handle = nullptr;
-  std::mutex mu;
-};
-
-Expected<DnnDevice*> dnn_device(Context& context, const Cudnn& dnn) {
-  static std::mutex mu;
-  // Never destroyed, as contexts are not: the handles live as long as the process.
-  static auto* made = new std::map<int, DnnDevice>();
-  std::lock_guard<std::mutex> lock(mu);
-  const int index = context.device().index;
-  if (auto it = made->find(index); it != made->end()) return &it->second;
-  FUSEBOX_RETURN_IF_ERROR(context.make_current());
-  cudnnHandle_t handle = nullptr;
-  FUSEBOX_RETURN_IF_ERROR(
-      dnn.check(dnn.cudnnCreate(&handle), "cudnnCreate on " + context.device().to_string()));
-  // A CUstream is a cudaStream_t: the runtime and driver share the handle type.
-  FUSEBOX_RETURN_IF_ERROR(dnn.check(
-      dnn.cudnnSetStream(handle, reinterpret_cast<cudaStream_t>(context.stream())), "cudnnSetStream"));
-  DnnDevice& d = (*made)[index];
-  d.handle = handle;
-  return &d;
-}
-
 // The node's convolution attributes.
 struct ConvAttrs {
   std::array<int64_t, 2> stride{1, 1}, dilation{1, 1};
@@ -166,24 +140,10 @@ Status check_claim(const Graph& g, const Node& n) {
   return Status::ok();
 }
 
-bool dense(const BufferView& b) {
-  int64_t expect = 1;
-  for (size_t i = b.shape.size(); i-- > 0;) {
-    if (b.shape[i] != 1 && b.strides[i] != expect) return false;
-    expect *= b.shape[i];
-  }
-  return true;
-}
-
-std::string dims_text(const std::vector<int64_t>& s) { return "[" + shape_to_string(make_shape(s)) + "]"; }
-
 std::atomic<uint64_t> fused_runs{0}, separate_runs{0};
 
 // The descriptors and algorithm of one set of operand shapes.
-struct Plan {
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
-  cudnnFilterDescriptor_t w = nullptr;
-  cudnnConvolutionDescriptor_t conv = nullptr;
+struct Plan : ConvDescriptors {
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   size_t workspace = 0;
   bool fused_unsupported = false;  // the fused call failed for these shapes once: not tried again
@@ -202,13 +162,7 @@ class ConvKernel final : public Kernel {
         relu_(relu),
         epilogue_(std::move(epilogue)) {}
   ~ConvKernel() override {
-    for (auto& [key, p] : plans_) {
-      for (cudnnTensorDescriptor_t t : {p.x, p.y, p.bias}) {
-        if (t) dnn_.cudnnDestroyTensorDescriptor(t);
-      }
-      if (p.w) dnn_.cudnnDestroyFilterDescriptor(p.w);
-      if (p.conv) dnn_.cudnnDestroyConvolutionDescriptor(p.conv);
-    }
+    for (auto& [key, p] : plans_) destroy_conv_descriptors(dnn_, p);
     if (relu_) dnn_.cudnnDestroyActivationDescriptor(relu_);
   }
 
@@ -216,7 +170,7 @@ class ConvKernel final : public Kernel {
   std::string_view kind() const override { return "cuda_conv"; }
 
  private:
-  using Key = std::array<int64_t, 12>;  // x, w and y shapes
+  using Key = ConvShapes;
   // The plan of `key`, made on first use; called with the device's lock held.
   Expected<Plan*> plan(const Key& key, cudnnHandle_t handle) const;
   Status make_plan(const Key& key, cudnnHandle_t handle, Plan& p) const;
@@ -235,35 +189,8 @@ class ConvKernel final : public Kernel {
 
 Status ConvKernel::make_plan(const Key& k, cudnnHandle_t handle, Plan& p) const {
   const Cudnn& d = dnn_;
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnCreateTensorDescriptor(&p.x), "cudnnCreateTensorDescriptor"));
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnCreateTensorDescriptor(&p.y), "cudnnCreateTensorDescriptor"));
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnCreateTensorDescriptor(&p.bias), "cudnnCreateTensorDescriptor"));
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnCreateFilterDescriptor(&p.w), "cudnnCreateFilterDescriptor"));
-  FUSEBOX_RETURN_IF_ERROR(
-      d.check(d.cudnnCreateConvolutionDescriptor(&p.conv), "cudnnCreateConvolutionDescriptor"));
-  auto i = [&](size_t at) { return int(k[at]); };
-  FUSEBOX_RETURN_IF_ERROR(
-      d.check(d.cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NCHW, type_, i(0), i(1), i(2), i(3)),
-              "input descriptor"));
-  FUSEBOX_RETURN_IF_ERROR(
-      d.check(d.cudnnSetFilter4dDescriptor(p.w, type_, CUDNN_TENSOR_NCHW, i(4), i(5), i(6), i(7)),
-              "filter descriptor"));
-  FUSEBOX_RETURN_IF_ERROR(
-      d.check(d.cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NCHW, type_, i(8), i(9), i(10), i(11)),
-              "result descriptor"));
-  FUSEBOX_RETURN_IF_ERROR(d.check(
-      d.cudnnSetTensor4dDescriptor(p.bias, CUDNN_TENSOR_NCHW, type_, 1, i(9), 1, 1), "bias descriptor"));
-  // f16 operands accumulate in f32 (cuDNN's PSEUDO_HALF_CONFIG), as f32 ones do.
-  FUSEBOX_RETURN_IF_ERROR(d.check(
-      d.cudnnSetConvolution2dDescriptor(p.conv, int(attrs_.pad[0]), int(attrs_.pad[1]), int(attrs_.stride[0]),
-                                        int(attrs_.stride[1]), int(attrs_.dilation[0]),
-                                        int(attrs_.dilation[1]), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-      "convolution descriptor"));
-  FUSEBOX_RETURN_IF_ERROR(
-      d.check(d.cudnnSetConvolutionGroupCount(p.conv, int(attrs_.groups)), "group count"));
-  // CUDNN_DEFAULT_MATH lets f32 use TF32 tensor cores on Ampere and later (only when allowed).
-  const cudnnMathType_t math = dtype_ == DType::F16 ? CUDNN_TENSOR_OP_MATH : tf32_ ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnSetConvolutionMathType(p.conv, math), "math type"));
+  const ConvGeometry geometry{attrs_.pad[0], attrs_.pad[1], attrs_.stride[0], attrs_.stride[1], attrs_.dilation[0], attrs_.dilation[1], attrs_.groups};
+  FUSEBOX_RETURN_IF_ERROR(make_conv_descriptors(d, k, type_, geometry, conv_math(dtype_, tf32_), p));
 
   // The result cuDNN computes must be the one the graph typed (asymmetric pads, run-time sizes).
   int on = 0, oc = 0, oh = 0, ow = 0;
@@ -319,12 +246,7 @@ Expected<Plan*> ConvKernel::plan(const Key& key, cudnnHandle_t handle) const {
   Status s = make_plan(key, handle, it->second);
   if (s.is_ok()) return &it->second;
   // Not kept: the next run of these shapes says the same.
-  Plan& p = it->second;
-  for (cudnnTensorDescriptor_t t : {p.x, p.y, p.bias}) {
-    if (t) dnn_.cudnnDestroyTensorDescriptor(t);
-  }
-  if (p.w) dnn_.cudnnDestroyFilterDescriptor(p.w);
-  if (p.conv) dnn_.cudnnDestroyConvolutionDescriptor(p.conv);
+  destroy_conv_descriptors(dnn_, it->second);
   plans_.erase(it);
   return s;
 }
@@ -359,12 +281,7 @@ Status ConvKernel::run(Stream&, std::span<const BufferView> in, std::span<const 
     return Status::unimplemented("a bias of " + std::to_string(bias->numel()) + " values over " +
                                  std::to_string(y.shape[1]) + " output channels");
   }
-  Key key;
-  for (size_t i = 0; i < 4; ++i) {
-    key[i] = x.shape[i];
-    key[4 + i] = w.shape[i];
-    key[8 + i] = y.shape[i];
-  }
+  const Key key = conv_shapes(x, w, y);
   FUSEBOX_RETURN_IF_ERROR(context_->make_current());
   FUSEBOX_ASSIGN_OR_RETURN(DnnDevice * dev, dnn_device(*context_, dnn_));
   std::lock_guard<std::mutex> lock(dev->mu);
@@ -421,6 +338,32 @@ Status ConvKernel::run(Stream&, std::span<const BufferView> in, std::span<const 
 }
 
 }  // namespace
+
+bool dense(const BufferView& b) {
+  int64_t expect = 1;
+  for (size_t i = b.shape.size(); i-- > 0;) {
+    if (b.shape[i] != 1 && b.strides[i] != expect) return false;
+    expect *= b.shape[i];
+  }
+  return true;
+}
+
+std::string dims_text(const std::vector<int64_t>& s) {
+  std::string t = "[";  // appended, not "[" + ...: GCC 12 warns (-Wrestrict) on that concatenation
+  t += shape_to_string(make_shape(s));
+  t += "]";
+  return t;
+}
+
+ConvShapes conv_shapes(const BufferView& x, const BufferView& w, const BufferView& y) {
+  ConvShapes key;
+  for (size_t i = 0; i < 4; ++i) {
+    key[i] = x.shape[i];
+    key[4 + i] = w.shape[i];
+    key[8 + i] = y.shape[i];
+  }
+  return key;
+}
 
 ConvRuns conv_runs() { return {fused_runs.load(), separate_runs.load()}; }
 

@@ -22,6 +22,7 @@
 //            bound to the context's stream.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 
@@ -45,5 +46,14 @@ struct ConvRuns {
   uint64_t separate = 0;  // cudnnConvolutionForward and the epilogue's own calls
 };
 ConvRuns conv_runs();
+
+// Whether `b` is row-major without gaps (size-1 dims may have any stride): what cuDNN's NCHW
+// descriptors describe.
+bool dense(const BufferView& b);
+// The x, w and y shapes of a rank-4 convolution, keying its descriptors and algorithm.
+using ConvShapes = std::array<int64_t, 12>;
+ConvShapes conv_shapes(const BufferView& x, const BufferView& w, const BufferView& y);
+// "[2,3,5]", for messages.
+std::string dims_text(const std::vector<int64_t>& s);
 
 }  // namespace fusebox::cuda

@@ -2,8 +2,10 @@
 
 #include "backends/cuda/attention_kernel.h"
 #include "backends/cuda/batch_kernel.h"
+#include "backends/cuda/batch_norm_kernel.h"
 #include "backends/cuda/context.h"
 #include "backends/cuda/conv_kernel.h"
+#include "backends/cuda/conv_transpose_kernel.h"
 #include "backends/cuda/matmul_kernel.h"
 #include "backends/cuda/nvrtc.h"
 #include "backends/cuda/reduce_kernel.h"
@@ -11,6 +13,7 @@
 #include "backends/cuda/region_kernel.h"
 #include "backends/cuda/row_kernel.h"
 #include "backends/cuda/swiglu_kernel.h"
+#include "backends/cuda/transform_step_kernel.h"
 #include "ir/check.h"
 
 namespace fusebox::cuda {
@@ -165,6 +168,9 @@ class CudaBackend final : public Backend {
     if (n.op == Op::ReductionRegion) return claim_reduction_region(g, n);
     if (n.op == Op::FusedAttention) return claim_attention(g, n);
     if (n.op == Op::FusedSwiglu) return claim_swiglu(g, n);
+    if (is_transform_step_op(n.op)) return claim_transform_step(g, n);
+    if (n.op == Op::BatchNorm) return claim_batch_norm(g, n);
+    if (n.op == Op::ConvTranspose2d) return claim_conv_transpose(g, n);
     return Claim::refuse("no CUDA kernel for " + std::string(n.info().keyword) + " yet");
   }
 
@@ -182,6 +188,9 @@ class CudaBackend final : public Backend {
     if (n.op == Op::ReductionRegion) return make_reduction_kernel(context_, g, n);
     if (n.op == Op::FusedAttention) return make_attention_kernel(context_, g, n);
     if (n.op == Op::FusedSwiglu) return make_swiglu_kernel(context_, g, n, options_.allow_tf32);
+    if (is_transform_step_op(n.op)) return make_transform_step_kernel(context_, g, n);
+    if (n.op == Op::BatchNorm) return make_batch_norm_kernel(context_, g, n);
+    if (n.op == Op::ConvTranspose2d) return make_conv_transpose_kernel(context_, g, n, options_.allow_tf32);
     return Status::unimplemented("the CUDA backend does not run " + std::string(n.info().keyword));
   }
 

@@ -1,5 +1,5 @@
 // cuDNN 9, loaded at run time (loader.h): the table of entry points the convolution kernels use
-// (conv_kernel.h), resolved once per process. Types and constants come from the toolkit's
+// (conv_kernel.h, conv_transpose_kernel.h), resolved once per process. Types and constants come from the toolkit's
 // cudnn.h, read only at build time; nothing links libcudnn. On machines where cuDNN ships in
 // PyTorch's wheels (site-packages/nvidia/cudnn/lib) it is found there too. Loading needs no GPU.
 //
@@ -13,8 +13,12 @@
 
 #include <cudnn.h>
 
+#include <array>
+#include <cstdint>
+#include <mutex>
 #include <string>
 
+#include "backends/cuda/context.h"
 #include "fusebox/status.h"
 
 namespace fusebox::cuda {
@@ -43,6 +47,9 @@ namespace fusebox::cuda {
   X(cudnnGetConvolutionForwardAlgorithm_v7)  \
   X(cudnnGetConvolutionForwardWorkspaceSize) \
   X(cudnnConvolutionForward)                 \
+  X(cudnnGetConvolutionBackwardDataAlgorithm_v7) \
+  X(cudnnGetConvolutionBackwardDataWorkspaceSize) \
+  X(cudnnConvolutionBackwardData)            \
   X(cudnnConvolutionBiasActivationForward)   \
   X(cudnnAddTensor)                          \
   X(cudnnActivationForward)
@@ -63,6 +70,35 @@ struct Cudnn {
 // The library, loaded on first call; an error names libcudnn and where it was searched for
 // (PyTorch's wheels included), or the symbol it lacks, and is the same on every later call.
 Expected<const Cudnn*> cudnn();
+
+// One handle per GPU, shared by every cuDNN kernel on it, bound to the context's stream. A cuDNN
+// handle must not be used by two threads at once: `mu` is held while a call is enqueued.
+struct DnnDevice {
+  cudnnHandle_t handle = nullptr;
+  std::mutex mu;
+};
+Expected<DnnDevice*> dnn_device(Context& context, const Cudnn& dnn);
+
+// The descriptors of one NCHW convolution (cross-correlation, accumulating in f32, f16 too: cuDNN's
+// PSEUDO_HALF_CONFIG): tensors x [s0..s3] and y [s8..s11], the filter w [s4..s7], a per-channel
+// bias [1, s9, 1, 1] of y, and the convolution with the top/left pads on both sides.
+struct ConvDescriptors {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+};
+struct ConvGeometry {
+  int64_t pad_top, pad_left, stride_h, stride_w, dilation_h, dilation_w, groups;
+};
+// f16 on tensor cores; f32 with FMA math, or CUDNN_DEFAULT_MATH where TF32 is allowed (it lets
+// cuDNN use TF32 tensor cores on Ampere and later).
+inline cudnnMathType_t conv_math(DType dtype, bool tf32) {
+  return dtype == DType::F16 ? CUDNN_TENSOR_OP_MATH : tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+}
+// Creates and sets them (what was created stays in `p` on failure: destroy it then too).
+Status make_conv_descriptors(const Cudnn& d, const std::array<int64_t, 12>& s, cudnnDataType_t type, const ConvGeometry& g,
+                             cudnnMathType_t math, ConvDescriptors& p);
+void destroy_conv_descriptors(const Cudnn& d, ConvDescriptors& p);
 
 }  // namespace fusebox::cuda
 
