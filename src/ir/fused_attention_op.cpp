@@ -155,11 +155,11 @@ Expected<std::vector<Node>> unfused_attention_nodes(Graph& g, const Node& n) {
   return out;
 }
 
-Expected<size_t> unfuse_attention(Graph& g) {
+Expected<size_t> unfuse_attention(Graph& g, const std::function<bool(const Graph&, const Node&)>& which) {
   std::vector<Node> nodes;
   size_t replaced = 0;
   for (const Node& n : std::vector<Node>(g.nodes())) {
-    if (n.op != Op::FusedAttention) {
+    if (n.op != Op::FusedAttention || (which && !which(g, n))) {
       nodes.push_back(n);
       continue;
     }

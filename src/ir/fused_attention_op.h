@@ -14,6 +14,7 @@
 // with a cache); a row that sees no key is NaN, as softmax over -inf alone is.
 #pragma once
 
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -31,8 +32,9 @@ Expected<std::vector<TensorType>> infer_fused_attention(const Node& n, std::span
 // lengths (its mask is a constant): otherwise an error.
 Expected<std::vector<Node>> unfused_attention_nodes(Graph& g, const Node& n);
 
-// Replaces every fused_attention of `g` by its primitives; returns how many were replaced.
-Expected<size_t> unfuse_attention(Graph& g);
+// Replaces every fused_attention of `g` (or those `which` selects) by its primitives; returns how
+// many were replaced.
+Expected<size_t> unfuse_attention(Graph& g, const std::function<bool(const Graph&, const Node&)>& which = {});
 
 // "matmul+scale+mask+softmax+matmul" (the report's name of the fused op).
 std::vector<std::string> fused_attention_steps(const Node& n);

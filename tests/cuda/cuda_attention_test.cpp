@@ -246,14 +246,42 @@ TEST(CudaSwiglu, EachGateHalfWithAndWithoutBiasMatchesTheReferenceOnTheDevice) {
   }
 }
 
+// Long or run-time query lengths: the backend's lowering gives the unfused form (cuBLASLt
+// products, the row softmax), which runs on the GPU and matches the reference; a short one stays
+// one fused_attention.
+TEST(CudaAttention, LongQueriesAreLoweredToTheUnfusedForm) {
+  if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
+  for (const char* t : {"40", "T", "16"}) {
+    SCOPED_TRACE(t);
+    const std::string ty = std::string("f32[2,") + t + ",128]";
+    const Graph g = testing::parse_or_fail("func @a(%q: " + ty + ", %k: " + ty + ", %v: " + ty + ") -> " + ty + " {\n" +
+                                           "  %a = fused_attention %q, %k, %v {heads = 2, head_dim = 64, scale = 0.125} : " +
+                                           ty + "\n  return %a\n}");
+    CompileOptions dev;
+    dev.target = FusionTarget::Cuda;
+    dev.fuse = false;
+    Expected<testing::OracleAndPlan> exes = testing::compile_against_reference(g, dev);
+    ASSERT_TRUE(exes) << exes.status().message();
+    const bool fused = std::string(t) == "16";
+    EXPECT_EQ(testing::backend_of(exes->plan, Op::FusedAttention), fused ? "cuda" : "absent");
+    if (!fused) EXPECT_EQ(testing::backend_of(exes->plan, Op::Softmax), "cuda");
+    const int64_t tq = std::string(t) == "T" ? 33 : std::atoi(t);
+    std::vector<Array> in;
+    for (int i = 0; i < 3; ++i) in.push_back(testing::random_array(DType::F32, {2, tq, 128}, 80 + uint64_t(i), -1.0, 1.0));
+    Expected<std::vector<Array>> want = exes->reference.run(in), got = exes->plan.run(in);
+    ASSERT_TRUE(want && got);
+    EXPECT_TRUE(testing::arrays_close((*got)[0], (*want)[0], 1e-4, 1e-4));
+  }
+}
+
 // An attention block's two fused ops, compiled for the cuda target: both run there and match
 // the unfused reference, run by run and when the plan is recorded and replayed as a CUDA graph.
 TEST(CudaAttention, FusedBlockCompilesForCudaAndRunsThere) {
   if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
   const Graph g = testing::parse_or_fail(
-      "func @block(%q: f32[B,T,128], %k: f32[B,T,128], %v: f32[B,T,128], %w: f32[128,96], %b: f32[96]) -> f32[B,T,48] {\n"
-      "  %a = fused_attention %q, %k, %v {heads = 2, head_dim = 64, causal = true, scale = 0.125} : f32[B,T,128]\n"
-      "  %y = fused_swiglu %a, %w, %b {gate_first = false} : f32[B,T,48]\n"
+      "func @block(%q: f32[B,9,128], %k: f32[B,9,128], %v: f32[B,9,128], %w: f32[128,96], %b: f32[96]) -> f32[B,9,48] {\n"
+      "  %a = fused_attention %q, %k, %v {heads = 2, head_dim = 64, causal = true, scale = 0.125} : f32[B,9,128]\n"
+      "  %y = fused_swiglu %a, %w, %b {gate_first = false} : f32[B,9,48]\n"
       "  return %y\n}");
   ASSERT_EQ(g.nodes().size(), 2u);
   CompileOptions dev;

@@ -38,6 +38,9 @@ class LazyCudaTest : public LazyTest {
     if (Status why = kGpu.availability(); !why.is_ok()) GTEST_SKIP() << why.message();
     LazyTest::SetUp();
   }
+  void TearDown() override {
+    if (leaks) LazyTest::TearDown();  // a skipped test never set up the leak check
+  }
 };
 
 TEST_F(LazyCudaTest, ProgramMatchesTheCpuAndRunsOnTheGpu) {

@@ -138,4 +138,12 @@ Expected<std::shared_ptr<const Kernel>> make_attention_kernel(std::shared_ptr<Co
   return std::shared_ptr<const Kernel>(std::make_shared<AttentionKernel>(std::move(context), n));
 }
 
+bool attention_kernel_pays(const Graph& g, const Node& n) {
+  // The result is [B, Tq, H*D] with heads merged, [B, H, Tq, D] without: Tq is next to last.
+  const Shape& y = g.type(n.outputs[0]).shape;
+  if (y.size() < 2) return false;
+  const Dim& tq = y[y.size() - 2];
+  return tq.is_static() && tq.value() <= kAttentionKernelMaxQueries;
+}
+
 }  // namespace fusebox::cuda

@@ -80,4 +80,10 @@ Claim claim_attention(const Graph& g, const Node& n);
 // The kernel of a claimed fused_attention; an error with the refusal's reason otherwise.
 Expected<std::shared_ptr<const Kernel>> make_attention_kernel(std::shared_ptr<Context> context, const Graph& g, const Node& n);
 
+// Whether the fused kernel is the faster way for node `n`: a static query length of at most
+// kAttentionKernelMaxQueries (decoding and short prompts). Longer or run-time lengths are
+// lowered to the unfused primitives by the backend (cuda_backend.cpp).
+inline constexpr int64_t kAttentionKernelMaxQueries = 16;
+bool attention_kernel_pays(const Graph& g, const Node& n);
+
 }  // namespace fusebox::cuda
