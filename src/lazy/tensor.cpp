@@ -92,7 +92,7 @@ Tensor computed(Array a, lazy::Device device) {
 
 // The result type of the most common ops without building IR types: a float unary op without
 // attributes, or a float binary arithmetic/comparison op. nullopt: ask shape inference.
-std::optional<std::pair<DType, std::vector<int64_t>>> fast_result_type(Op op, const std::vector<Tensor>& in,
+std::optional<std::pair<DType, std::vector<int64_t>>> fast_result_type(Op op, std::span<const Tensor> in,
                                                                        const Attrs& attrs) {
   if (!attrs.empty() || in.empty() || !is_float(in[0].dtype()) || op == Op::Not || op == Op::And || op == Op::Or) {
     return std::nullopt;
@@ -222,21 +222,23 @@ Tensor Tensor::randn(std::vector<int64_t> shape, uint64_t seed, DType dtype, laz
 
 namespace {
 
-// The operands' common device, or an error tensor naming the operand that is wrong.
-std::optional<Tensor> check_operands(const std::string& where, const std::vector<Tensor>& inputs, int min_inputs,
+// The operands' common device, or an error tensor naming the operand that is wrong. `where` is a
+// view: the message is built only on an error.
+std::optional<Tensor> check_operands(std::string_view where_view, std::span<const Tensor> inputs, int min_inputs,
                                      int max_inputs, lazy::Device* device) {
+  const auto where = [&] { return std::string(where_view); };
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].defined()) return error_tensor(Status::invalid(where + ": operand " + std::to_string(i) + " is an empty tensor"));
+    if (!inputs[i].defined()) return error_tensor(Status::invalid(where() + ": operand " + std::to_string(i) + " is an empty tensor"));
     if (i == 0) *device = inputs[i].device();
     if (!(inputs[i].device() == *device)) {
-      return error_tensor(Status::invalid(where + ": operand " + std::to_string(i) + " is on " +
+      return error_tensor(Status::invalid(where() + ": operand " + std::to_string(i) + " is on " +
                                           inputs[i].device().to_string() + ", operand 0 on " + device->to_string()));
     }
     const TensorState& s = *inputs[i].state();
     if (s.ready.load(std::memory_order_acquire) && !s.error().is_ok()) return error_tensor(s.error(), *device);
   }
   if (int(inputs.size()) < min_inputs || (max_inputs >= 0 && int(inputs.size()) > max_inputs)) {
-    return error_tensor(Status::invalid(where + ": takes " + std::to_string(min_inputs) + ".." +
+    return error_tensor(Status::invalid(where() + ": takes " + std::to_string(min_inputs) + ".." +
                                         std::to_string(max_inputs) + " operands, got " + std::to_string(inputs.size())));
   }
   if (Status why = device->availability(); !why.is_ok()) return error_tensor(std::move(why), *device);
@@ -245,31 +247,42 @@ std::optional<Tensor> check_operands(const std::string& where, const std::vector
 
 }  // namespace
 
-std::vector<Tensor> Tensor::apply_multi(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
+void Tensor::apply_into(Op op, std::span<const Tensor> inputs, Attrs attrs, lazy::SmallVec<Tensor, 1>& out) {
   lazy::TraceSpan span("record");
   const OpInfo& info = op_info(op);
-  const std::string where(info.keyword);
   lazy::Device device = lazy::Device::cpu();
-  if (auto err = check_operands(where, inputs, info.min_inputs, info.max_inputs, &device)) return {std::move(*err)};
-  std::vector<std::pair<DType, std::vector<int64_t>>> results;
+  if (auto err = check_operands(info.keyword, inputs, info.min_inputs, info.max_inputs, &device)) {
+    out.push_back(std::move(*err));
+    return;
+  }
+  lazy::SmallVec<ResultType, 1> results;
   if (auto fast = fast_result_type(op, inputs, attrs)) {
     results.push_back(std::move(*fast));
   } else {
+    const std::string where(info.keyword);
     Node probe{op, {}, {}, attrs, nullptr, {}};
-    if (Status s = verify_attrs(probe); !s.is_ok()) return {error_tensor(s, device)};
+    if (Status s = verify_attrs(probe); !s.is_ok()) return out.push_back(error_tensor(s, device));
     std::vector<TensorType> types;
     types.reserve(inputs.size());
     for (const Tensor& t : inputs) types.push_back({t.dtype(), make_shape(t.shape())});
     Expected<std::vector<TensorType>> inferred = infer_result_types(probe, types);
-    if (!inferred) return {error_tensor(inferred.status(), device)};
+    if (!inferred) return out.push_back(error_tensor(inferred.status(), device));
     for (const TensorType& t : *inferred) {
       if (!is_static(t.shape)) {
-        return {error_tensor(Status::invalid(where + ": result shape " + t.to_string() + " is not known"), device)};
+        return out.push_back(error_tensor(Status::invalid(where + ": result shape " + t.to_string() + " is not known"), device));
       }
       results.emplace_back(t.dtype, static_dims(t.shape));
     }
   }
-  return record(op, nullptr, inputs, std::move(attrs), std::move(results), device);
+  for (size_t k = 0; k < results.size(); ++k) out.emplace_back();
+  record(op, nullptr, inputs, std::move(attrs), std::span<ResultType>(results.data(), results.size()), device,
+         std::span<Tensor>(out.data(), out.size()));
+}
+
+std::vector<Tensor> Tensor::apply_multi(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
+  lazy::SmallVec<Tensor, 1> out;
+  apply_into(op, inputs, std::move(attrs), out);
+  return std::vector<Tensor>(std::make_move_iterator(out.begin()), std::make_move_iterator(out.end()));
 }
 
 std::vector<Tensor> custom_op_multi(const std::string& name, const std::vector<Tensor>& inputs, Attrs attrs) {
@@ -285,14 +298,16 @@ std::vector<Tensor> custom_op_multi(const std::string& name, const std::vector<T
   Expected<std::vector<lazy::CustomType>> inferred = op->def.infer(types, attrs);
   if (!inferred) return {error_tensor(Status::invalid(where + ": " + inferred.status().message()), device)};
   if (inferred->empty()) return {error_tensor(Status::invalid(where + ": inference gave no result"), device)};
-  std::vector<std::pair<DType, std::vector<int64_t>>> results;
+  std::vector<Tensor::ResultType> results;
   for (lazy::CustomType& t : *inferred) {
     for (int64_t d : t.shape) {
       if (d < 0) return {error_tensor(Status::invalid(where + ": inferred a negative size"), device)};
     }
     results.emplace_back(t.dtype, std::move(t.shape));
   }
-  return Tensor::record(Op::ElementwiseRegion, std::move(op), inputs, std::move(attrs), std::move(results), device);
+  std::vector<Tensor> out(results.size());
+  Tensor::record(Op::ElementwiseRegion, std::move(op), inputs, std::move(attrs), results, device, out);
+  return out;
 }
 
 Tensor custom_op(const std::string& name, const std::vector<Tensor>& inputs, Attrs attrs) {
@@ -304,9 +319,8 @@ Tensor custom_op(const std::string& name, const std::vector<Tensor>& inputs, Att
   return std::move(out[0]);
 }
 
-std::vector<Tensor> Tensor::record(Op op, std::shared_ptr<const lazy::CustomOp> custom, const std::vector<Tensor>& inputs,
-                                   Attrs attrs, std::vector<std::pair<DType, std::vector<int64_t>>> results,
-                                   lazy::Device device) {
+void Tensor::record(Op op, std::shared_ptr<const lazy::CustomOp> custom, std::span<const Tensor> inputs, Attrs attrs,
+                    std::span<ResultType> results, lazy::Device device, std::span<Tensor> out) {
   lazy::Stream& stream = lazy::current_stream(device);
   lazy::Record r;
   r.op = op;
@@ -333,23 +347,26 @@ std::vector<Tensor> Tensor::record(Op op, std::shared_ptr<const lazy::CustomOp> 
     r.status.push_back(s->handles.load(std::memory_order_relaxed) <= 1 ? lazy::InputStatus::ReadWrite
                                                                       : lazy::InputStatus::ReadOnly);
   }
-  std::vector<Tensor> out;
-  out.reserve(results.size());
-  for (auto& [dtype, shape] : results) {
-    StatePtr s = new_state(dtype, std::move(shape), device);
+  r.outputs.reserve(results.size());
+  for (size_t k = 0; k < results.size(); ++k) {
+    StatePtr s = new_state(results[k].first, std::move(results[k].second), device);
     s->producer.store(&stream, std::memory_order_release);
     r.outputs.push_back(s);
-    out.emplace_back(std::move(s));
+    out[k] = Tensor(std::move(s));
   }
   lazy::counters::add(&lazy::LazyStats::records);
   if (lazy::has_observers()) lazy::notify_record({device, op, false, inputs.size()});
   if (lazy::log_level() >= lazy::LogLevel::Full) lazy::log_record(device, r);
   stream.push(std::move(r));
-  return out;
 }
 
 Tensor Tensor::apply(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
-  std::vector<Tensor> out = apply_multi(op, inputs, std::move(attrs));
+  return apply(op, std::span<const Tensor>(inputs), std::move(attrs));
+}
+
+Tensor Tensor::apply(Op op, std::span<const Tensor> inputs, Attrs attrs) {
+  lazy::SmallVec<Tensor, 1> out;
+  apply_into(op, inputs, std::move(attrs), out);
   if (out.size() != 1) {
     return error_tensor(Status::invalid(std::string(op_keyword(op)) + " has " + std::to_string(out.size()) +
                                         " results; use Tensor::apply_multi"));
@@ -396,11 +413,20 @@ Tensor Tensor::pad(std::vector<int64_t> pads, double value) const {
   return apply(Op::Pad, {*this}, {{"pads", std::move(pads)}, {"value", value}});
 }
 
-Tensor operator+(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Add, {a, b}); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Sub, {a, b}); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Mul, {a, b}); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Div, {a, b}); }
-Tensor operator-(const Tensor& a) { return Tensor::apply(Op::Neg, {a}); }
+namespace {
+// The operands are copied, as a vector of operands would hold them (see Tensor::un), into a
+// stack array: no allocation per op.
+Tensor apply2(Op op, const Tensor& a, const Tensor& b) {
+  const Tensor in[2] = {a, b};
+  return Tensor::apply(op, in);
+}
+}  // namespace
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return apply2(Op::Add, a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return apply2(Op::Sub, a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return apply2(Op::Mul, a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return apply2(Op::Div, a, b); }
+Tensor operator-(const Tensor& a) { return a.neg(); }
 Tensor operator+(const Tensor& a, double b) { return a + Tensor::scalar(b, a.dtype(), a.device()); }
 Tensor operator-(const Tensor& a, double b) { return a - Tensor::scalar(b, a.dtype(), a.device()); }
 Tensor operator*(const Tensor& a, double b) { return a * Tensor::scalar(b, a.dtype(), a.device()); }
@@ -408,17 +434,20 @@ Tensor operator/(const Tensor& a, double b) { return a / Tensor::scalar(b, a.dty
 Tensor operator+(double a, const Tensor& b) { return Tensor::scalar(a, b.dtype(), b.device()) + b; }
 Tensor operator-(double a, const Tensor& b) { return Tensor::scalar(a, b.dtype(), b.device()) - b; }
 Tensor operator*(double a, const Tensor& b) { return Tensor::scalar(a, b.dtype(), b.device()) * b; }
-Tensor operator==(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Equal, {a, b}); }
-Tensor operator!=(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::NotEqual, {a, b}); }
-Tensor operator<(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Less, {a, b}); }
-Tensor operator<=(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::LessEqual, {a, b}); }
-Tensor operator>(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Greater, {a, b}); }
-Tensor operator>=(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::GreaterEqual, {a, b}); }
-Tensor operator&&(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::And, {a, b}); }
-Tensor operator||(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Or, {a, b}); }
+Tensor operator==(const Tensor& a, const Tensor& b) { return apply2(Op::Equal, a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return apply2(Op::NotEqual, a, b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return apply2(Op::Less, a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return apply2(Op::LessEqual, a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return apply2(Op::Greater, a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return apply2(Op::GreaterEqual, a, b); }
+Tensor operator&&(const Tensor& a, const Tensor& b) { return apply2(Op::And, a, b); }
+Tensor operator||(const Tensor& a, const Tensor& b) { return apply2(Op::Or, a, b); }
 
-Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Where, {cond, a, b}); }
-Tensor matmul(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::MatMul, {a, b}); }
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  const Tensor in[3] = {cond, a, b};
+  return Tensor::apply(Op::Where, in);
+}
+Tensor matmul(const Tensor& a, const Tensor& b) { return apply2(Op::MatMul, a, b); }
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, std::vector<int64_t> stride, std::vector<int64_t> pad,
               int64_t groups) {
   std::vector<Tensor> in{x, w};

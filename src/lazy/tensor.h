@@ -56,6 +56,8 @@ class Tensor {
   // ---- any op of ops.def (the generic form; wrappers below) ----
   static std::vector<Tensor> apply_multi(Op op, const std::vector<Tensor>& inputs, Attrs attrs = {});
   static Tensor apply(Op op, const std::vector<Tensor>& inputs, Attrs attrs = {});
+  // The same without building a vector (the operators pass a stack array of their operands).
+  static Tensor apply(Op op, std::span<const Tensor> inputs, Attrs attrs = {});
 
   // ---- properties ----
   bool defined() const { return state_ != nullptr; }
@@ -137,11 +139,20 @@ class Tensor {
 
  private:
   friend std::vector<Tensor> custom_op_multi(const std::string&, const std::vector<Tensor>&, Attrs);
-  // Records `op` (or the custom op) with results of the given types, operands already checked.
-  static std::vector<Tensor> record(Op op, std::shared_ptr<const lazy::CustomOp> custom, const std::vector<Tensor>& inputs,
-                                    Attrs attrs, std::vector<std::pair<DType, std::vector<int64_t>>> results,
-                                    lazy::Device device);
-  Tensor un(Op op) const { return apply(op, {*this}); }
+  using ResultType = std::pair<DType, std::vector<int64_t>>;
+  // Checks the operands, infers the result types and records: `out` gets one tensor per result,
+  // or one error tensor. Most ops have one result, which `out` keeps inline.
+  static void apply_into(Op op, std::span<const Tensor> inputs, Attrs attrs, lazy::SmallVec<Tensor, 1>& out);
+  // Records `op` (or the custom op) with results of the given types (their shapes are moved
+  // out), operands already checked; out[k] becomes the handle of result k.
+  static void record(Op op, std::shared_ptr<const lazy::CustomOp> custom, std::span<const Tensor> inputs, Attrs attrs,
+                     std::span<ResultType> results, lazy::Device device, std::span<Tensor> out);
+  // The operand is copied (as a vector of operands would hold it): an input's status counts
+  // the handle the op holds while recording (lazy::InputStatus).
+  Tensor un(Op op) const {
+    const Tensor in[1] = {*this};
+    return apply(op, in);
+  }
   Tensor reduce(Op op, const std::vector<int64_t>& axes, bool keepdims) const;
   void release();
 
