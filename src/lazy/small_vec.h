@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstddef>
+#include <initializer_list>
 #include <utility>
 #include <vector>
 
@@ -18,6 +19,12 @@ namespace fusebox::lazy {
 template <typename T, size_t N>
 class SmallVec {
  public:
+  SmallVec() = default;
+  SmallVec(std::initializer_list<T> values) {
+    reserve(values.size());
+    for (const T& v : values) push_back(v);
+  }
+
   size_t size() const { return on_heap_ ? heap_.size() : size_; }
   bool empty() const { return size() == 0; }
   T* data() { return on_heap_ ? heap_.data() : inline_.data(); }
