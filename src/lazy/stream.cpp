@@ -9,16 +9,6 @@
 
 namespace fusebox::lazy {
 
-void Stream::push(Record r) {
-  size_t n;
-  {
-    std::lock_guard<std::mutex> lock(record_mu_);
-    pending_.push_back(std::move(r));
-    n = pending_.size();
-  }
-  if (n >= kMaxPendingRecords) (void)flush(Trigger::OnOperations);
-}
-
 size_t Stream::pending() const {
   std::lock_guard<std::mutex> lock(record_mu_);
   return pending_.size();

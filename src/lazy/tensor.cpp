@@ -157,10 +157,10 @@ void Tensor::release() {
     lazy::Stream* producer = state_->producer.load(std::memory_order_acquire);
     for (lazy::Stream* s : lazy::thread_streams()) {
       if (s != producer) continue;
-      lazy::Record r;
-      r.is_drop = true;
-      r.inputs.push_back(state_);
-      s->push(std::move(r));
+      s->emplace([&](lazy::Record& r) {
+        r.is_drop = true;
+        r.inputs.push_back(state_);
+      });
       break;
     }
   }
@@ -322,42 +322,44 @@ Tensor custom_op(const std::string& name, const std::vector<Tensor>& inputs, Att
 void Tensor::record(Op op, std::shared_ptr<const lazy::CustomOp> custom, std::span<const Tensor> inputs, Attrs attrs,
                     std::span<ResultType> results, lazy::Device device, std::span<Tensor> out) {
   lazy::Stream& stream = lazy::current_stream(device);
-  lazy::Record r;
-  r.op = op;
-  r.custom = std::move(custom);
-  r.attrs = std::move(attrs);
-  r.inputs.reserve(inputs.size());
-  r.status.reserve(inputs.size());
   for (const Tensor& t : inputs) {
-    const StatePtr& s = t.state();
-    if (!s->ready.load(std::memory_order_acquire)) {
-      lazy::Stream* producer = s->producer.load(std::memory_order_acquire);
+    TensorState& s = *t.state();
+    if (!s.ready.load(std::memory_order_acquire)) {
+      lazy::Stream* producer = s.producer.load(std::memory_order_acquire);
       if (producer && producer != &stream) {  // pending on another thread: drain its stream first
-        s->no_inplace.store(true, std::memory_order_relaxed);
+        s.no_inplace.store(true, std::memory_order_relaxed);
         (void)producer->flush();
       }
     }
     // Read from two streams (threads): one stream's pending records may still need the data
     // after the other's block would have written over it.
     lazy::Stream* first = nullptr;
-    if (!s->reader.compare_exchange_strong(first, &stream, std::memory_order_acq_rel) && first != &stream) {
-      s->no_inplace.store(true, std::memory_order_relaxed);
+    if (!s.reader.compare_exchange_strong(first, &stream, std::memory_order_acq_rel) && first != &stream) {
+      s.no_inplace.store(true, std::memory_order_relaxed);
     }
-    r.inputs.push_back(s);
-    r.status.push_back(s->handles.load(std::memory_order_relaxed) <= 1 ? lazy::InputStatus::ReadWrite
-                                                                      : lazy::InputStatus::ReadOnly);
   }
-  r.outputs.reserve(results.size());
   for (size_t k = 0; k < results.size(); ++k) {
     StatePtr s = new_state(results[k].first, std::move(results[k].second), device);
     s->producer.store(&stream, std::memory_order_release);
-    r.outputs.push_back(s);
     out[k] = Tensor(std::move(s));
   }
   lazy::counters::add(&lazy::LazyStats::records);
   if (lazy::has_observers()) lazy::notify_record({device, op, false, inputs.size()});
-  if (lazy::log_level() >= lazy::LogLevel::Full) lazy::log_record(device, r);
-  stream.push(std::move(r));
+  stream.emplace([&](lazy::Record& r) {
+    r.op = op;
+    r.custom = std::move(custom);
+    r.attrs = std::move(attrs);
+    r.inputs.reserve(inputs.size());
+    r.status.reserve(inputs.size());
+    for (const Tensor& t : inputs) {
+      r.inputs.push_back(t.state());
+      r.status.push_back(t.state()->handles.load(std::memory_order_relaxed) <= 1 ? lazy::InputStatus::ReadWrite
+                                                                                : lazy::InputStatus::ReadOnly);
+    }
+    r.outputs.reserve(out.size());
+    for (const Tensor& t : out) r.outputs.push_back(t.state());
+    if (lazy::log_level() >= lazy::LogLevel::Full) lazy::log_record(device, r);
+  });
 }
 
 Tensor Tensor::apply(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
