@@ -69,6 +69,16 @@ namespace {
 
 using lazy::StatePtr;
 using lazy::TensorState;
+using Operands = std::span<const Tensor* const>;
+
+// A vector's operands as the pointers the recording path takes.
+lazy::SmallVec<const Tensor*, 3> pointers_to(const std::vector<Tensor>& inputs) {
+  lazy::SmallVec<const Tensor*, 3> out;
+  out.reserve(inputs.size());
+  for (const Tensor& t : inputs) out.push_back(&t);
+  return out;
+}
+Operands view(const lazy::SmallVec<const Tensor*, 3>& v) { return Operands(v.data(), v.size()); }
 
 std::atomic<uint64_t> g_next_id{1};
 
@@ -92,21 +102,21 @@ Tensor computed(Array a, lazy::Device device) {
 
 // The result type of the most common ops without building IR types: a float unary op without
 // attributes, or a float binary arithmetic/comparison op. nullopt: ask shape inference.
-std::optional<std::pair<DType, std::vector<int64_t>>> fast_result_type(Op op, std::span<const Tensor> in,
+std::optional<std::pair<DType, std::vector<int64_t>>> fast_result_type(Op op, Operands in,
                                                                        const Attrs& attrs) {
-  if (!attrs.empty() || in.empty() || !is_float(in[0].dtype()) || op == Op::Not || op == Op::And || op == Op::Or) {
+  if (!attrs.empty() || in.empty() || !is_float(in[0]->dtype()) || op == Op::Not || op == Op::And || op == Op::Or) {
     return std::nullopt;
   }
   const OpKind kind = op_kind(op);
   if (kind == OpKind::Elementwise && in.size() == 1 && op != Op::Cast) {
-    return std::make_pair(in[0].dtype(), in[0].shape());
+    return std::make_pair(in[0]->dtype(), in[0]->shape());
   }
   if (kind != OpKind::Broadcast || in.size() != 2 || op == Op::Where || op == Op::BatchNorm || op == Op::Expand ||
-      op == Op::ElementwiseRegion || in[1].dtype() != in[0].dtype()) {
+      op == Op::ElementwiseRegion || in[1]->dtype() != in[0]->dtype()) {
     return std::nullopt;
   }
-  const std::vector<int64_t>& a = in[0].shape();
-  const std::vector<int64_t>& b = in[1].shape();
+  const std::vector<int64_t>& a = in[0]->shape();
+  const std::vector<int64_t>& b = in[1]->shape();
   std::vector<int64_t> out(std::max(a.size(), b.size()));
   for (size_t i = 0; i < out.size(); ++i) {
     const int64_t da = i < out.size() - a.size() ? 1 : a[i - (out.size() - a.size())];
@@ -115,7 +125,7 @@ std::optional<std::pair<DType, std::vector<int64_t>>> fast_result_type(Op op, st
     out[i] = da == 1 ? db : da;
   }
   const bool compare = op >= Op::Equal && op <= Op::GreaterEqual;
-  return std::make_pair(compare ? DType::Bool : in[0].dtype(), std::move(out));
+  return std::make_pair(compare ? DType::Bool : in[0]->dtype(), std::move(out));
 }
 
 std::vector<int64_t> all_axes(int rank) {
@@ -224,17 +234,17 @@ namespace {
 
 // The operands' common device, or an error tensor naming the operand that is wrong. `where` is a
 // view: the message is built only on an error.
-std::optional<Tensor> check_operands(std::string_view where_view, std::span<const Tensor> inputs, int min_inputs,
+std::optional<Tensor> check_operands(std::string_view where_view, Operands inputs, int min_inputs,
                                      int max_inputs, lazy::Device* device) {
   const auto where = [&] { return std::string(where_view); };
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].defined()) return error_tensor(Status::invalid(where() + ": operand " + std::to_string(i) + " is an empty tensor"));
-    if (i == 0) *device = inputs[i].device();
-    if (!(inputs[i].device() == *device)) {
+    if (!inputs[i]->defined()) return error_tensor(Status::invalid(where() + ": operand " + std::to_string(i) + " is an empty tensor"));
+    if (i == 0) *device = inputs[i]->device();
+    if (!(inputs[i]->device() == *device)) {
       return error_tensor(Status::invalid(where() + ": operand " + std::to_string(i) + " is on " +
-                                          inputs[i].device().to_string() + ", operand 0 on " + device->to_string()));
+                                          inputs[i]->device().to_string() + ", operand 0 on " + device->to_string()));
     }
-    const TensorState& s = *inputs[i].state();
+    const TensorState& s = *inputs[i]->state();
     if (s.ready.load(std::memory_order_acquire) && !s.error().is_ok()) return error_tensor(s.error(), *device);
   }
   if (int(inputs.size()) < min_inputs || (max_inputs >= 0 && int(inputs.size()) > max_inputs)) {
@@ -247,7 +257,7 @@ std::optional<Tensor> check_operands(std::string_view where_view, std::span<cons
 
 }  // namespace
 
-void Tensor::apply_into(Op op, std::span<const Tensor> inputs, Attrs attrs, lazy::SmallVec<Tensor, 1>& out) {
+void Tensor::apply_into(Op op, std::span<const Tensor* const> inputs, Attrs attrs, int held, lazy::SmallVec<Tensor, 1>& out) {
   lazy::TraceSpan span("record");
   const OpInfo& info = op_info(op);
   lazy::Device device = lazy::Device::cpu();
@@ -264,7 +274,7 @@ void Tensor::apply_into(Op op, std::span<const Tensor> inputs, Attrs attrs, lazy
     if (Status s = verify_attrs(probe); !s.is_ok()) return out.push_back(error_tensor(s, device));
     std::vector<TensorType> types;
     types.reserve(inputs.size());
-    for (const Tensor& t : inputs) types.push_back({t.dtype(), make_shape(t.shape())});
+    for (const Tensor* t : inputs) types.push_back({t->dtype(), make_shape(t->shape())});
     Expected<std::vector<TensorType>> inferred = infer_result_types(probe, types);
     if (!inferred) return out.push_back(error_tensor(inferred.status(), device));
     for (const TensorType& t : *inferred) {
@@ -275,13 +285,13 @@ void Tensor::apply_into(Op op, std::span<const Tensor> inputs, Attrs attrs, lazy
     }
   }
   for (size_t k = 0; k < results.size(); ++k) out.emplace_back();
-  record(op, nullptr, inputs, std::move(attrs), std::span<ResultType>(results.data(), results.size()), device,
+  record(op, nullptr, inputs, std::move(attrs), held, std::span<ResultType>(results.data(), results.size()), device,
          std::span<Tensor>(out.data(), out.size()));
 }
 
 std::vector<Tensor> Tensor::apply_multi(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
   lazy::SmallVec<Tensor, 1> out;
-  apply_into(op, inputs, std::move(attrs), out);
+  apply_into(op, view(pointers_to(inputs)), std::move(attrs), 1, out);
   return std::vector<Tensor>(std::make_move_iterator(out.begin()), std::make_move_iterator(out.end()));
 }
 
@@ -291,7 +301,8 @@ std::vector<Tensor> custom_op_multi(const std::string& name, const std::vector<T
   if (!op) return {error_tensor(Status::not_found("custom op '" + name + "' is not registered"))};
   const std::string where = "custom op '" + name + "'";
   lazy::Device device = lazy::Device::cpu();
-  if (auto err = check_operands(where, inputs, op->def.min_inputs, op->def.max_inputs, &device)) return {std::move(*err)};
+  const lazy::SmallVec<const Tensor*, 3> operands = pointers_to(inputs);
+  if (auto err = check_operands(where, view(operands), op->def.min_inputs, op->def.max_inputs, &device)) return {std::move(*err)};
   std::vector<lazy::CustomType> types;
   types.reserve(inputs.size());
   for (const Tensor& t : inputs) types.push_back({t.dtype(), t.shape()});
@@ -306,7 +317,7 @@ std::vector<Tensor> custom_op_multi(const std::string& name, const std::vector<T
     results.emplace_back(t.dtype, std::move(t.shape));
   }
   std::vector<Tensor> out(results.size());
-  Tensor::record(Op::ElementwiseRegion, std::move(op), inputs, std::move(attrs), results, device, out);
+  Tensor::record(Op::ElementwiseRegion, std::move(op), view(operands), std::move(attrs), 1, results, device, out);
   return out;
 }
 
@@ -319,11 +330,11 @@ Tensor custom_op(const std::string& name, const std::vector<Tensor>& inputs, Att
   return std::move(out[0]);
 }
 
-void Tensor::record(Op op, std::shared_ptr<const lazy::CustomOp> custom, std::span<const Tensor> inputs, Attrs attrs,
-                    std::span<ResultType> results, lazy::Device device, std::span<Tensor> out) {
+void Tensor::record(Op op, std::shared_ptr<const lazy::CustomOp> custom, std::span<const Tensor* const> inputs, Attrs attrs,
+                    int held, std::span<ResultType> results, lazy::Device device, std::span<Tensor> out) {
   lazy::Stream& stream = lazy::current_stream(device);
-  for (const Tensor& t : inputs) {
-    TensorState& s = *t.state();
+  for (const Tensor* t : inputs) {
+    TensorState& s = *t->state();
     if (!s.ready.load(std::memory_order_acquire)) {
       lazy::Stream* producer = s.producer.load(std::memory_order_acquire);
       if (producer && producer != &stream) {  // pending on another thread: drain its stream first
@@ -332,11 +343,11 @@ void Tensor::record(Op op, std::shared_ptr<const lazy::CustomOp> custom, std::sp
       }
     }
     // Read from two streams (threads): one stream's pending records may still need the data
-    // after the other's block would have written over it.
-    lazy::Stream* first = nullptr;
-    if (!s.reader.compare_exchange_strong(first, &stream, std::memory_order_acq_rel) && first != &stream) {
-      s.no_inplace.store(true, std::memory_order_relaxed);
-    }
+    // after the other's block would have written over it. A plain load first: once set, the
+    // reader never changes, and a locked exchange per operand is a cost of its own.
+    lazy::Stream* first = s.reader.load(std::memory_order_acquire);
+    if (first == nullptr && s.reader.compare_exchange_strong(first, &stream, std::memory_order_acq_rel)) continue;
+    if (first != &stream) s.no_inplace.store(true, std::memory_order_relaxed);
   }
   for (size_t k = 0; k < results.size(); ++k) {
     StatePtr s = new_state(results[k].first, std::move(results[k].second), device);
@@ -351,10 +362,10 @@ void Tensor::record(Op op, std::shared_ptr<const lazy::CustomOp> custom, std::sp
     r.attrs = std::move(attrs);
     r.inputs.reserve(inputs.size());
     r.status.reserve(inputs.size());
-    for (const Tensor& t : inputs) {
-      r.inputs.push_back(t.state());
-      r.status.push_back(t.state()->handles.load(std::memory_order_relaxed) <= 1 ? lazy::InputStatus::ReadWrite
-                                                                                : lazy::InputStatus::ReadOnly);
+    for (const Tensor* t : inputs) {
+      r.inputs.push_back(t->state());
+      r.status.push_back(t->state()->handles.load(std::memory_order_relaxed) <= held ? lazy::InputStatus::ReadWrite
+                                                                                   : lazy::InputStatus::ReadOnly);
     }
     r.outputs.reserve(out.size());
     for (const Tensor& t : out) r.outputs.push_back(t.state());
@@ -362,18 +373,25 @@ void Tensor::record(Op op, std::shared_ptr<const lazy::CustomOp> custom, std::sp
   });
 }
 
-Tensor Tensor::apply(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
-  return apply(op, std::span<const Tensor>(inputs), std::move(attrs));
-}
-
-Tensor Tensor::apply(Op op, std::span<const Tensor> inputs, Attrs attrs) {
-  lazy::SmallVec<Tensor, 1> out;
-  apply_into(op, inputs, std::move(attrs), out);
+namespace {
+// apply's result: the one tensor of a single-result op.
+Tensor single_result(Op op, lazy::SmallVec<Tensor, 1>& out) {
   if (out.size() != 1) {
     return error_tensor(Status::invalid(std::string(op_keyword(op)) + " has " + std::to_string(out.size()) +
                                         " results; use Tensor::apply_multi"));
   }
   return std::move(out[0]);
+}
+}  // namespace
+
+Tensor Tensor::apply(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
+  return apply_one(op, view(pointers_to(inputs)), std::move(attrs), 1);
+}
+
+Tensor Tensor::apply_one(Op op, std::span<const Tensor* const> inputs, Attrs attrs, int held) {
+  lazy::SmallVec<Tensor, 1> out;
+  apply_into(op, inputs, std::move(attrs), held, out);
+  return single_result(op, out);
 }
 
 // ---- reads ----
@@ -415,13 +433,15 @@ Tensor Tensor::pad(std::vector<int64_t> pads, double value) const {
   return apply(Op::Pad, {*this}, {{"pads", std::move(pads)}, {"value", value}});
 }
 
+// The operators' way in: their arguments are borrowed (no operand vector, no handle copies).
+struct TensorOps {
+  static Tensor apply(Op op, std::initializer_list<const Tensor*> in) {
+    return Tensor::apply_one(op, Operands(in.begin(), in.size()), {}, 0);
+  }
+};
+
 namespace {
-// The operands are copied, as a vector of operands would hold them (see Tensor::un), into a
-// stack array: no allocation per op.
-Tensor apply2(Op op, const Tensor& a, const Tensor& b) {
-  const Tensor in[2] = {a, b};
-  return Tensor::apply(op, in);
-}
+Tensor apply2(Op op, const Tensor& a, const Tensor& b) { return TensorOps::apply(op, {&a, &b}); }
 }  // namespace
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return apply2(Op::Add, a, b); }
@@ -446,8 +466,7 @@ Tensor operator&&(const Tensor& a, const Tensor& b) { return apply2(Op::And, a, 
 Tensor operator||(const Tensor& a, const Tensor& b) { return apply2(Op::Or, a, b); }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  const Tensor in[3] = {cond, a, b};
-  return Tensor::apply(Op::Where, in);
+  return TensorOps::apply(Op::Where, {&cond, &a, &b});
 }
 Tensor matmul(const Tensor& a, const Tensor& b) { return apply2(Op::MatMul, a, b); }
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, std::vector<int64_t> stride, std::vector<int64_t> pad,

@@ -56,8 +56,6 @@ class Tensor {
   // ---- any op of ops.def (the generic form; wrappers below) ----
   static std::vector<Tensor> apply_multi(Op op, const std::vector<Tensor>& inputs, Attrs attrs = {});
   static Tensor apply(Op op, const std::vector<Tensor>& inputs, Attrs attrs = {});
-  // The same without building a vector (the operators pass a stack array of their operands).
-  static Tensor apply(Op op, std::span<const Tensor> inputs, Attrs attrs = {});
 
   // ---- properties ----
   bool defined() const { return state_ != nullptr; }
@@ -139,19 +137,23 @@ class Tensor {
 
  private:
   friend std::vector<Tensor> custom_op_multi(const std::string&, const std::vector<Tensor>&, Attrs);
+  friend struct TensorOps;  // the operators' borrowed-operand path (tensor.cpp)
   using ResultType = std::pair<DType, std::vector<int64_t>>;
   // Checks the operands, infers the result types and records: `out` gets one tensor per result,
-  // or one error tensor. Most ops have one result, which `out` keeps inline.
-  static void apply_into(Op op, std::span<const Tensor> inputs, Attrs attrs, lazy::SmallVec<Tensor, 1>& out);
+  // or one error tensor. Most ops have one result, which `out` keeps inline. `held` is 1 when
+  // `inputs` are handles held for this call (a vector of operands), 0 when they are borrowed.
+  static void apply_into(Op op, std::span<const Tensor* const> inputs, Attrs attrs, int held, lazy::SmallVec<Tensor, 1>& out);
   // Records `op` (or the custom op) with results of the given types (their shapes are moved
-  // out), operands already checked; out[k] becomes the handle of result k.
-  static void record(Op op, std::shared_ptr<const lazy::CustomOp> custom, std::span<const Tensor> inputs, Attrs attrs,
-                     std::span<ResultType> results, lazy::Device device, std::span<Tensor> out);
-  // The operand is copied (as a vector of operands would hold it): an input's status counts
-  // the handle the op holds while recording (lazy::InputStatus).
+  // out), operands already checked; out[k] becomes the handle of result k. An input is
+  // ReadWrite when no handle but the `held` one of the call is alive (lazy::InputStatus): the
+  // same status whether the operands were copied for the call or borrowed.
+  static void record(Op op, std::shared_ptr<const lazy::CustomOp> custom, std::span<const Tensor* const> inputs, Attrs attrs,
+                     int held, std::span<ResultType> results, lazy::Device device, std::span<Tensor> out);
+  // apply for a single-result op (else an error tensor).
+  static Tensor apply_one(Op op, std::span<const Tensor* const> inputs, Attrs attrs, int held);
   Tensor un(Op op) const {
-    const Tensor in[1] = {*this};
-    return apply(op, in);
+    const Tensor* in[1] = {this};
+    return apply_one(op, in, {}, 0);
   }
   Tensor reduce(Op op, const std::vector<int64_t>& axes, bool keepdims) const;
   void release();
