@@ -16,6 +16,7 @@
 #include "ir/array.h"
 #include "ir/attributes.h"
 #include "ir/op_info.h"
+#include "lazy/small_vec.h"
 
 namespace fusebox::lazy {
 
@@ -86,15 +87,16 @@ using StatePtr = std::shared_ptr<TensorState>;
 enum class InputStatus : uint8_t { NotInit, ReadOnly, ReadWrite };
 
 // One deferred op. `op` is meaningless for drops (is_drop: the last handle of inputs[0] died).
-// A custom op's record has `custom` set and op ElementwiseRegion (lazy/custom_op.h).
+// A custom op's record has `custom` set and op ElementwiseRegion (lazy/custom_op.h). The lists
+// keep up to three operands and one result inline: recording allocates no list (small_vec.h).
 struct Record {
   Op op = Op::Identity;
   bool is_drop = false;
   std::shared_ptr<const CustomOp> custom;
   Attrs attrs;
-  std::vector<StatePtr> inputs;
-  std::vector<InputStatus> status;
-  std::vector<StatePtr> outputs;
+  SmallVec<StatePtr, 3> inputs;
+  SmallVec<InputStatus, 3> status;
+  SmallVec<StatePtr, 1> outputs;
 };
 
 }  // namespace fusebox::lazy

@@ -9,16 +9,6 @@
 
 namespace fusebox::lazy {
 
-void Stream::push(Record r) {
-  size_t n;
-  {
-    std::lock_guard<std::mutex> lock(record_mu_);
-    pending_.push_back(std::move(r));
-    n = pending_.size();
-  }
-  if (n >= kMaxPendingRecords) (void)flush(Trigger::OnOperations);
-}
-
 size_t Stream::pending() const {
   std::lock_guard<std::mutex> lock(record_mu_);
   return pending_.size();
@@ -32,6 +22,9 @@ Status Stream::flush(Trigger trigger) {
   // through a handle, so that operand is seen alive and gets written.
   std::unique_lock<std::mutex> lock(record_mu_);
   records.swap(pending_);
+  // The next batch is likely as long as this one: growing the queue record by record would move
+  // every pending record at each doubling, on the recording thread.
+  pending_.reserve(records.size());
   if (records.empty()) lock.unlock();
   if (!records.empty()) {
     Status s = run_segment(std::move(records), device_, trigger, &lock);

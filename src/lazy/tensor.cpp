@@ -69,6 +69,16 @@ namespace {
 
 using lazy::StatePtr;
 using lazy::TensorState;
+using Operands = std::span<const Tensor* const>;
+
+// A vector's operands as the pointers the recording path takes.
+lazy::SmallVec<const Tensor*, 3> pointers_to(const std::vector<Tensor>& inputs) {
+  lazy::SmallVec<const Tensor*, 3> out;
+  out.reserve(inputs.size());
+  for (const Tensor& t : inputs) out.push_back(&t);
+  return out;
+}
+Operands view(const lazy::SmallVec<const Tensor*, 3>& v) { return Operands(v.data(), v.size()); }
 
 std::atomic<uint64_t> g_next_id{1};
 
@@ -92,21 +102,21 @@ Tensor computed(Array a, lazy::Device device) {
 
 // The result type of the most common ops without building IR types: a float unary op without
 // attributes, or a float binary arithmetic/comparison op. nullopt: ask shape inference.
-std::optional<std::pair<DType, std::vector<int64_t>>> fast_result_type(Op op, const std::vector<Tensor>& in,
+std::optional<std::pair<DType, std::vector<int64_t>>> fast_result_type(Op op, Operands in,
                                                                        const Attrs& attrs) {
-  if (!attrs.empty() || in.empty() || !is_float(in[0].dtype()) || op == Op::Not || op == Op::And || op == Op::Or) {
+  if (!attrs.empty() || in.empty() || !is_float(in[0]->dtype()) || op == Op::Not || op == Op::And || op == Op::Or) {
     return std::nullopt;
   }
   const OpKind kind = op_kind(op);
   if (kind == OpKind::Elementwise && in.size() == 1 && op != Op::Cast) {
-    return std::make_pair(in[0].dtype(), in[0].shape());
+    return std::make_pair(in[0]->dtype(), in[0]->shape());
   }
   if (kind != OpKind::Broadcast || in.size() != 2 || op == Op::Where || op == Op::BatchNorm || op == Op::Expand ||
-      op == Op::ElementwiseRegion || in[1].dtype() != in[0].dtype()) {
+      op == Op::ElementwiseRegion || in[1]->dtype() != in[0]->dtype()) {
     return std::nullopt;
   }
-  const std::vector<int64_t>& a = in[0].shape();
-  const std::vector<int64_t>& b = in[1].shape();
+  const std::vector<int64_t>& a = in[0]->shape();
+  const std::vector<int64_t>& b = in[1]->shape();
   std::vector<int64_t> out(std::max(a.size(), b.size()));
   for (size_t i = 0; i < out.size(); ++i) {
     const int64_t da = i < out.size() - a.size() ? 1 : a[i - (out.size() - a.size())];
@@ -115,7 +125,7 @@ std::optional<std::pair<DType, std::vector<int64_t>>> fast_result_type(Op op, co
     out[i] = da == 1 ? db : da;
   }
   const bool compare = op >= Op::Equal && op <= Op::GreaterEqual;
-  return std::make_pair(compare ? DType::Bool : in[0].dtype(), std::move(out));
+  return std::make_pair(compare ? DType::Bool : in[0]->dtype(), std::move(out));
 }
 
 std::vector<int64_t> all_axes(int rank) {
@@ -157,10 +167,10 @@ void Tensor::release() {
     lazy::Stream* producer = state_->producer.load(std::memory_order_acquire);
     for (lazy::Stream* s : lazy::thread_streams()) {
       if (s != producer) continue;
-      lazy::Record r;
-      r.is_drop = true;
-      r.inputs.push_back(state_);
-      s->push(std::move(r));
+      s->emplace([&](lazy::Record& r) {
+        r.is_drop = true;
+        r.inputs.push_back(state_);
+      });
       break;
     }
   }
@@ -222,21 +232,23 @@ Tensor Tensor::randn(std::vector<int64_t> shape, uint64_t seed, DType dtype, laz
 
 namespace {
 
-// The operands' common device, or an error tensor naming the operand that is wrong.
-std::optional<Tensor> check_operands(const std::string& where, const std::vector<Tensor>& inputs, int min_inputs,
+// The operands' common device, or an error tensor naming the operand that is wrong. `where` is a
+// view: the message is built only on an error.
+std::optional<Tensor> check_operands(std::string_view where_view, Operands inputs, int min_inputs,
                                      int max_inputs, lazy::Device* device) {
+  const auto where = [&] { return std::string(where_view); };
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].defined()) return error_tensor(Status::invalid(where + ": operand " + std::to_string(i) + " is an empty tensor"));
-    if (i == 0) *device = inputs[i].device();
-    if (!(inputs[i].device() == *device)) {
-      return error_tensor(Status::invalid(where + ": operand " + std::to_string(i) + " is on " +
-                                          inputs[i].device().to_string() + ", operand 0 on " + device->to_string()));
+    if (!inputs[i]->defined()) return error_tensor(Status::invalid(where() + ": operand " + std::to_string(i) + " is an empty tensor"));
+    if (i == 0) *device = inputs[i]->device();
+    if (!(inputs[i]->device() == *device)) {
+      return error_tensor(Status::invalid(where() + ": operand " + std::to_string(i) + " is on " +
+                                          inputs[i]->device().to_string() + ", operand 0 on " + device->to_string()));
     }
-    const TensorState& s = *inputs[i].state();
+    const TensorState& s = *inputs[i]->state();
     if (s.ready.load(std::memory_order_acquire) && !s.error().is_ok()) return error_tensor(s.error(), *device);
   }
   if (int(inputs.size()) < min_inputs || (max_inputs >= 0 && int(inputs.size()) > max_inputs)) {
-    return error_tensor(Status::invalid(where + ": takes " + std::to_string(min_inputs) + ".." +
+    return error_tensor(Status::invalid(where() + ": takes " + std::to_string(min_inputs) + ".." +
                                         std::to_string(max_inputs) + " operands, got " + std::to_string(inputs.size())));
   }
   if (Status why = device->availability(); !why.is_ok()) return error_tensor(std::move(why), *device);
@@ -245,31 +257,42 @@ std::optional<Tensor> check_operands(const std::string& where, const std::vector
 
 }  // namespace
 
-std::vector<Tensor> Tensor::apply_multi(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
+void Tensor::apply_into(Op op, std::span<const Tensor* const> inputs, Attrs attrs, int held, lazy::SmallVec<Tensor, 1>& out) {
   lazy::TraceSpan span("record");
   const OpInfo& info = op_info(op);
-  const std::string where(info.keyword);
   lazy::Device device = lazy::Device::cpu();
-  if (auto err = check_operands(where, inputs, info.min_inputs, info.max_inputs, &device)) return {std::move(*err)};
-  std::vector<std::pair<DType, std::vector<int64_t>>> results;
+  if (auto err = check_operands(info.keyword, inputs, info.min_inputs, info.max_inputs, &device)) {
+    out.push_back(std::move(*err));
+    return;
+  }
+  lazy::SmallVec<ResultType, 1> results;
   if (auto fast = fast_result_type(op, inputs, attrs)) {
     results.push_back(std::move(*fast));
   } else {
+    const std::string where(info.keyword);
     Node probe{op, {}, {}, attrs, nullptr, {}};
-    if (Status s = verify_attrs(probe); !s.is_ok()) return {error_tensor(s, device)};
+    if (Status s = verify_attrs(probe); !s.is_ok()) return out.push_back(error_tensor(s, device));
     std::vector<TensorType> types;
     types.reserve(inputs.size());
-    for (const Tensor& t : inputs) types.push_back({t.dtype(), make_shape(t.shape())});
+    for (const Tensor* t : inputs) types.push_back({t->dtype(), make_shape(t->shape())});
     Expected<std::vector<TensorType>> inferred = infer_result_types(probe, types);
-    if (!inferred) return {error_tensor(inferred.status(), device)};
+    if (!inferred) return out.push_back(error_tensor(inferred.status(), device));
     for (const TensorType& t : *inferred) {
       if (!is_static(t.shape)) {
-        return {error_tensor(Status::invalid(where + ": result shape " + t.to_string() + " is not known"), device)};
+        return out.push_back(error_tensor(Status::invalid(where + ": result shape " + t.to_string() + " is not known"), device));
       }
       results.emplace_back(t.dtype, static_dims(t.shape));
     }
   }
-  return record(op, nullptr, inputs, std::move(attrs), std::move(results), device);
+  for (size_t k = 0; k < results.size(); ++k) out.emplace_back();
+  record(op, nullptr, inputs, std::move(attrs), held, std::span<ResultType>(results.data(), results.size()), device,
+         std::span<Tensor>(out.data(), out.size()));
+}
+
+std::vector<Tensor> Tensor::apply_multi(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
+  lazy::SmallVec<Tensor, 1> out;
+  apply_into(op, view(pointers_to(inputs)), std::move(attrs), 1, out);
+  return std::vector<Tensor>(std::make_move_iterator(out.begin()), std::make_move_iterator(out.end()));
 }
 
 std::vector<Tensor> custom_op_multi(const std::string& name, const std::vector<Tensor>& inputs, Attrs attrs) {
@@ -278,21 +301,24 @@ std::vector<Tensor> custom_op_multi(const std::string& name, const std::vector<T
   if (!op) return {error_tensor(Status::not_found("custom op '" + name + "' is not registered"))};
   const std::string where = "custom op '" + name + "'";
   lazy::Device device = lazy::Device::cpu();
-  if (auto err = check_operands(where, inputs, op->def.min_inputs, op->def.max_inputs, &device)) return {std::move(*err)};
+  const lazy::SmallVec<const Tensor*, 3> operands = pointers_to(inputs);
+  if (auto err = check_operands(where, view(operands), op->def.min_inputs, op->def.max_inputs, &device)) return {std::move(*err)};
   std::vector<lazy::CustomType> types;
   types.reserve(inputs.size());
   for (const Tensor& t : inputs) types.push_back({t.dtype(), t.shape()});
   Expected<std::vector<lazy::CustomType>> inferred = op->def.infer(types, attrs);
   if (!inferred) return {error_tensor(Status::invalid(where + ": " + inferred.status().message()), device)};
   if (inferred->empty()) return {error_tensor(Status::invalid(where + ": inference gave no result"), device)};
-  std::vector<std::pair<DType, std::vector<int64_t>>> results;
+  std::vector<Tensor::ResultType> results;
   for (lazy::CustomType& t : *inferred) {
     for (int64_t d : t.shape) {
       if (d < 0) return {error_tensor(Status::invalid(where + ": inferred a negative size"), device)};
     }
     results.emplace_back(t.dtype, std::move(t.shape));
   }
-  return Tensor::record(Op::ElementwiseRegion, std::move(op), inputs, std::move(attrs), std::move(results), device);
+  std::vector<Tensor> out(results.size());
+  Tensor::record(Op::ElementwiseRegion, std::move(op), view(operands), std::move(attrs), 1, results, device, out);
+  return out;
 }
 
 Tensor custom_op(const std::string& name, const std::vector<Tensor>& inputs, Attrs attrs) {
@@ -304,57 +330,68 @@ Tensor custom_op(const std::string& name, const std::vector<Tensor>& inputs, Att
   return std::move(out[0]);
 }
 
-std::vector<Tensor> Tensor::record(Op op, std::shared_ptr<const lazy::CustomOp> custom, const std::vector<Tensor>& inputs,
-                                   Attrs attrs, std::vector<std::pair<DType, std::vector<int64_t>>> results,
-                                   lazy::Device device) {
+void Tensor::record(Op op, std::shared_ptr<const lazy::CustomOp> custom, std::span<const Tensor* const> inputs, Attrs attrs,
+                    int held, std::span<ResultType> results, lazy::Device device, std::span<Tensor> out) {
   lazy::Stream& stream = lazy::current_stream(device);
-  lazy::Record r;
-  r.op = op;
-  r.custom = std::move(custom);
-  r.attrs = std::move(attrs);
-  r.inputs.reserve(inputs.size());
-  r.status.reserve(inputs.size());
-  for (const Tensor& t : inputs) {
-    const StatePtr& s = t.state();
-    if (!s->ready.load(std::memory_order_acquire)) {
-      lazy::Stream* producer = s->producer.load(std::memory_order_acquire);
+  for (const Tensor* t : inputs) {
+    TensorState& s = *t->state();
+    if (!s.ready.load(std::memory_order_acquire)) {
+      lazy::Stream* producer = s.producer.load(std::memory_order_acquire);
       if (producer && producer != &stream) {  // pending on another thread: drain its stream first
-        s->no_inplace.store(true, std::memory_order_relaxed);
+        s.no_inplace.store(true, std::memory_order_relaxed);
         (void)producer->flush();
       }
     }
     // Read from two streams (threads): one stream's pending records may still need the data
-    // after the other's block would have written over it.
-    lazy::Stream* first = nullptr;
-    if (!s->reader.compare_exchange_strong(first, &stream, std::memory_order_acq_rel) && first != &stream) {
-      s->no_inplace.store(true, std::memory_order_relaxed);
-    }
-    r.inputs.push_back(s);
-    r.status.push_back(s->handles.load(std::memory_order_relaxed) <= 1 ? lazy::InputStatus::ReadWrite
-                                                                      : lazy::InputStatus::ReadOnly);
+    // after the other's block would have written over it. A plain load first: once set, the
+    // reader never changes, and a locked exchange per operand is a cost of its own.
+    lazy::Stream* first = s.reader.load(std::memory_order_acquire);
+    if (first == nullptr && s.reader.compare_exchange_strong(first, &stream, std::memory_order_acq_rel)) continue;
+    if (first != &stream) s.no_inplace.store(true, std::memory_order_relaxed);
   }
-  std::vector<Tensor> out;
-  out.reserve(results.size());
-  for (auto& [dtype, shape] : results) {
-    StatePtr s = new_state(dtype, std::move(shape), device);
+  for (size_t k = 0; k < results.size(); ++k) {
+    StatePtr s = new_state(results[k].first, std::move(results[k].second), device);
     s->producer.store(&stream, std::memory_order_release);
-    r.outputs.push_back(s);
-    out.emplace_back(std::move(s));
+    out[k] = Tensor(std::move(s));
   }
   lazy::counters::add(&lazy::LazyStats::records);
   if (lazy::has_observers()) lazy::notify_record({device, op, false, inputs.size()});
-  if (lazy::log_level() >= lazy::LogLevel::Full) lazy::log_record(device, r);
-  stream.push(std::move(r));
-  return out;
+  stream.emplace([&](lazy::Record& r) {
+    r.op = op;
+    r.custom = std::move(custom);
+    r.attrs = std::move(attrs);
+    r.inputs.reserve(inputs.size());
+    r.status.reserve(inputs.size());
+    for (const Tensor* t : inputs) {
+      r.inputs.push_back(t->state());
+      r.status.push_back(t->state()->handles.load(std::memory_order_relaxed) <= held ? lazy::InputStatus::ReadWrite
+                                                                                   : lazy::InputStatus::ReadOnly);
+    }
+    r.outputs.reserve(out.size());
+    for (const Tensor& t : out) r.outputs.push_back(t.state());
+    if (lazy::log_level() >= lazy::LogLevel::Full) lazy::log_record(device, r);
+  });
 }
 
-Tensor Tensor::apply(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
-  std::vector<Tensor> out = apply_multi(op, inputs, std::move(attrs));
+namespace {
+// apply's result: the one tensor of a single-result op.
+Tensor single_result(Op op, lazy::SmallVec<Tensor, 1>& out) {
   if (out.size() != 1) {
     return error_tensor(Status::invalid(std::string(op_keyword(op)) + " has " + std::to_string(out.size()) +
                                         " results; use Tensor::apply_multi"));
   }
   return std::move(out[0]);
+}
+}  // namespace
+
+Tensor Tensor::apply(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
+  return apply_one(op, view(pointers_to(inputs)), std::move(attrs), 1);
+}
+
+Tensor Tensor::apply_one(Op op, std::span<const Tensor* const> inputs, Attrs attrs, int held) {
+  lazy::SmallVec<Tensor, 1> out;
+  apply_into(op, inputs, std::move(attrs), held, out);
+  return single_result(op, out);
 }
 
 // ---- reads ----
@@ -396,11 +433,22 @@ Tensor Tensor::pad(std::vector<int64_t> pads, double value) const {
   return apply(Op::Pad, {*this}, {{"pads", std::move(pads)}, {"value", value}});
 }
 
-Tensor operator+(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Add, {a, b}); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Sub, {a, b}); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Mul, {a, b}); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Div, {a, b}); }
-Tensor operator-(const Tensor& a) { return Tensor::apply(Op::Neg, {a}); }
+// The operators' way in: their arguments are borrowed (no operand vector, no handle copies).
+struct TensorOps {
+  static Tensor apply(Op op, std::initializer_list<const Tensor*> in) {
+    return Tensor::apply_one(op, Operands(in.begin(), in.size()), {}, 0);
+  }
+};
+
+namespace {
+Tensor apply2(Op op, const Tensor& a, const Tensor& b) { return TensorOps::apply(op, {&a, &b}); }
+}  // namespace
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return apply2(Op::Add, a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return apply2(Op::Sub, a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return apply2(Op::Mul, a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return apply2(Op::Div, a, b); }
+Tensor operator-(const Tensor& a) { return a.neg(); }
 Tensor operator+(const Tensor& a, double b) { return a + Tensor::scalar(b, a.dtype(), a.device()); }
 Tensor operator-(const Tensor& a, double b) { return a - Tensor::scalar(b, a.dtype(), a.device()); }
 Tensor operator*(const Tensor& a, double b) { return a * Tensor::scalar(b, a.dtype(), a.device()); }
@@ -408,17 +456,19 @@ Tensor operator/(const Tensor& a, double b) { return a / Tensor::scalar(b, a.dty
 Tensor operator+(double a, const Tensor& b) { return Tensor::scalar(a, b.dtype(), b.device()) + b; }
 Tensor operator-(double a, const Tensor& b) { return Tensor::scalar(a, b.dtype(), b.device()) - b; }
 Tensor operator*(double a, const Tensor& b) { return Tensor::scalar(a, b.dtype(), b.device()) * b; }
-Tensor operator==(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Equal, {a, b}); }
-Tensor operator!=(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::NotEqual, {a, b}); }
-Tensor operator<(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Less, {a, b}); }
-Tensor operator<=(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::LessEqual, {a, b}); }
-Tensor operator>(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Greater, {a, b}); }
-Tensor operator>=(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::GreaterEqual, {a, b}); }
-Tensor operator&&(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::And, {a, b}); }
-Tensor operator||(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Or, {a, b}); }
+Tensor operator==(const Tensor& a, const Tensor& b) { return apply2(Op::Equal, a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return apply2(Op::NotEqual, a, b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return apply2(Op::Less, a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return apply2(Op::LessEqual, a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return apply2(Op::Greater, a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return apply2(Op::GreaterEqual, a, b); }
+Tensor operator&&(const Tensor& a, const Tensor& b) { return apply2(Op::And, a, b); }
+Tensor operator||(const Tensor& a, const Tensor& b) { return apply2(Op::Or, a, b); }
 
-Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) { return Tensor::apply(Op::Where, {cond, a, b}); }
-Tensor matmul(const Tensor& a, const Tensor& b) { return Tensor::apply(Op::MatMul, {a, b}); }
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  return TensorOps::apply(Op::Where, {&cond, &a, &b});
+}
+Tensor matmul(const Tensor& a, const Tensor& b) { return apply2(Op::MatMul, a, b); }
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, std::vector<int64_t> stride, std::vector<int64_t> pad,
               int64_t groups) {
   std::vector<Tensor> in{x, w};

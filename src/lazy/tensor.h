@@ -137,11 +137,24 @@ class Tensor {
 
  private:
   friend std::vector<Tensor> custom_op_multi(const std::string&, const std::vector<Tensor>&, Attrs);
-  // Records `op` (or the custom op) with results of the given types, operands already checked.
-  static std::vector<Tensor> record(Op op, std::shared_ptr<const lazy::CustomOp> custom, const std::vector<Tensor>& inputs,
-                                    Attrs attrs, std::vector<std::pair<DType, std::vector<int64_t>>> results,
-                                    lazy::Device device);
-  Tensor un(Op op) const { return apply(op, {*this}); }
+  friend struct TensorOps;  // the operators' borrowed-operand path (tensor.cpp)
+  using ResultType = std::pair<DType, std::vector<int64_t>>;
+  // Checks the operands, infers the result types and records: `out` gets one tensor per result,
+  // or one error tensor. Most ops have one result, which `out` keeps inline. `held` is 1 when
+  // `inputs` are handles held for this call (a vector of operands), 0 when they are borrowed.
+  static void apply_into(Op op, std::span<const Tensor* const> inputs, Attrs attrs, int held, lazy::SmallVec<Tensor, 1>& out);
+  // Records `op` (or the custom op) with results of the given types (their shapes are moved
+  // out), operands already checked; out[k] becomes the handle of result k. An input is
+  // ReadWrite when no handle but the `held` one of the call is alive (lazy::InputStatus): the
+  // same status whether the operands were copied for the call or borrowed.
+  static void record(Op op, std::shared_ptr<const lazy::CustomOp> custom, std::span<const Tensor* const> inputs, Attrs attrs,
+                     int held, std::span<ResultType> results, lazy::Device device, std::span<Tensor> out);
+  // apply for a single-result op (else an error tensor).
+  static Tensor apply_one(Op op, std::span<const Tensor* const> inputs, Attrs attrs, int held);
+  Tensor un(Op op) const {
+    const Tensor* in[1] = {this};
+    return apply_one(op, in, {}, 0);
+  }
   Tensor reduce(Op op, const std::vector<int64_t>& axes, bool keepdims) const;
   void release();
 
