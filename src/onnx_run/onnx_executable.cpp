@@ -1,0 +1,125 @@
+#include "onnx_run/onnx_executable.h"
+
+#include <cstring>
+
+namespace fusebox {
+
+struct OnnxExecutable::Plan {
+  Executable exe;
+  std::set<std::string> bound;  // graph input names whose values it was compiled with
+};
+
+struct OnnxExecutable::State {
+  std::string path;
+  CompileOptions options;
+  std::mutex mu;
+  std::set<std::string> value_inputs;      // ONNX names, grows as imports ask for values
+  std::map<std::string, Plan> plans;        // key(values) -> compiled specialisation
+};
+
+namespace {
+
+// Identifies a set of given values: names, types and bytes.
+std::string key_of(const OnnxInputValues& values) {
+  std::string key;
+  for (const auto& [name, a] : values) {
+    key += name + ":" + a.type_string() + ":" + std::to_string(a.nbytes()) + ":";
+    key.append(static_cast<const char*>(a.data<void>()), a.nbytes());
+  }
+  return key;
+}
+
+std::string describe(const OnnxInputValues& values) {
+  std::string s;
+  for (const auto& [name, a] : values) {
+    std::string elems;
+    for (int64_t k = 0; k < a.numel() && k < 8; ++k) {
+      elems += (k ? "," : "") + (is_float(a.dtype()) ? std::to_string(a.get_f64(k)) : std::to_string(a.get_i64(k)));
+    }
+    if (a.numel() > 8) elems += ",...";
+    s += (s.empty() ? "" : ", ") + name + " = [" + elems + "]";
+  }
+  return s;
+}
+
+// The given values of `names`, taken from the run's inputs.
+Expected<OnnxInputValues> values_of(const std::set<std::string>& names, const NamedArrays& inputs) {
+  OnnxInputValues values;
+  for (const std::string& name : names) {
+    auto it = inputs.find(onnx_value_name(name));
+    if (it == inputs.end()) {
+      return Status::not_found("input '" + onnx_value_name(name) + "' is missing (its value fixes shapes in the model)");
+    }
+    values[name] = it->second;
+  }
+  return values;
+}
+
+}  // namespace
+
+Expected<OnnxExecutable> OnnxExecutable::compile(std::string path, CompileOptions options) {
+  OnnxExecutable exe;
+  exe.state_ = std::make_shared<State>();
+  exe.state_->path = std::move(path);
+  exe.state_->options = std::move(options);
+  std::string needs;
+  Expected<Graph> g = import_onnx_file(exe.state_->path, {}, &needs);
+  if (!g) {
+    if (needs.empty()) return g.status();
+    exe.state_->value_inputs.insert(needs);  // compiled per value, in run()
+    return exe;
+  }
+  FUSEBOX_ASSIGN_OR_RETURN(Executable plain, Session().compile(*g, exe.state_->options));
+  exe.state_->plans.emplace(key_of({}), Plan{std::move(plain), {}});
+  return exe;
+}
+
+Expected<const OnnxExecutable::Plan*> OnnxExecutable::specialise(const NamedArrays& inputs) const {
+  State& st = *state_;
+  std::lock_guard<std::mutex> lock(st.mu);
+  FUSEBOX_ASSIGN_OR_RETURN(OnnxInputValues values, values_of(st.value_inputs, inputs));
+  auto hit = st.plans.find(key_of(values));
+  if (hit != st.plans.end()) return &hit->second;
+  // Import with the values known so far; each refusal that names another given input adds it.
+  for (;;) {
+    std::string needs;
+    Expected<Graph> g = import_onnx_file(st.path, values, &needs);
+    if (g) {
+      std::string key = key_of(values);
+      if (auto again = st.plans.find(key); again != st.plans.end()) return &again->second;
+      FUSEBOX_ASSIGN_OR_RETURN(Executable exe, Session().compile(*g, st.options));
+      Plan plan{std::move(exe), {}};
+      for (const auto& entry : values) plan.bound.insert(onnx_value_name(entry.first));
+      return &st.plans.emplace(key, std::move(plan)).first->second;
+    }
+    bool can_bind = !needs.empty() && !values.count(needs) && inputs.count(onnx_value_name(needs));
+    if (!can_bind) {
+      if (values.empty()) return g.status();
+      return g.status().with_context("with " + describe(values));
+    }
+    values[needs] = inputs.find(onnx_value_name(needs))->second;
+    st.value_inputs.insert(needs);
+  }
+}
+
+Expected<std::vector<Array>> OnnxExecutable::run(const NamedArrays& inputs) const {
+  FUSEBOX_ASSIGN_OR_RETURN(const Plan* plan, specialise(inputs));
+  // The specialisation has no input for a value it was compiled with.
+  NamedArrays rest;
+  for (const auto& [name, a] : inputs) {
+    if (!plan->bound.count(name)) rest.emplace(name, a);
+  }
+  return plan->exe.run(rest);
+}
+
+std::set<std::string> OnnxExecutable::value_inputs() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->value_inputs;
+}
+
+size_t OnnxExecutable::specializations() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->plans.size();
+}
+
+}  // namespace fusebox
