@@ -7,14 +7,22 @@ namespace fusebox {
 struct OnnxExecutable::Plan {
   Executable exe;
   std::set<std::string> bound;  // graph input names whose values it was compiled with
+  std::string values;           // "v = [2,3]", for messages
 };
 
 struct OnnxExecutable::State {
-  std::string path;
+  std::string path;   // a file, or
+  std::string bytes;  // the model itself (path empty), named `name`
+  std::string name;
   CompileOptions options;
   std::mutex mu;
   std::set<std::string> value_inputs;      // ONNX names, grows as imports ask for values
   std::map<std::string, Plan> plans;        // key(values) -> compiled specialisation
+
+  Expected<Graph> import(const OnnxInputValues& values, std::string* needs) const {
+    if (!path.empty()) return import_onnx_file(path, values, needs);
+    return import_onnx_bytes(bytes, name, values, needs);
+  }
 };
 
 namespace {
@@ -58,19 +66,32 @@ Expected<OnnxInputValues> values_of(const std::set<std::string>& names, const Na
 }  // namespace
 
 Expected<OnnxExecutable> OnnxExecutable::compile(std::string path, CompileOptions options) {
+  auto state = std::make_shared<State>();
+  state->path = std::move(path);
+  state->options = std::move(options);
+  return start(std::move(state));
+}
+
+Expected<OnnxExecutable> OnnxExecutable::compile_bytes(std::string bytes, std::string name, CompileOptions options) {
+  auto state = std::make_shared<State>();
+  state->bytes = std::move(bytes);
+  state->name = std::move(name);
+  state->options = std::move(options);
+  return start(std::move(state));
+}
+
+Expected<OnnxExecutable> OnnxExecutable::start(std::shared_ptr<State> state) {
   OnnxExecutable exe;
-  exe.state_ = std::make_shared<State>();
-  exe.state_->path = std::move(path);
-  exe.state_->options = std::move(options);
+  exe.state_ = std::move(state);
   std::string needs;
-  Expected<Graph> g = import_onnx_file(exe.state_->path, {}, &needs);
+  Expected<Graph> g = exe.state_->import({}, &needs);
   if (!g) {
     if (needs.empty()) return g.status();
     exe.state_->value_inputs.insert(needs);  // compiled per value, in run()
     return exe;
   }
   FUSEBOX_ASSIGN_OR_RETURN(Executable plain, Session().compile(*g, exe.state_->options));
-  exe.state_->plans.emplace(key_of({}), Plan{std::move(plain), {}});
+  exe.state_->plans.emplace(key_of({}), Plan{std::move(plain), {}, {}});
   return exe;
 }
 
@@ -83,12 +104,12 @@ Expected<const OnnxExecutable::Plan*> OnnxExecutable::specialise(const NamedArra
   // Import with the values known so far; each refusal that names another given input adds it.
   for (;;) {
     std::string needs;
-    Expected<Graph> g = import_onnx_file(st.path, values, &needs);
+    Expected<Graph> g = st.import(values, &needs);
     if (g) {
       std::string key = key_of(values);
       if (auto again = st.plans.find(key); again != st.plans.end()) return &again->second;
       FUSEBOX_ASSIGN_OR_RETURN(Executable exe, Session().compile(*g, st.options));
-      Plan plan{std::move(exe), {}};
+      Plan plan{std::move(exe), {}, describe(values)};
       for (const auto& entry : values) plan.bound.insert(onnx_value_name(entry.first));
       return &st.plans.emplace(key, std::move(plan)).first->second;
     }
@@ -109,7 +130,10 @@ Expected<std::vector<Array>> OnnxExecutable::run(const NamedArrays& inputs) cons
   for (const auto& [name, a] : inputs) {
     if (!plan->bound.count(name)) rest.emplace(name, a);
   }
-  return plan->exe.run(rest);
+  Expected<std::vector<Array>> out = plan->exe.run(rest);
+  // A size that does not fit is found only now when it involves a run-time dim.
+  if (!out && !plan->values.empty()) return out.status().with_context("with " + plan->values);
+  return out;
 }
 
 std::set<std::string> OnnxExecutable::value_inputs() const {

@@ -34,6 +34,8 @@ namespace fusebox {
 class OnnxExecutable {
  public:
   static Expected<OnnxExecutable> compile(std::string path, CompileOptions options);
+  // A serialized model held in memory (import_onnx_bytes: no external data).
+  static Expected<OnnxExecutable> compile_bytes(std::string bytes, std::string name, CompileOptions options);
 
   // Inputs by graph input name (onnx_value_name of the ONNX name), shape-like ones included.
   // Errors: those of import (a bad value, such as a negative size or a rank that does not match,
@@ -48,6 +50,7 @@ class OnnxExecutable {
  private:
   struct Plan;
   struct State;
+  static Expected<OnnxExecutable> start(std::shared_ptr<State> state);
   Expected<const Plan*> specialise(const NamedArrays& inputs) const;
   std::shared_ptr<State> state_;
 };
