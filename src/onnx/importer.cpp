@@ -32,6 +32,7 @@ const ConverterTable& converters() {
     add_indexing_converters(t);
     add_decomposed_nn_converters(t);
     add_einsum_converters(t);
+    add_window_converters(t);
     return t;
   }();
   return table;

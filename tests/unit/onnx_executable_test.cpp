@@ -20,7 +20,6 @@ namespace fusebox::testing {
 namespace {
 
 using TP = onnx::TensorProto;
-#define EXPECT_CONTAINS(message, part) EXPECT_NE(std::string(message).find(part), std::string::npos) << (message)
 
 // Builds a model; `value` (named in the model) is a graph input when `as_input`, else an
 // initializer holding `v`.

@@ -350,6 +350,34 @@ TEST(OnnxImportDecomposed, GatherElements) {
   }
 }
 
+// Window functions fold to constants; the expected values are the textbook ones (Hann's and
+// Blackman's ends are 0 and their centre 1; Hamming's ends 25/46 - 21/46).
+TEST(OnnxImportDecomposed, WindowFunctions) {
+  struct Case {
+    const char* op;
+    int64_t size, periodic;
+    std::vector<double> want;
+  };
+  const double h0 = 4.0 / 46.0;
+  for (const Case& c : {Case{"HannWindow", 4, 1, {0, 0.5, 1, 0.5}}, Case{"HannWindow", 5, 0, {0, 0.5, 1, 0.5, 0}},
+                        Case{"HammingWindow", 2, 1, {h0, 1}}, Case{"BlackmanWindow", 3, 0, {0, 1, 0}},
+                        Case{"BlackmanWindow", 1, 0, {0}}}) {
+    SCOPED_TRACE(std::string(c.op) + " size " + std::to_string(c.size));
+    OnnxModel m(17);
+    m.input("x", {1});
+    Array size(DType::I64, {});
+    size.set_i64(0, c.size);
+    m.initializer("size", size);
+    set_attr(m.node(c.op, {"size"}, {"w"}), "periodic", c.periodic);
+    m.node("Identity", {"x"}, {"y"});
+    m.output("w");
+    m.output("y");
+    std::vector<Array> out = import_and_run(m, {{"x", random_array(DType::F32, {1}, 61)}});
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_TRUE(arrays_close(out[0], array_of(DType::F32, {c.size}, c.want), 1e-6, 1e-6));
+  }
+}
+
 }  // namespace
 }  // namespace fusebox::testing
 
