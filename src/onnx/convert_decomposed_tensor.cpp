@@ -9,6 +9,12 @@
 //   EyeLike(x)          a constant of x's static shape (ones on diagonal k)
 //   NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss: see convert_nll_loss
 //   GatherElements      see convert_gather_elements
+//   Tile(x, r)          reshape x [d0, d1] to [1, d0, 1, d1], expand to [r0, d0, r1, d1], reshape
+//                       to [r0*d0, r1*d1]: out[i] = x[i mod d] on every axis (r known at import or
+//                       given at run time)
+#include <algorithm>
+#include <limits>
+
 #include "onnx/converters.h"
 #include "onnx/tensor_data.h"
 
@@ -243,6 +249,39 @@ Status convert_gather_elements(ImportContext& ctx, OnnxNode& n) {
   return ctx.set_output(n, 0, ctx.emit(Op::ReduceSum, {picked}, {{"axes", std::vector<int64_t>{r}}, {"keepdims", false}}));
 }
 
+Status convert_tile(ImportContext& ctx, OnnxNode& n) {
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
+  const TensorType xt = ctx.type(x);
+  FUSEBOX_ASSIGN_OR_RETURN(std::vector<int64_t> reps, ctx.require_static_ints(n, 1, "repeats"));
+  if (int64_t(reps.size()) != xt.rank()) {
+    return n.error("repeats has " + std::to_string(reps.size()) + " entries for an input of rank " +
+                   std::to_string(xt.rank()));
+  }
+  Shape split, expanded, out;
+  for (size_t k = 0; k < reps.size(); ++k) {
+    const Dim& d = xt.shape[k];
+    int64_t r = reps[k];
+    if (r < 0) return n.error("repeats must be >= 0, got " + std::to_string(r) + " for axis " + std::to_string(k));
+    if (d.is_static() && d.value() > 0 && r > std::numeric_limits<int64_t>::max() / d.value()) {
+      return n.error("repeats " + std::to_string(r) + " overflows the size of axis " + std::to_string(k));
+    }
+    split.insert(split.end(), {Dim(1), d});
+    expanded.insert(expanded.end(), {Dim(r), d});
+    // A symbolic size repeated r > 1 times has no name: ctx.reshape infers it (one at most).
+    out.push_back(r == 1 ? d : r == 0 ? Dim(0) : d.is_static() ? Dim(r * d.value()) : Dim::dynamic());
+  }
+  bool empty = std::find(reps.begin(), reps.end(), 0) != reps.end();
+  if (empty && std::any_of(out.begin(), out.end(), [](const Dim& d) { return d.is_dynamic(); })) {
+    // An empty result leaves nothing to infer that size from.
+    return n.error("repeats [" + shape_to_string(make_shape(reps)) + "] empty the result and repeat a run-time size; "
+                   "its size cannot be named");
+  }
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId s, ctx.reshape(n, x, split));
+  ValueId e = ctx.emit(Op::Expand, {s}, {{"shape", expanded}});
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId y, ctx.reshape(n, e, out));
+  return ctx.set_output(n, 0, y);
+}
+
 }  // namespace
 
 void add_decomposed_tensor_converters(ConverterTable& table) {
@@ -254,6 +293,7 @@ void add_decomposed_tensor_converters(ConverterTable& table) {
   table["DepthToSpace"] = convert_depth_space;
   table["SpaceToDepth"] = convert_depth_space;
   table["EyeLike"] = convert_eye_like;
+  table["Tile"] = convert_tile;
 }
 
 }  // namespace fusebox::onnx_import

@@ -141,6 +141,19 @@ TEST(OnnxExecutableErrors, NegativeSize) {
   EXPECT_CONTAINS(e, "ConstantOfShape node 'fill'");
 }
 
+TEST(OnnxExecutableErrors, NegativeRepeats) {
+  OnnxModel m(13);
+  m.input("x", {2, 3});
+  m.input("v", TP::INT64, {2});
+  m.node("Tile", {"x", "v"}, {"y"}, "tile");
+  m.output("y");
+  Expected<OnnxExecutable> exe = OnnxExecutable::compile_bytes(m.bytes(), "tile.onnx", CompileOptions{});
+  ASSERT_TRUE(exe.has_value()) << exe.status().to_string();
+  std::string e = run_error(*exe, {{"x", random_array(DType::F32, {2, 3}, 9)}, {"v", i64s({2, -1})}});
+  EXPECT_CONTAINS(e, "with v = [2,-1]");
+  EXPECT_CONTAINS(e, "Tile node 'tile': repeats must be >= 0, got -1 for axis 1");
+}
+
 TEST(OnnxExecutableErrors, ValueOfAnotherTypeOrRank) {
   OnnxExecutable exe = compile_or_fail(reshape_relu, i64s({-1, 3}));
   Array x = random_array(DType::F32, {2, 6}, 7);

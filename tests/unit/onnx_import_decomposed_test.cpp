@@ -350,6 +350,30 @@ TEST(OnnxImportDecomposed, GatherElements) {
   }
 }
 
+// Tile: every output element is x at the index modulo x's size; a symbolic batch repeated once
+// keeps its symbol, repeated twice is the one size the reshape infers.
+TEST(OnnxImportDecomposed, Tile) {
+  struct Case {
+    std::vector<int64_t> reps;
+    std::vector<int64_t> want_shape;
+  };
+  Array x = random_array(DType::F32, {2, 3}, 71);
+  for (const Case& c : {Case{{1, 2}, {2, 6}}, Case{{2, 1}, {4, 3}}, Case{{3, 2}, {6, 6}}, Case{{1, 0}, {2, 0}}}) {
+    SCOPED_TRACE("repeats " + std::to_string(c.reps[0]) + "," + std::to_string(c.reps[1]));
+    OnnxModel m(13);
+    m.input("x", {"N", 3});
+    m.initializer("r", i64s(c.reps));
+    m.node("Tile", {"x", "r"}, {"y"});
+    m.output("y");
+    std::vector<Array> out = run_both(m, {{"x", x}});
+    ASSERT_EQ(out.size(), 1u);
+    Array e(DType::F32, c.want_shape);
+    for (int64_t i = 0; i < c.want_shape[0]; ++i)
+      for (int64_t j = 0; j < c.want_shape[1]; ++j) e.set_f64(i * c.want_shape[1] + j, x.get_f64((i % 2) * 3 + j % 3));
+    EXPECT_TRUE(arrays_close(out[0], e, 0, 0));
+  }
+}
+
 // Window functions fold to constants; the expected values are the textbook ones (Hann's and
 // Blackman's ends are 0 and their centre 1; Hamming's ends 25/46 - 21/46).
 TEST(OnnxImportDecomposed, WindowFunctions) {
