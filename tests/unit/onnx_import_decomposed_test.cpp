@@ -374,6 +374,45 @@ TEST(OnnxImportDecomposed, Tile) {
   }
 }
 
+// OneHot along each axis: negative indices count from the end from opset 11 (before, and out of
+// range always, they match nothing and give `off`); float indices are truncated.
+TEST(OnnxImportDecomposed, OneHot) {
+  const int64_t depth = 4;
+  Array idx = array_of_ints(DType::I64, {2, 3}, {0, 3, -1, 5, -4, 2});
+  Array values = random_array(DType::F32, {2}, 81);
+  for (int64_t opset : {9, 11}) {
+    for (int64_t axis : {0, 1, -1}) {
+      SCOPED_TRACE("opset " + std::to_string(opset) + " axis " + std::to_string(axis));
+      OnnxModel m(opset);
+      m.input("i", TP::INT64, {2, 3});
+      m.input("values", {2});
+      Array d(DType::I64, {1});
+      d.set_i64(0, depth);
+      m.initializer("depth", d);
+      set_attr(m.node("OneHot", {"i", "depth", "values"}, {"y"}), "axis", axis);
+      m.output("y");
+      std::vector<Array> out = run_both(m, {{"i", idx}, {"values", values}});
+      ASSERT_EQ(out.size(), 1u);
+      int64_t a = axis < 0 ? axis + 3 : axis;
+      std::vector<int64_t> shape = {2, 3};
+      shape.insert(shape.begin() + a, depth);
+      Array e(DType::F32, shape);
+      for (int64_t p = 0; p < 2; ++p)
+        for (int64_t q = 0; q < 3; ++q) {
+          int64_t v = idx.get_i64(p * 3 + q);
+          if (opset >= 11 && v < 0) v += depth;
+          for (int64_t k = 0; k < depth; ++k) {
+            int64_t pos[3] = {p, q, 0};
+            std::vector<int64_t> at(pos, pos + 2);
+            at.insert(at.begin() + a, k);
+            e.set_f64((at[0] * shape[1] + at[1]) * shape[2] + at[2], values.get_f64(v == k ? 1 : 0));
+          }
+        }
+      EXPECT_TRUE(arrays_close(out[0], e, 0, 0));
+    }
+  }
+}
+
 // Window functions fold to constants; the expected values are the textbook ones (Hann's and
 // Blackman's ends are 0 and their centre 1; Hamming's ends 25/46 - 21/46).
 TEST(OnnxImportDecomposed, WindowFunctions) {
