@@ -33,6 +33,7 @@ const ConverterTable& converters() {
     add_decomposed_nn_converters(t);
     add_einsum_converters(t);
     add_window_converters(t);
+    add_quantize_converters(t);
     return t;
   }();
   return table;

@@ -9,6 +9,7 @@ TEST(OnnxImportDecomposed, Skipped) {
 }
 #else
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -410,6 +411,57 @@ TEST(OnnxImportDecomposed, OneHot) {
         }
       EXPECT_TRUE(arrays_close(out[0], e, 0, 0));
     }
+  }
+}
+
+// QuantizeLinear per axis (i8, halves round to even, saturation) and DequantizeLinear back.
+TEST(OnnxImportDecomposed, QuantizeAndDequantizeLinear) {
+  Array x = random_array(DType::F32, {2, 3, 4}, 91, -300, 300);
+  x.set_f64(0, 2.5), x.set_f64(1, -3.5), x.set_f64(2, 0.5);  // halves, with scale 1 below
+  Array scale = array_f32({3}, {1.0f, 0.7f, 2.5f});
+  Array zp = array_of_ints(DType::I8, {3}, {0, -3, 10});
+  OnnxModel m(13);
+  m.input("x", {2, 3, 4});
+  m.initializer("scale", scale);
+  m.initializer("zp", zp);
+  m.node("QuantizeLinear", {"x", "scale", "zp"}, {"q"});  // axis 1 by default
+  m.node("DequantizeLinear", {"q", "scale", "zp"}, {"d"});
+  m.output("q");
+  m.output("d");
+  std::vector<Array> out = run_both(m, {{"x", x}});
+  ASSERT_EQ(out.size(), 2u);
+  Array q(DType::I8, {2, 3, 4}), d(DType::F32, {2, 3, 4});
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    int64_t c = (i / 4) % 3;
+    float v = std::nearbyint(x.data<float>()[i] / scale.data<float>()[c]) + float(zp.get_i64(c));
+    int64_t qi = int64_t(std::clamp(v, -128.0f, 127.0f));
+    q.set_i64(i, qi);
+    d.data<float>()[i] = (float(qi) - float(zp.get_i64(c))) * scale.data<float>()[c];
+  }
+  EXPECT_TRUE(arrays_close(out[0], q, 0, 0));
+  EXPECT_TRUE(arrays_close(out[1], d, 0, 0));
+}
+
+// DynamicQuantizeLinear: scale and zero point from the data's range (widened to include 0).
+TEST(OnnxImportDecomposed, DynamicQuantizeLinear) {
+  for (double lo : {-3.0, 0.5}) {  // a range across 0, and one above it (the minimum becomes 0)
+    SCOPED_TRACE("lo " + std::to_string(lo));
+    Array x = random_array(DType::F32, {3, 5}, 93, lo, 7.0);
+    OnnxModel m(13);
+    m.input("x", {3, 5});
+    m.node("DynamicQuantizeLinear", {"x"}, {"y", "s", "zp"});
+    for (const char* o : {"y", "s", "zp"}) m.output(o);
+    std::vector<Array> out = run_both(m, {{"x", x}});
+    ASSERT_EQ(out.size(), 3u);
+    const float* v = x.data<float>();
+    float mn = std::min(*std::min_element(v, v + 15), 0.0f), mx = std::max(*std::max_element(v, v + 15), 0.0f);
+    float s = (mx - mn) / 255.0f;
+    float zp = std::nearbyint(std::clamp(0.0f - mn / s, 0.0f, 255.0f));
+    Array y(DType::U8, {3, 5});
+    for (int64_t i = 0; i < 15; ++i) y.set_i64(i, int64_t(std::clamp(std::nearbyint(v[i] / s) + zp, 0.0f, 255.0f)));
+    EXPECT_TRUE(arrays_close(out[0], y, 0, 0));
+    EXPECT_EQ(out[1].get_f64(0), double(s));
+    EXPECT_EQ(out[2].get_i64(0), int64_t(zp));
   }
 }
 
