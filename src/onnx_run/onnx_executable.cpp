@@ -1,6 +1,6 @@
 #include "onnx_run/onnx_executable.h"
 
-#include <cstring>
+#include <deque>
 
 namespace fusebox {
 
@@ -17,7 +17,10 @@ struct OnnxExecutable::State {
   CompileOptions options;
   std::mutex mu;
   std::set<std::string> value_inputs;      // ONNX names, grows as imports ask for values
-  std::map<std::string, Plan> plans;        // key(values) -> compiled specialisation
+  // key(values) -> compiled specialisation; the oldest goes first beyond kMaxPlans. Shared, so
+  // that a run still holding an evicted plan finishes on it.
+  std::map<std::string, std::shared_ptr<const Plan>> plans;
+  std::deque<std::string> order;
 
   Expected<Graph> import(const OnnxInputValues& values, std::string* needs) const {
     if (!path.empty()) return import_onnx_file(path, values, needs);
@@ -26,6 +29,13 @@ struct OnnxExecutable::State {
 };
 
 namespace {
+
+// Values that change on every run (a data tensor feeding a shape) would compile on every run: the
+// cache keeps the most recent plans only.
+constexpr size_t kMaxPlans = 64;
+// An input read to fix shapes is a shape-like vector; reading a data tensor's values to compile
+// would make every run a compile (the importer folds integer vectors up to this size too).
+constexpr int64_t kMaxValueElements = int64_t(1) << 16;
 
 // Identifies a set of given values: names, types and bytes.
 std::string key_of(const OnnxInputValues& values) {
@@ -50,6 +60,13 @@ std::string describe(const OnnxInputValues& values) {
   return s;
 }
 
+// Only shape-like vectors are read; `why` says what needed the value.
+Status check_size(const std::string& name, const Array& a, const Status& why) {
+  if (a.numel() <= kMaxValueElements) return Status::ok();
+  return Status::unimplemented(why.message() + " (graph input '" + name + "' is " + a.type_string() + "; only inputs of up to " +
+                               std::to_string(kMaxValueElements) + " elements are read to fix shapes)");
+}
+
 // The given values of `names`, taken from the run's inputs.
 Expected<OnnxInputValues> values_of(const std::set<std::string>& names, const NamedArrays& inputs) {
   OnnxInputValues values;
@@ -58,6 +75,7 @@ Expected<OnnxInputValues> values_of(const std::set<std::string>& names, const Na
     if (it == inputs.end()) {
       return Status::not_found("input '" + onnx_value_name(name) + "' is missing (its value fixes shapes in the model)");
     }
+    FUSEBOX_RETURN_IF_ERROR(check_size(name, it->second, Status::invalid("its value fixes shapes in the model")));
     values[name] = it->second;
   }
   return values;
@@ -87,44 +105,54 @@ Expected<OnnxExecutable> OnnxExecutable::start(std::shared_ptr<State> state) {
   Expected<Graph> g = exe.state_->import({}, &needs);
   if (!g) {
     if (needs.empty()) return g.status();
-    exe.state_->value_inputs.insert(needs);  // compiled per value, in run()
-    return exe;
+    return exe;  // compiled per value in run(), which finds the inputs to read again
   }
   FUSEBOX_ASSIGN_OR_RETURN(Executable plain, Session().compile(*g, exe.state_->options));
-  exe.state_->plans.emplace(key_of({}), Plan{std::move(plain), {}, {}});
+  exe.state_->plans.emplace(key_of({}), std::make_shared<const Plan>(Plan{std::move(plain), {}, {}}));
   return exe;
 }
 
-Expected<const OnnxExecutable::Plan*> OnnxExecutable::specialise(const NamedArrays& inputs) const {
+Expected<std::shared_ptr<const OnnxExecutable::Plan>> OnnxExecutable::specialise(const NamedArrays& inputs) const {
   State& st = *state_;
   std::lock_guard<std::mutex> lock(st.mu);
   FUSEBOX_ASSIGN_OR_RETURN(OnnxInputValues values, values_of(st.value_inputs, inputs));
   auto hit = st.plans.find(key_of(values));
-  if (hit != st.plans.end()) return &hit->second;
+  if (hit != st.plans.end()) return hit->second;
   // Import with the values known so far; each refusal that names another given input adds it.
   for (;;) {
     std::string needs;
     Expected<Graph> g = st.import(values, &needs);
     if (g) {
       std::string key = key_of(values);
-      if (auto again = st.plans.find(key); again != st.plans.end()) return &again->second;
+      if (auto again = st.plans.find(key); again != st.plans.end()) return again->second;
       FUSEBOX_ASSIGN_OR_RETURN(Executable exe, Session().compile(*g, st.options));
-      Plan plan{std::move(exe), {}, describe(values)};
-      for (const auto& entry : values) plan.bound.insert(onnx_value_name(entry.first));
-      return &st.plans.emplace(key, std::move(plan)).first->second;
+      auto plan = std::make_shared<Plan>(Plan{std::move(exe), {}, describe(values)});
+      for (const auto& entry : values) plan->bound.insert(onnx_value_name(entry.first));
+      st.plans.emplace(key, plan);
+      st.order.push_back(key);
+      if (st.order.size() > kMaxPlans) {
+        st.plans.erase(st.order.front());
+        st.order.pop_front();
+      }
+      return std::shared_ptr<const Plan>(plan);
     }
-    bool can_bind = !needs.empty() && !values.count(needs) && inputs.count(onnx_value_name(needs));
-    if (!can_bind) {
+    if (needs.empty() || values.count(needs)) {
       if (values.empty()) return g.status();
       return g.status().with_context("with " + describe(values));
     }
-    values[needs] = inputs.find(onnx_value_name(needs))->second;
+    if (!inputs.count(onnx_value_name(needs))) {
+      return Status::not_found("input '" + onnx_value_name(needs) + "' is missing (its value fixes shapes in the model: " +
+                               g.status().message() + ")");
+    }
+    const Array& given = inputs.find(onnx_value_name(needs))->second;
+    FUSEBOX_RETURN_IF_ERROR(check_size(needs, given, g.status()));
+    values[needs] = given;
     st.value_inputs.insert(needs);
   }
 }
 
 Expected<std::vector<Array>> OnnxExecutable::run(const NamedArrays& inputs) const {
-  FUSEBOX_ASSIGN_OR_RETURN(const Plan* plan, specialise(inputs));
+  FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, specialise(inputs));
   // The specialisation has no input for a value it was compiled with.
   NamedArrays rest;
   for (const auto& [name, a] : inputs) {

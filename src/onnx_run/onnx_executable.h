@@ -14,8 +14,10 @@
 //
 // Which inputs are shape-like is found by importing: an import that stops because a node needs a
 // value computed from a graph input names that input; when the run gives it, its value is bound
-// and the import tried again. A value is never read unless the caller passes it to run(). A model
-// without such inputs compiles once in compile() and runs like a plain Executable.
+// and the import tried again. A value is never read unless the caller passes it to run(), and only
+// inputs of up to 65536 elements are read (a data tensor feeding a shape is refused, not compiled
+// per run). A model without such inputs compiles once in compile() and runs like a plain
+// Executable. run() may be called from several threads; compiles are serialised.
 #pragma once
 
 #include <map>
@@ -44,14 +46,14 @@ class OnnxExecutable {
 
   // ONNX names of the graph inputs found so far whose values fix shapes.
   std::set<std::string> value_inputs() const;
-  // Graphs compiled so far (one per distinct set of values).
+  // Plans held (one per distinct set of values; the 64 most recent).
   size_t specializations() const;
 
  private:
   struct Plan;
   struct State;
   static Expected<OnnxExecutable> start(std::shared_ptr<State> state);
-  Expected<const Plan*> specialise(const NamedArrays& inputs) const;
+  Expected<std::shared_ptr<const Plan>> specialise(const NamedArrays& inputs) const;
   std::shared_ptr<State> state_;
 };
 

@@ -154,6 +154,25 @@ TEST(OnnxExecutableErrors, NegativeRepeats) {
   EXPECT_CONTAINS(e, "Tile node 'tile': repeats must be >= 0, got -1 for axis 1");
 }
 
+// A data tensor whose values feed a shape is refused rather than compiled per run.
+TEST(OnnxExecutableErrors, LargeInputIsNotReadForShapes) {
+  OnnxModel m(13);
+  m.input("x", {2, 6});
+  m.input("big", TP::INT64, {70000});
+  m.initializer("zero", i64s({0}));
+  m.initializer("two", i64s({2}));
+  m.node("Slice", {"big", "zero", "two"}, {"target"});
+  m.node("Reshape", {"x", "target"}, {"y"}, "reshape");
+  m.output("y");
+  Expected<OnnxExecutable> exe = OnnxExecutable::compile_bytes(m.bytes(), "big.onnx", CompileOptions{});
+  ASSERT_TRUE(exe.has_value()) << exe.status().to_string();
+  Array big(DType::I64, {70000});
+  for (int64_t i = 0; i < big.numel(); ++i) big.set_i64(i, i % 2 ? 3 : 4);
+  std::string e = run_error(*exe, {{"x", random_array(DType::F32, {2, 6}, 10)}, {"big", big}});
+  EXPECT_CONTAINS(e, "Reshape node 'reshape'");
+  EXPECT_CONTAINS(e, "graph input 'big' is i64[70000]; only inputs of up to 65536 elements are read to fix shapes");
+}
+
 TEST(OnnxExecutableErrors, ValueOfAnotherTypeOrRank) {
   OnnxExecutable exe = compile_or_fail(reshape_relu, i64s({-1, 3}));
   Array x = random_array(DType::F32, {2, 6}, 7);
@@ -164,8 +183,13 @@ TEST(OnnxExecutableErrors, ValueOfAnotherTypeOrRank) {
 
 TEST(OnnxExecutableErrors, MissingValueInput) {
   OnnxExecutable exe = compile_or_fail(reshape_relu, i64s({-1, 3}));
-  EXPECT_CONTAINS(run_error(exe, {{"x", random_array(DType::F32, {2, 6}, 8)}}),
-                  "input 'v' is missing (its value fixes shapes in the model)");
+  Array x = random_array(DType::F32, {2, 6}, 8);
+  std::string e = run_error(exe, {{"x", x}});
+  EXPECT_CONTAINS(e, "input 'v' is missing (its value fixes shapes in the model: ");
+  EXPECT_CONTAINS(e, "Reshape node 'reshape'");
+  // Once a run has found the input, a run without it says so before importing.
+  ASSERT_TRUE(exe.run({{"x", x}, {"v", i64s({3, 4})}}).has_value());
+  EXPECT_CONTAINS(run_error(exe, {{"x", x}}), "input 'v' is missing (its value fixes shapes in the model)");
 }
 
 }  // namespace
