@@ -10,6 +10,8 @@ TEST(OnnxExecutable, Skipped) {
 }
 #else
 
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 
 #include "onnx_run/onnx_executable.h"
@@ -25,12 +27,20 @@ using TP = onnx::TensorProto;
 // initializer holding `v`.
 using Build = std::function<void(OnnxModel& m, bool as_input, const Array& v)>;
 
+// Compiles the model; a failure ends the test binary (every case needs the executable).
+OnnxExecutable compile_model(const OnnxModel& m) {
+  Expected<OnnxExecutable> exe = OnnxExecutable::compile_bytes(m.bytes(), "test.onnx", CompileOptions{});
+  if (!exe) {
+    std::fprintf(stderr, "compile failed: %s\n", exe.status().to_string().c_str());
+    std::abort();
+  }
+  return std::move(*exe);
+}
+
 OnnxExecutable compile_or_fail(const Build& build, const Array& any_value) {
   OnnxModel m(13);
   build(m, true, any_value);
-  Expected<OnnxExecutable> exe = OnnxExecutable::compile_bytes(m.bytes(), "test.onnx", CompileOptions{});
-  EXPECT_TRUE(exe.has_value()) << exe.status().to_string();
-  return std::move(*exe);
+  return compile_model(m);
 }
 
 // Runs `exe` with x and the value, and checks it against the model with the value built in.
@@ -108,6 +118,22 @@ TEST(OnnxExecutable, ConstantOfShapeOfAnyRank) {
   expect_matches_constant_model(exe, filled_plus_x, x, i64s({2, 3, 5}));
 }
 
+// Tile(x, v): the repeats fix the output's sizes.
+void tiled(OnnxModel& m, bool as_input, const Array& v) {
+  m.input("x", {2, 3});
+  if (as_input) m.input("v", TP::INT64, {2});
+  else m.initializer("v", v);
+  m.node("Tile", {"x", "v"}, {"y"}, "tile");
+  m.output("y");
+}
+
+TEST(OnnxExecutable, TileRepeatsFromInput) {
+  OnnxExecutable exe = compile_or_fail(tiled, i64s({1, 1}));
+  Array x = random_array(DType::F32, {2, 3}, 11);
+  expect_matches_constant_model(exe, tiled, x, i64s({2, 3}));
+  expect_matches_constant_model(exe, tiled, x, i64s({1, 0}));
+}
+
 TEST(OnnxExecutable, ModelWithoutValueInputsCompilesAtOnce) {
   OnnxModel m(13);
   m.input("x", {"N", 3});
@@ -142,14 +168,8 @@ TEST(OnnxExecutableErrors, NegativeSize) {
 }
 
 TEST(OnnxExecutableErrors, NegativeRepeats) {
-  OnnxModel m(13);
-  m.input("x", {2, 3});
-  m.input("v", TP::INT64, {2});
-  m.node("Tile", {"x", "v"}, {"y"}, "tile");
-  m.output("y");
-  Expected<OnnxExecutable> exe = OnnxExecutable::compile_bytes(m.bytes(), "tile.onnx", CompileOptions{});
-  ASSERT_TRUE(exe.has_value()) << exe.status().to_string();
-  std::string e = run_error(*exe, {{"x", random_array(DType::F32, {2, 3}, 9)}, {"v", i64s({2, -1})}});
+  OnnxExecutable exe = compile_or_fail(tiled, i64s({1, 1}));
+  std::string e = run_error(exe, {{"x", random_array(DType::F32, {2, 3}, 9)}, {"v", i64s({2, -1})}});
   EXPECT_CONTAINS(e, "with v = [2,-1]");
   EXPECT_CONTAINS(e, "Tile node 'tile': repeats must be >= 0, got -1 for axis 1");
 }
@@ -164,11 +184,10 @@ TEST(OnnxExecutableErrors, LargeInputIsNotReadForShapes) {
   m.node("Slice", {"big", "zero", "two"}, {"target"});
   m.node("Reshape", {"x", "target"}, {"y"}, "reshape");
   m.output("y");
-  Expected<OnnxExecutable> exe = OnnxExecutable::compile_bytes(m.bytes(), "big.onnx", CompileOptions{});
-  ASSERT_TRUE(exe.has_value()) << exe.status().to_string();
+  OnnxExecutable exe = compile_model(m);
   Array big(DType::I64, {70000});
   for (int64_t i = 0; i < big.numel(); ++i) big.set_i64(i, i % 2 ? 3 : 4);
-  std::string e = run_error(*exe, {{"x", random_array(DType::F32, {2, 6}, 10)}, {"big", big}});
+  std::string e = run_error(exe, {{"x", random_array(DType::F32, {2, 6}, 10)}, {"big", big}});
   EXPECT_CONTAINS(e, "Reshape node 'reshape'");
   EXPECT_CONTAINS(e, "graph input 'big' is i64[70000]; only inputs of up to 65536 elements are read to fix shapes");
 }
