@@ -9,6 +9,16 @@
 //   EyeLike(x)          a constant of x's static shape (ones on diagonal k)
 //   NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss: see convert_nll_loss
 //   GatherElements      see convert_gather_elements
+//   OneHot(i, depth, [off, on])  where(eq(unsqueeze(i', axis), iota over depth), on, off) with
+//                       i' = i + depth where i < 0 (opset 11 on), float indices cast to int64
+//                       first; out-of-range indices match no iota entry and give `off`, as the
+//                       spec says (depth known at import or given at run time)
+//   Tile(x, r)          reshape x [d0, d1] to [1, d0, 1, d1], expand to [r0, d0, r1, d1], reshape
+//                       to [r0*d0, r1*d1]: out[i] = x[i mod d] on every axis (r known at import or
+//                       given at run time)
+#include <algorithm>
+#include <limits>
+
 #include "onnx/converters.h"
 #include "onnx/tensor_data.h"
 
@@ -243,6 +253,75 @@ Status convert_gather_elements(ImportContext& ctx, OnnxNode& n) {
   return ctx.set_output(n, 0, ctx.emit(Op::ReduceSum, {picked}, {{"axes", std::vector<int64_t>{r}}, {"keepdims", false}}));
 }
 
+Status convert_one_hot(ImportContext& ctx, OnnxNode& n) {
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId idx, ctx.value(n, 0));
+  FUSEBOX_ASSIGN_OR_RETURN(double depth_value, ctx.require_scalar(n, 1, "depth"));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId values, ctx.value(n, 2));
+  const TensorType it = ctx.type(idx), vt = ctx.type(values);
+  if (vt.rank() != 1 || !vt.shape[0].is_static() || vt.shape[0].value() != 2) {
+    return n.error("values must be [off, on] (2 elements), got " + vt.to_string());
+  }
+  if (it.dtype == DType::Bool) return n.error("indices must be numbers, got " + it.to_string());
+  const int64_t depth = static_cast<int64_t>(depth_value);
+  if (depth < 1 || depth > (int64_t(1) << 24)) return n.error("depth must be in [1, 2^24], got " + std::to_string(depth_value));
+  FUSEBOX_ASSIGN_OR_RETURN(int axis, normalize_onnx_axis(n, n.attr_int("axis", -1), it.rank() + 1, "axis"));
+
+  // ONNX casts non-integer indices to int64 before use (truncating, as fusebox's cast does).
+  ValueId i = is_float(it.dtype) ? ctx.emit(Op::Cast, {idx}, {{"to", DType::I64}}) : idx;
+  const DType id = is_float(it.dtype) ? DType::I64 : it.dtype;
+  if (ctx.opset() >= 11) {
+    Array zero(id, {}), d(id, {});
+    zero.set_f64(0, 0), d.set_f64(0, double(depth));
+    ValueId negative = ctx.emit(Op::Less, {i, ctx.builder().constant(zero)});
+    i = ctx.emit(Op::Where, {negative, ctx.emit(Op::Add, {i, ctx.builder().constant(d)}), i});
+  }
+  Shape unsqueezed = it.shape, iota_shape(size_t(it.rank() + 1), Dim(1));
+  unsqueezed.insert(unsqueezed.begin() + axis, Dim(1));
+  iota_shape[size_t(axis)] = Dim(depth);
+  FUSEBOX_ASSIGN_OR_RETURN(i, ctx.reshape(n, i, unsqueezed));
+  Array iota(id, static_dims(iota_shape));
+  for (int64_t k = 0; k < depth; ++k) iota.set_f64(k, double(k));
+  ValueId hot = ctx.emit(Op::Equal, {i, ctx.builder().constant(iota)});
+  auto pick = [&](int64_t k) {
+    ValueId one = ctx.emit(Op::Slice, {values}, {{"starts", std::vector<int64_t>{k}}, {"ends", std::vector<int64_t>{k + 1}}});
+    return ctx.emit(Op::Reshape, {one}, {{"shape", Shape{}}});
+  };
+  return ctx.set_output(n, 0, ctx.emit(Op::Where, {hot, pick(1), pick(0)}));
+}
+
+Status convert_tile(ImportContext& ctx, OnnxNode& n) {
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
+  const TensorType xt = ctx.type(x);
+  FUSEBOX_ASSIGN_OR_RETURN(std::vector<int64_t> reps, ctx.require_static_ints(n, 1, "repeats"));
+  if (int64_t(reps.size()) != xt.rank()) {
+    return n.error("repeats has " + std::to_string(reps.size()) + " entries for an input of rank " +
+                   std::to_string(xt.rank()));
+  }
+  Shape split, expanded, out;
+  for (size_t k = 0; k < reps.size(); ++k) {
+    const Dim& d = xt.shape[k];
+    int64_t r = reps[k];
+    if (r < 0) return n.error("repeats must be >= 0, got " + std::to_string(r) + " for axis " + std::to_string(k));
+    if (d.is_static() && d.value() > 0 && r > std::numeric_limits<int64_t>::max() / d.value()) {
+      return n.error("repeats " + std::to_string(r) + " overflows the size of axis " + std::to_string(k));
+    }
+    split.insert(split.end(), {Dim(1), d});
+    expanded.insert(expanded.end(), {Dim(r), d});
+    // A symbolic size repeated r > 1 times has no name: ctx.reshape infers it (one at most).
+    out.push_back(r == 1 ? d : r == 0 ? Dim(0) : d.is_static() ? Dim(r * d.value()) : Dim::dynamic());
+  }
+  bool empty = std::find(reps.begin(), reps.end(), 0) != reps.end();
+  if (empty && std::any_of(out.begin(), out.end(), [](const Dim& d) { return d.is_dynamic(); })) {
+    // An empty result leaves nothing to infer that size from.
+    return n.error("repeats [" + shape_to_string(make_shape(reps)) + "] empty the result and repeat a run-time size; "
+                   "its size cannot be named");
+  }
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId s, ctx.reshape(n, x, split));
+  ValueId e = ctx.emit(Op::Expand, {s}, {{"shape", expanded}});
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId y, ctx.reshape(n, e, out));
+  return ctx.set_output(n, 0, y);
+}
+
 }  // namespace
 
 void add_decomposed_tensor_converters(ConverterTable& table) {
@@ -254,6 +333,8 @@ void add_decomposed_tensor_converters(ConverterTable& table) {
   table["DepthToSpace"] = convert_depth_space;
   table["SpaceToDepth"] = convert_depth_space;
   table["EyeLike"] = convert_eye_like;
+  table["Tile"] = convert_tile;
+  table["OneHot"] = convert_one_hot;
 }
 
 }  // namespace fusebox::onnx_import

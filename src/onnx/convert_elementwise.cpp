@@ -108,6 +108,11 @@ std::optional<KnownInts> fold_binary(Op op, const KnownInts& a, const KnownInts&
 
 Status convert_unary(ImportContext& ctx, OnnxNode& n) {
   Op op = unary_ops().at(n.op_type());
+  // Shape arithmetic negates too (LayerNormalization's function body: Neg(axis) ranks a shape).
+  if (std::optional<KnownInts> k = op == Op::Neg ? ctx.ints(n, 0) : std::nullopt) {
+    for (IntElem& e : k->elems) e = e.is_number() ? IntElem::of(-e.number) : IntElem::unknown();
+    return ctx.set_output_ints(n, 0, *k);
+  }
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
   return ctx.set_output(n, 0, ctx.emit(op, {x}));
 }

@@ -38,6 +38,10 @@ void add_indexing_converters(ConverterTable& table);
 void add_decomposed_nn_converters(ConverterTable& table);
 // Einsum as transpose/reshape/slice/reduce_sum/matmul (convert_einsum.cpp).
 void add_einsum_converters(ConverterTable& table);
+// HannWindow, HammingWindow, BlackmanWindow folded to constants (convert_window.cpp).
+void add_window_converters(ConverterTable& table);
+// QuantizeLinear, DequantizeLinear as element-wise compositions (convert_quantize.cpp).
+void add_quantize_converters(ConverterTable& table);
 
 // Every converter, by ONNX op type.
 const ConverterTable& converters();

@@ -107,8 +107,16 @@ Status ImportContext::add_input(const std::string& onnx_name, DType dtype, Shape
   ValueId v = b_.input(name, dtype, std::move(shape));
   if (v == kNoValue) return b_.status();
   value_names_[v] = name;
-  values_[onnx_name] = OnnxValue{v, nullptr, std::nullopt, "graph input"};
+  values_[onnx_name] = OnnxValue{v, nullptr, std::nullopt, "graph input", {onnx_name}};
   return Status::ok();
+}
+
+void ImportContext::add_given_input(const std::string& onnx_name, Array value) {
+  add_constant(onnx_name, std::move(value), "graph input '" + onnx_name + "' (value given)");
+}
+
+void ImportContext::note_needed(const OnnxValue& v) {
+  if (needs_value_.empty() && !v.value_of_inputs.empty()) needs_value_ = *v.value_of_inputs.begin();
 }
 
 void ImportContext::add_constant(const std::string& onnx_name, Array value, std::string origin) {
@@ -182,6 +190,7 @@ Expected<ValueId> ImportContext::value(OnnxNode& n, int i) {
 Expected<Array> ImportContext::require_constant(OnnxNode& n, int i, const std::string& what) {
   FUSEBOX_ASSIGN_OR_RETURN(OnnxValue* v, lookup(n, i));
   if (const Array* a = constant(n, i)) return *a;
+  note_needed(*v);
   return n.error(what + " (input " + std::to_string(i) + " '" + n.input(i) + "', from " + v->origin +
                  ") must be known at import time");
 }
@@ -189,6 +198,7 @@ Expected<Array> ImportContext::require_constant(OnnxNode& n, int i, const std::s
 Expected<KnownInts> ImportContext::require_ints(OnnxNode& n, int i, const std::string& what) {
   FUSEBOX_ASSIGN_OR_RETURN(OnnxValue* v, lookup(n, i));
   if (std::optional<KnownInts> k = ints(n, i)) return *k;
+  note_needed(*v);
   return n.error(what + " (input " + std::to_string(i) + " '" + n.input(i) + "', from " + v->origin +
                  ") must be an integer vector known at import time");
 }
@@ -219,7 +229,14 @@ Status ImportContext::set_output(OnnxNode& n, int i, ValueId v) {
     return s.is_ok() ? n.error("internal: no value for output " + std::to_string(i)) : s;
   }
   if (!n.has_output(i)) return Status::ok();
-  values_[n.output(i)] = OnnxValue{v, nullptr, std::nullopt, n.describe()};
+  // A result is computed from the values of whatever its node reads (Shape reads no values, but
+  // its result is known ints, set by set_output_ints).
+  std::set<std::string> from;
+  for (int k = 0; k < n.num_inputs(); ++k) {
+    auto it = n.has_input(k) ? values_.find(n.proto_input(k)) : values_.end();
+    if (it != values_.end()) from.insert(it->second.value_of_inputs.begin(), it->second.value_of_inputs.end());
+  }
+  values_[n.output(i)] = OnnxValue{v, nullptr, std::nullopt, n.describe(), std::move(from)};
   name_value(v, n.output(i));
   return Status::ok();
 }

@@ -62,6 +62,9 @@ struct OnnxValue {
   std::shared_ptr<const Array> constant;
   std::optional<KnownInts> ints;
   std::string origin;  // "initializer", "graph input", "Shape node 's'", for messages
+  // The graph inputs whose values this value is computed from (for a graph value only): when an
+  // op needs it known at import time, the first of them is the input to give a value for.
+  std::set<std::string> value_of_inputs;
 };
 
 class ImportContext {
@@ -74,6 +77,8 @@ class ImportContext {
 
   // Graph inputs and initializers.
   Status add_input(const std::string& onnx_name, DType dtype, Shape shape);
+  // A graph input whose value the caller gave: a constant like an initializer.
+  void add_given_input(const std::string& onnx_name, Array value);
   void add_constant(const std::string& onnx_name, Array value, std::string origin);
   bool defined(const std::string& onnx_name) const { return values_.count(onnx_name) > 0; }
   // A symbol for an ONNX dim_param (sanitised; the same dim_param gives the same symbol).
@@ -93,6 +98,9 @@ class ImportContext {
   Expected<KnownInts> require_ints(OnnxNode& n, int i, const std::string& what);
   Expected<std::vector<int64_t>> require_static_ints(OnnxNode& n, int i, const std::string& what);
   Expected<double> require_scalar(OnnxNode& n, int i, const std::string& what);
+  // After a require_* failed on a value computed from graph inputs: the first such input (its
+  // ONNX name), whose value would let the import go on; "" otherwise.
+  const std::string& needs_value() const { return needs_value_; }
 
   // ---- a node's outputs ----
   // kNoValue (an emit that failed) returns the builder's error in the node's context.
@@ -116,6 +124,7 @@ class ImportContext {
 
  private:
   Expected<OnnxValue*> lookup(OnnxNode& n, int i);
+  void note_needed(const OnnxValue& v);
   void name_value(ValueId v, const std::string& onnx_name);
   std::string unique_name(const std::string& onnx_name);
 
@@ -128,6 +137,7 @@ class ImportContext {
   std::set<ValueId> returned_;
   std::map<std::string, std::string> symbols_;
   std::set<std::string> used_symbols_;
+  std::string needs_value_;
 };
 
 // "[A-Za-z0-9_]" form of an ONNX name (a leading digit gets a 'v' prefix; empty gives "v").

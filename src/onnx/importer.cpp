@@ -32,6 +32,8 @@ const ConverterTable& converters() {
     add_indexing_converters(t);
     add_decomposed_nn_converters(t);
     add_einsum_converters(t);
+    add_window_converters(t);
+    add_quantize_converters(t);
     return t;
   }();
   return table;
@@ -81,7 +83,8 @@ bool same_meaning_before_opset7(std::string_view op_type) {
   return ops.contains(op_type);
 }
 
-Status declare_input(ImportContext& ctx, const onnx::ValueInfoProto& vi) {
+// The input's declared type; dynamic dims become symbols.
+Expected<TensorType> declared_type(ImportContext& ctx, const onnx::ValueInfoProto& vi) {
   const std::string& name = vi.name();
   if (name.empty()) return Status::invalid("a graph input has no name");
   if (!vi.type().has_tensor_type()) return Status::unimplemented("graph input '" + name + "' is not a tensor");
@@ -105,7 +108,27 @@ Status declare_input(ImportContext& ctx, const onnx::ValueInfoProto& vi) {
       shape.push_back(Dim::symbol(ctx.symbol(name + "_dim" + std::to_string(i))));
     }
   }
-  return ctx.add_input(name, *dtype, std::move(shape));
+  return TensorType{*dtype, std::move(shape)};
+}
+
+Status declare_input(ImportContext& ctx, const onnx::ValueInfoProto& vi) {
+  FUSEBOX_ASSIGN_OR_RETURN(TensorType t, declared_type(ctx, vi));
+  return ctx.add_input(vi.name(), t.dtype, std::move(t.shape));
+}
+
+// A given value stands for the input only where it is what the model declares.
+Status declare_given_input(ImportContext& ctx, const onnx::ValueInfoProto& vi, const Array& value) {
+  FUSEBOX_ASSIGN_OR_RETURN(TensorType declared, declared_type(ctx, vi));
+  bool fits = value.dtype() == declared.dtype && int64_t(value.shape().size()) == int64_t(declared.shape.size());
+  for (size_t k = 0; fits && k < declared.shape.size(); ++k) {
+    if (declared.shape[k].is_static()) fits = declared.shape[k].value() == value.shape()[k];
+  }
+  if (!fits) {
+    return Status::invalid("graph input '" + vi.name() + "': the given value is " + value.type_string() +
+                           ", the model declares " + declared.to_string());
+  }
+  ctx.add_given_input(vi.name(), value);
+  return Status::ok();
 }
 
 Status convert_node(ImportContext& ctx, const onnx::NodeProto& proto, int index) {
@@ -141,7 +164,13 @@ Status convert_node(ImportContext& ctx, const onnx::NodeProto& proto, int index)
   return Status::ok();
 }
 
-Expected<Graph> import_model(const onnx::ModelProto& m, const std::string& name, const ExternalDataDir& external) {
+struct Request {
+  const OnnxInputValues& values;
+  std::string* needs_value;
+};
+
+Expected<Graph> import_model(const onnx::ModelProto& m, const std::string& name, const ExternalDataDir& external,
+                             const Request& req) {
   FUSEBOX_ASSIGN_OR_RETURN(int64_t opset, default_opset(m));
   if (!m.has_graph()) return Status::invalid("the model has no graph");
   const onnx::GraphProto& g = m.graph();
@@ -156,22 +185,35 @@ Expected<Graph> import_model(const onnx::ModelProto& m, const std::string& name,
   }
   for (const onnx::ValueInfoProto& vi : g.input()) {
     if (ctx.defined(vi.name())) continue;  // an initializer listed as input (IR < 4): a constant
-    FUSEBOX_RETURN_IF_ERROR(declare_input(ctx, vi));
+    auto given = req.values.find(vi.name());
+    FUSEBOX_RETURN_IF_ERROR(given == req.values.end() ? declare_input(ctx, vi)
+                                                      : declare_given_input(ctx, vi, given->second));
   }
-  for (int i = 0; i < g.node_size(); ++i) FUSEBOX_RETURN_IF_ERROR(convert_node(ctx, g.node(i), i));
+  for (const auto& [input, value] : req.values) {
+    bool declared = false;
+    for (const onnx::ValueInfoProto& vi : g.input()) declared |= vi.name() == input;
+    if (!declared) return Status::not_found("a value is given for '" + input + "', which is not a graph input");
+  }
+  for (int i = 0; i < g.node_size(); ++i) {
+    Status s = convert_node(ctx, g.node(i), i);
+    if (!s.is_ok() && req.needs_value) *req.needs_value = ctx.needs_value();
+    FUSEBOX_RETURN_IF_ERROR(s);
+  }
   if (g.output_size() == 0) return Status::invalid("the graph has no outputs");
   for (const onnx::ValueInfoProto& vo : g.output()) FUSEBOX_RETURN_IF_ERROR(ctx.add_output(vo.name()));
   return ctx.build();
 }
 
-Expected<Graph> import_bytes(std::string_view bytes, const std::string& name, const ExternalDataDir& external) {
+Expected<Graph> import_bytes(std::string_view bytes, const std::string& name, const ExternalDataDir& external,
+                             const Request& req) {
+  if (req.needs_value) req.needs_value->clear();
   if (bytes.size() > size_t(INT_MAX)) return Status::unimplemented("models over 2 GiB are not supported");
   onnx::ModelProto m;
   if (!m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
     return Status::invalid("not a valid ONNX model (the protobuf does not parse)");
   }
   try {
-    return import_model(m, name, external);
+    return import_model(m, name, external, req);
   } catch (const std::exception& e) {
     // Nothing below should throw; a bad_alloc from a corrupt size still must not crash.
     return Status::internal(std::string("import failed: ") + e.what());
@@ -182,7 +224,12 @@ Expected<Graph> import_bytes(std::string_view bytes, const std::string& name, co
 }  // namespace onnx_import
 
 Expected<Graph> import_onnx_bytes(std::string_view bytes, std::string_view name) {
-  Expected<Graph> g = onnx_import::import_bytes(bytes, std::string(name), {});
+  return import_onnx_bytes(bytes, name, {}, nullptr);
+}
+
+Expected<Graph> import_onnx_bytes(std::string_view bytes, std::string_view name, const OnnxInputValues& values,
+                                  std::string* needs_value) {
+  Expected<Graph> g = onnx_import::import_bytes(bytes, std::string(name), {}, {values, needs_value});
   if (!g) return g.status().with_context(std::string(name));
   return g;
 }
@@ -191,7 +238,10 @@ std::string onnx_value_name(std::string_view onnx_name) {
   return onnx_import::sanitize_name(std::string(onnx_name));
 }
 
-Expected<Graph> import_onnx_file(const std::string& path) {
+Expected<Graph> import_onnx_file(const std::string& path) { return import_onnx_file(path, {}, nullptr); }
+
+Expected<Graph> import_onnx_file(const std::string& path, const OnnxInputValues& values, std::string* needs_value) {
+  if (needs_value) needs_value->clear();
   std::error_code ec;
   std::ifstream f(path, std::ios::binary);
   if (!f || std::filesystem::is_directory(path, ec)) return Status::not_found(path + ": cannot open the ONNX file");
@@ -207,7 +257,7 @@ Expected<Graph> import_onnx_file(const std::string& path) {
   }
   if (f.bad()) return Status::invalid(path + ": cannot read the ONNX file");
   std::string dir = std::filesystem::path(path).parent_path().string();
-  Expected<Graph> g = onnx_import::import_bytes(bytes, path, {dir.empty() ? "." : dir});
+  Expected<Graph> g = onnx_import::import_bytes(bytes, path, {dir.empty() ? "." : dir}, {values, needs_value});
   if (!g) return g.status().with_context(path);
   return g;
 }

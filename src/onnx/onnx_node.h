@@ -27,6 +27,8 @@ class OnnxNode {
   bool has_input(int i) const { return i < num_inputs() && !proto_.input(i).empty(); }
   // Marks the input read; "" when absent.
   const std::string& input(int i);
+  // The input's name without marking it read (for bookkeeping that is not a use).
+  const std::string& proto_input(int i) const { return proto_.input(i); }
   int num_outputs() const { return proto_.output_size(); }
   bool has_output(int i) const { return i < num_outputs() && !proto_.output(i).empty(); }
   const std::string& output(int i) const { return proto_.output(i); }

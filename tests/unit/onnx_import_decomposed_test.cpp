@@ -9,6 +9,7 @@ TEST(OnnxImportDecomposed, Skipped) {
 }
 #else
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -347,6 +348,148 @@ TEST(OnnxImportDecomposed, GatherElements) {
         e.set_f64(i * 3 + j, axis == 0 ? data.get_f64(k * 4 + j) : data.get_f64(i * 4 + k));
       }
     EXPECT_TRUE(arrays_close(out[0], e, 0, 0));
+  }
+}
+
+// Tile: every output element is x at the index modulo x's size; a symbolic batch repeated once
+// keeps its symbol, repeated twice is the one size the reshape infers.
+TEST(OnnxImportDecomposed, Tile) {
+  struct Case {
+    std::vector<int64_t> reps;
+    std::vector<int64_t> want_shape;
+  };
+  Array x = random_array(DType::F32, {2, 3}, 71);
+  for (const Case& c : {Case{{1, 2}, {2, 6}}, Case{{2, 1}, {4, 3}}, Case{{3, 2}, {6, 6}}, Case{{1, 0}, {2, 0}}}) {
+    SCOPED_TRACE("repeats " + std::to_string(c.reps[0]) + "," + std::to_string(c.reps[1]));
+    OnnxModel m(13);
+    m.input("x", {"N", 3});
+    m.initializer("r", i64s(c.reps));
+    m.node("Tile", {"x", "r"}, {"y"});
+    m.output("y");
+    std::vector<Array> out = run_both(m, {{"x", x}});
+    ASSERT_EQ(out.size(), 1u);
+    Array e(DType::F32, c.want_shape);
+    for (int64_t i = 0; i < c.want_shape[0]; ++i)
+      for (int64_t j = 0; j < c.want_shape[1]; ++j) e.set_f64(i * c.want_shape[1] + j, x.get_f64((i % 2) * 3 + j % 3));
+    EXPECT_TRUE(arrays_close(out[0], e, 0, 0));
+  }
+}
+
+// OneHot along each axis: negative indices count from the end from opset 11 (before, and out of
+// range always, they match nothing and give `off`); float indices are truncated.
+TEST(OnnxImportDecomposed, OneHot) {
+  const int64_t depth = 4;
+  Array idx = array_of_ints(DType::I64, {2, 3}, {0, 3, -1, 5, -4, 2});
+  Array values = random_array(DType::F32, {2}, 81);
+  for (int64_t opset : {9, 11}) {
+    for (int64_t axis : {0, 1, -1}) {
+      SCOPED_TRACE("opset " + std::to_string(opset) + " axis " + std::to_string(axis));
+      OnnxModel m(opset);
+      m.input("i", TP::INT64, {2, 3});
+      m.input("values", {2});
+      Array d(DType::I64, {1});
+      d.set_i64(0, depth);
+      m.initializer("depth", d);
+      set_attr(m.node("OneHot", {"i", "depth", "values"}, {"y"}), "axis", axis);
+      m.output("y");
+      std::vector<Array> out = run_both(m, {{"i", idx}, {"values", values}});
+      ASSERT_EQ(out.size(), 1u);
+      int64_t a = axis < 0 ? axis + 3 : axis;
+      std::vector<int64_t> shape = {2, 3};
+      shape.insert(shape.begin() + a, depth);
+      Array e(DType::F32, shape);
+      for (int64_t p = 0; p < 2; ++p)
+        for (int64_t q = 0; q < 3; ++q) {
+          int64_t v = idx.get_i64(p * 3 + q);
+          if (opset >= 11 && v < 0) v += depth;
+          for (int64_t k = 0; k < depth; ++k) {
+            int64_t pos[3] = {p, q, 0};
+            std::vector<int64_t> at(pos, pos + 2);
+            at.insert(at.begin() + a, k);
+            e.set_f64((at[0] * shape[1] + at[1]) * shape[2] + at[2], values.get_f64(v == k ? 1 : 0));
+          }
+        }
+      EXPECT_TRUE(arrays_close(out[0], e, 0, 0));
+    }
+  }
+}
+
+// QuantizeLinear per axis (i8, halves round to even, saturation) and DequantizeLinear back.
+TEST(OnnxImportDecomposed, QuantizeAndDequantizeLinear) {
+  Array x = random_array(DType::F32, {2, 3, 4}, 91, -300, 300);
+  x.set_f64(0, 2.5), x.set_f64(1, -3.5), x.set_f64(2, 0.5);  // halves, with scale 1 below
+  Array scale = array_f32({3}, {1.0f, 0.7f, 2.5f});
+  Array zp = array_of_ints(DType::I8, {3}, {0, -3, 10});
+  OnnxModel m(13);
+  m.input("x", {2, 3, 4});
+  m.initializer("scale", scale);
+  m.initializer("zp", zp);
+  m.node("QuantizeLinear", {"x", "scale", "zp"}, {"q"});  // axis 1 by default
+  m.node("DequantizeLinear", {"q", "scale", "zp"}, {"d"});
+  m.output("q");
+  m.output("d");
+  std::vector<Array> out = run_both(m, {{"x", x}});
+  ASSERT_EQ(out.size(), 2u);
+  Array q(DType::I8, {2, 3, 4}), d(DType::F32, {2, 3, 4});
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    int64_t c = (i / 4) % 3;
+    float v = std::nearbyint(x.data<float>()[i] / scale.data<float>()[c]) + float(zp.get_i64(c));
+    int64_t qi = int64_t(std::clamp(v, -128.0f, 127.0f));
+    q.set_i64(i, qi);
+    d.data<float>()[i] = (float(qi) - float(zp.get_i64(c))) * scale.data<float>()[c];
+  }
+  EXPECT_TRUE(arrays_close(out[0], q, 0, 0));
+  EXPECT_TRUE(arrays_close(out[1], d, 0, 0));
+}
+
+// DynamicQuantizeLinear: scale and zero point from the data's range (widened to include 0).
+TEST(OnnxImportDecomposed, DynamicQuantizeLinear) {
+  for (double lo : {-3.0, 0.5}) {  // a range across 0, and one above it (the minimum becomes 0)
+    SCOPED_TRACE("lo " + std::to_string(lo));
+    Array x = random_array(DType::F32, {3, 5}, 93, lo, 7.0);
+    OnnxModel m(13);
+    m.input("x", {3, 5});
+    m.node("DynamicQuantizeLinear", {"x"}, {"y", "s", "zp"});
+    for (const char* o : {"y", "s", "zp"}) m.output(o);
+    std::vector<Array> out = run_both(m, {{"x", x}});
+    ASSERT_EQ(out.size(), 3u);
+    const float* v = x.data<float>();
+    float mn = std::min(*std::min_element(v, v + 15), 0.0f), mx = std::max(*std::max_element(v, v + 15), 0.0f);
+    float s = (mx - mn) / 255.0f;
+    float zp = std::nearbyint(std::clamp(0.0f - mn / s, 0.0f, 255.0f));
+    Array y(DType::U8, {3, 5});
+    for (int64_t i = 0; i < 15; ++i) y.set_i64(i, int64_t(std::clamp(std::nearbyint(v[i] / s) + zp, 0.0f, 255.0f)));
+    EXPECT_TRUE(arrays_close(out[0], y, 0, 0));
+    EXPECT_EQ(out[1].get_f64(0), double(s));
+    EXPECT_EQ(out[2].get_i64(0), int64_t(zp));
+  }
+}
+
+// Window functions fold to constants; the expected values are the textbook ones (Hann's and
+// Blackman's ends are 0 and their centre 1; Hamming's ends 25/46 - 21/46).
+TEST(OnnxImportDecomposed, WindowFunctions) {
+  struct Case {
+    const char* op;
+    int64_t size, periodic;
+    std::vector<double> want;
+  };
+  const double h0 = 4.0 / 46.0;
+  for (const Case& c : {Case{"HannWindow", 4, 1, {0, 0.5, 1, 0.5}}, Case{"HannWindow", 5, 0, {0, 0.5, 1, 0.5, 0}},
+                        Case{"HammingWindow", 2, 1, {h0, 1}}, Case{"BlackmanWindow", 3, 0, {0, 1, 0}},
+                        Case{"BlackmanWindow", 1, 0, {0}}}) {
+    SCOPED_TRACE(std::string(c.op) + " size " + std::to_string(c.size));
+    OnnxModel m(17);
+    m.input("x", {1});
+    Array size(DType::I64, {});
+    size.set_i64(0, c.size);
+    m.initializer("size", size);
+    set_attr(m.node(c.op, {"size"}, {"w"}), "periodic", c.periodic);
+    m.node("Identity", {"x"}, {"y"});
+    m.output("w");
+    m.output("y");
+    std::vector<Array> out = import_and_run(m, {{"x", random_array(DType::F32, {1}, 61)}});
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_TRUE(arrays_close(out[0], array_of(DType::F32, {c.size}, c.want), 1e-6, 1e-6));
   }
 }
 

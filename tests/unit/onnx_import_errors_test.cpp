@@ -17,8 +17,6 @@ namespace fusebox::testing {
 namespace {
 
 using TP = onnx::TensorProto;
-// The message contains `part` (printed in full when it does not).
-#define EXPECT_CONTAINS(message, part) EXPECT_NE(std::string(message).find(part), std::string::npos) << (message)
 
 TEST(OnnxImportErrors, UnsupportedOpNamesOpTypeAndNode) {
   OnnxModel m(13);

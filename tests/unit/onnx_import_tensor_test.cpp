@@ -175,7 +175,9 @@ TEST(OnnxImportTensor, GatherConcatExpandConstantOfShape) {
   m.initializer("col", array_of(DType::F32, {3, 1}, {1, 2, 3}));
   m.initializer("shape", i64s({2, 3, 2}));
   m.node("Expand", {"col", "shape"}, {"e"});
-  m.initializer("cshape", i64s({2, 2}));
+  // A shape negated at import (ConstantOfShape refuses a shape it cannot know).
+  m.initializer("negshape", i64s({-2, -2}));
+  m.node("Neg", {"negshape"}, {"cshape"});
   auto& cos = m.node("ConstantOfShape", {"cshape"}, {"k"});
   auto* v = cos.add_attribute();
   v->set_name("value");

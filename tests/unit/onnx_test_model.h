@@ -19,6 +19,9 @@
 #include "onnx/importer.h"
 #include "onnx/onnx_proto.h"
 
+// The message contains `part` (printed in full when it does not).
+#define EXPECT_CONTAINS(message, part) EXPECT_NE(std::string(message).find(part), std::string::npos) << (message)
+
 namespace fusebox::testing {
 
 using OnnxDim = std::variant<int64_t, std::string>;
