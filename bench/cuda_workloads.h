@@ -116,6 +116,23 @@ inline std::vector<GpuWorkload> gpu_workloads() {
                                "  %11 = transpose %10 {perm = [0, 2, 1, 3]} : f16[8,1024,16,64]\n"
                                "  %y = reshape %11 {shape = [8, 1024, 1024]} : f16[8,1024,1024]\n"
                                "  return %y\n}\n")},
+      // Decoding: one query per sequence against 1024 keys (fused_attention stays one kernel).
+      {"attention_decode_f16", parsed("func @attention_decode_f16(%q: f16[64,1,1024], %k: f16[64,1024,1024], %v: f16[64,1024,1024]) "
+                                      "-> f16[64,1,1024] {\n"
+                                      "  %0 = reshape %q {shape = [64, 1, 16, 64]} : f16[64,1,16,64]\n"
+                                      "  %1 = transpose %0 {perm = [0, 2, 1, 3]} : f16[64,16,1,64]\n"
+                                      "  %2 = reshape %k {shape = [64, 1024, 16, 64]} : f16[64,1024,16,64]\n"
+                                      "  %3 = transpose %2 {perm = [0, 2, 3, 1]} : f16[64,16,64,1024]\n"
+                                      "  %4 = reshape %v {shape = [64, 1024, 16, 64]} : f16[64,1024,16,64]\n"
+                                      "  %5 = transpose %4 {perm = [0, 2, 1, 3]} : f16[64,16,1024,64]\n"
+                                      "  %6 = constant {value = dense<f16[]: [0.125]>} : f16[]\n"
+                                      "  %7 = matmul %1, %3 : f16[64,16,1,1024]\n"
+                                      "  %8 = mul %7, %6 : f16[64,16,1,1024]\n"
+                                      "  %9 = softmax %8 {axis = -1} : f16[64,16,1,1024]\n"
+                                      "  %10 = matmul %9, %5 : f16[64,16,1,64]\n"
+                                      "  %11 = transpose %10 {perm = [0, 2, 1, 3]} : f16[64,1,16,64]\n"
+                                      "  %y = reshape %11 {shape = [64, 1, 1024]} : f16[64,1,1024]\n"
+                                      "  return %y\n}\n")},
       // A SwiGLU MLP's gate: one product into [.., 2n], silu of one half times the other.
       {"swiglu_f16", parsed("func @swiglu_f16(%x: f16[8192,4096], %w: f16[4096,8192]) -> f16[8192,4096] {\n"
                             "  %h = matmul %x, %w : f16[8192,8192]\n"

@@ -112,6 +112,12 @@ def attention_f16(q, k, v):
     return o.transpose(1, 2).reshape(8, 1024, 1024)
 
 
+def attention_decode_f16(q, k, v):
+    heads = lambda t: t.view(64, -1, 16, 64).transpose(1, 2)
+    o = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), scale=0.125)
+    return o.transpose(1, 2).reshape(64, 1, 1024)
+
+
 def swiglu_f16(x, w):
     h = x @ w
     return F.silu(h[:, :4096]) * h[:, 4096:]
@@ -140,6 +146,9 @@ def workloads():
                                                      uniform((4096, 4096), torch.float16, 2)]),
         "chain100_small": (chain100, lambda: [uniform(1024, seed=1), uniform(1024, seed=2)]),
         "attention_f16": (attention_f16, lambda: [uniform((8, 1024, 1024), torch.float16, s) for s in (1, 2, 3)]),
+        "attention_decode_f16": (attention_decode_f16, lambda: [uniform((64, 1, 1024), torch.float16, 1),
+                                                                uniform((64, 1024, 1024), torch.float16, 2),
+                                                                uniform((64, 1024, 1024), torch.float16, 3)]),
         "swiglu_f16": (swiglu_f16, lambda: [uniform((8192, 4096), torch.float16, 1),
                                             uniform((4096, 8192), torch.float16, 2)]),
     }
