@@ -14,23 +14,26 @@ Expected<int> normalize_onnx_axis(const OnnxNode& n, int64_t axis, int rank, con
   return *a;
 }
 
-Expected<Window2d> read_window(ImportContext& ctx, OnnxNode& n, const TensorType& x,
-                               std::vector<int64_t> kernel, bool has_dilation) {
-  if (x.rank() != 4) {
-    return n.error("only 2-D windows over NCHW inputs are supported, the input is " + x.to_string());
+Expected<Window> read_window(ImportContext& ctx, OnnxNode& n, const TensorType& x,
+                             std::vector<int64_t> kernel, bool has_dilation) {
+  if (x.rank() < 3 || x.rank() > 5) {
+    return n.error("only 1-D, 2-D and 3-D windows over [N,C,spatial...] inputs are supported, the input is " +
+                   x.to_string());
   }
-  Window2d w;
+  const size_t axes = static_cast<size_t>(x.rank() - 2);
+  const std::vector<int64_t> ones(axes, 1);
+  Window w;
   w.kernel = std::move(kernel);
-  w.stride = n.attr_ints("strides").value_or(std::vector<int64_t>{1, 1});
-  w.dilation = has_dilation ? n.attr_ints("dilations").value_or(std::vector<int64_t>{1, 1})
-                            : std::vector<int64_t>{1, 1};
-  std::vector<int64_t> pads = n.attr_ints("pads").value_or(std::vector<int64_t>{0, 0, 0, 0});
+  w.stride = n.attr_ints("strides").value_or(ones);
+  w.dilation = has_dilation ? n.attr_ints("dilations").value_or(ones) : ones;
+  std::vector<int64_t> pads = n.attr_ints("pads").value_or(std::vector<int64_t>(2 * axes, 0));
   std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
-  if (w.kernel.size() != 2) return n.error("kernel_shape needs 2 entries, got " + std::to_string(w.kernel.size()));
-  if (w.stride.size() != 2) return n.error("strides needs 2 entries, got " + std::to_string(w.stride.size()));
-  if (w.dilation.size() != 2) return n.error("dilations needs 2 entries, got " + std::to_string(w.dilation.size()));
-  if (pads.size() != 4) return n.error("pads needs 4 entries, got " + std::to_string(pads.size()));
-  for (size_t i = 0; i < 2; ++i) {
+  const std::string count = std::to_string(axes);
+  if (w.kernel.size() != axes) return n.error("kernel_shape needs " + count + " entries, got " + std::to_string(w.kernel.size()));
+  if (w.stride.size() != axes) return n.error("strides needs " + count + " entries, got " + std::to_string(w.stride.size()));
+  if (w.dilation.size() != axes) return n.error("dilations needs " + count + " entries, got " + std::to_string(w.dilation.size()));
+  if (pads.size() != 2 * axes) return n.error("pads needs " + std::to_string(2 * axes) + " entries, got " + std::to_string(pads.size()));
+  for (size_t i = 0; i < axes; ++i) {
     if (w.kernel[i] < 1 || w.stride[i] < 1 || w.dilation[i] < 1) {
       return n.error("kernel_shape, strides and dilations must be >= 1");
     }
@@ -38,12 +41,12 @@ Expected<Window2d> read_window(ImportContext& ctx, OnnxNode& n, const TensorType
   if (auto_pad == "NOTSET") {
     w.pads = pads;
   } else if (auto_pad == "VALID") {
-    w.pads = {0, 0, 0, 0};
+    w.pads.assign(2 * axes, 0);
   } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
     // out = ceil(in / stride); the padding that achieves it. With stride 1 it does not depend on
     // the input size, so symbolic sizes work; otherwise the size must be static.
-    w.pads.assign(4, 0);
-    for (size_t i = 0; i < 2; ++i) {
+    w.pads.assign(2 * axes, 0);
+    for (size_t i = 0; i < axes; ++i) {
       int64_t span = w.dilation[i] * (w.kernel[i] - 1) + 1;
       int64_t total;
       if (w.stride[i] == 1) {
@@ -59,7 +62,7 @@ Expected<Window2d> read_window(ImportContext& ctx, OnnxNode& n, const TensorType
       }
       int64_t head = auto_pad == "SAME_UPPER" ? total / 2 : (total + 1) / 2;
       w.pads[i] = head;
-      w.pads[i + 2] = total - head;
+      w.pads[i + axes] = total - head;
     }
   } else {
     return n.error("attribute 'auto_pad' = \"" + auto_pad + "\" is not supported");
@@ -68,34 +71,100 @@ Expected<Window2d> read_window(ImportContext& ctx, OnnxNode& n, const TensorType
   return w;
 }
 
+Window Window::lifted() const {
+  if (axes() != 1) return *this;
+  return Window{{1, kernel[0]}, {1, stride[0]}, {1, dilation[0]}, {0, pads[0], 0, pads[1]}};
+}
+
 namespace {
 
-// The kernel size from the weight, checked against kernel_shape when given.
+// The kernel size from the weight ([., ., k] or [., ., kh, kw], static), checked against
+// kernel_shape when given.
 Expected<std::vector<int64_t>> conv_kernel(OnnxNode& n, const TensorType& w) {
-  if (w.rank() != 4 || !w.shape[2].is_static() || !w.shape[3].is_static()) {
-    return n.error("only 2-D convolution with a static [.,.,kh,kw] weight is supported, the weight is " +
+  bool ok = w.rank() == 3 || w.rank() == 4;
+  for (int i = 2; ok && i < w.rank(); ++i) ok = w.shape[i].is_static();
+  if (!ok) {
+    return n.error("only 1-D and 2-D convolution with a static [.,.,k] or [.,.,kh,kw] weight is supported, the weight is " +
                    w.to_string());
   }
-  std::vector<int64_t> k{w.shape[2].value(), w.shape[3].value()};
+  std::vector<int64_t> k;
+  for (int i = 2; i < w.rank(); ++i) k.push_back(w.shape[i].value());
   if (std::optional<std::vector<int64_t>> ks = n.attr_ints("kernel_shape"); ks && *ks != k) {
     return n.error("kernel_shape disagrees with the weight " + w.to_string());
   }
   return k;
 }
 
+// The operands of a 1-D convolution as the 2-D one's (x, w and an optional bias).
+Status lift_conv_operands(ImportContext& ctx, OnnxNode& n, std::vector<ValueId>& in) {
+  for (size_t i = 0; i < 2; ++i) {
+    FUSEBOX_ASSIGN_OR_RETURN(in[i], lift_1d(ctx, n, in[i]));
+  }
+  return Status::ok();
+}
+
+// The convolution's result; a lifted 1-D one loses its size-1 height again.
+Status set_window_output(ImportContext& ctx, OnnxNode& n, ValueId y, bool lifted) {
+  if (!lifted || y == kNoValue) return ctx.set_output(n, 0, y);
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId dropped, drop_lifted_axis(ctx, n, y));
+  return ctx.set_output(n, 0, dropped);
+}
+
+}  // namespace
+
+Expected<ValueId> emit_conv(ImportContext& ctx, OnnxNode& n, ValueId x, ValueId w, std::optional<ValueId> bias) {
+  FUSEBOX_ASSIGN_OR_RETURN(std::vector<int64_t> k, conv_kernel(n, ctx.type(w)));
+  if (ctx.type(x).rank() != ctx.type(w).rank()) {
+    return n.error("input " + ctx.type(x).to_string() + " and weight " + ctx.type(w).to_string() + " differ in rank");
+  }
+  FUSEBOX_ASSIGN_OR_RETURN(Window read, read_window(ctx, n, ctx.type(x), k, true));
+  const bool lifted = read.axes() == 1;
+  const Window win = read.lifted();
+  std::vector<ValueId> in{x, w};
+  if (lifted) FUSEBOX_RETURN_IF_ERROR(lift_conv_operands(ctx, n, in));
+  if (bias) in.push_back(*bias);
+  Attrs attrs{{"stride", win.stride}, {"pad", win.pads}, {"dilation", win.dilation},
+              {"groups", n.attr_int("group", 1)}};
+  ValueId y = ctx.emit(Op::Conv2d, std::move(in), std::move(attrs));
+  if (!lifted || y == kNoValue) return y;
+  return drop_lifted_axis(ctx, n, y);
+}
+
+namespace {
+
 Status convert_conv(ImportContext& ctx, OnnxNode& n) {
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
   FUSEBOX_ASSIGN_OR_RETURN(ValueId w, ctx.value(n, 1));
-  FUSEBOX_ASSIGN_OR_RETURN(std::vector<int64_t> k, conv_kernel(n, ctx.type(w)));
-  FUSEBOX_ASSIGN_OR_RETURN(Window2d win, read_window(ctx, n, ctx.type(x), k, true));
-  std::vector<ValueId> in{x, w};
+  std::optional<ValueId> bias;
   if (n.has_input(2)) {
     FUSEBOX_ASSIGN_OR_RETURN(ValueId b, ctx.value(n, 2));
-    in.push_back(b);
+    bias = b;
   }
-  Attrs attrs{{"stride", win.stride}, {"pad", win.pads}, {"dilation", win.dilation},
-              {"groups", n.attr_int("group", 1)}};
-  return ctx.set_output(n, 0, ctx.emit(Op::Conv2d, std::move(in), std::move(attrs)));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId y, emit_conv(ctx, n, x, w, bias));
+  return ctx.set_output(n, 0, y);
+}
+
+// ConvTranspose's pads for output_shape or SAME auto_pad, as ONNX defines them: the total padding
+// that gives the requested size, split with the smaller half first for SAME_UPPER and the larger
+// half first otherwise (halves rounded down). A negative total (a requested size beyond what the product reaches)
+// gives negative pads: the output is extended there.
+Status conv_transpose_pads(OnnxNode& n, const TensorType& xt, const std::vector<int64_t>& k,
+                           const std::vector<int64_t>& stride, const std::vector<int64_t>& dil,
+                           const std::vector<int64_t>& out_pad, const std::optional<std::vector<int64_t>>& out_shape,
+                           bool upper, std::vector<int64_t>& pads) {
+  const size_t axes = k.size();
+  for (size_t i = 0; i < axes; ++i) {
+    const Dim& in = xt.shape[2 + i];
+    if (!in.is_static()) {
+      return n.error("output_shape/auto_pad needs a static spatial size, the input is " + xt.to_string());
+    }
+    int64_t want = out_shape ? (*out_shape)[i] : in.value() * stride[i];
+    int64_t total = stride[i] * (in.value() - 1) + out_pad[i] + (k[i] - 1) * dil[i] + 1 - want;
+    int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);  // floor, as ONNX's reference
+    pads[i] = upper ? half : total - half;
+    pads[i + axes] = upper ? total - half : half;
+  }
+  return Status::ok();
 }
 
 Status convert_conv_transpose(ImportContext& ctx, OnnxNode& n) {
@@ -103,73 +172,97 @@ Status convert_conv_transpose(ImportContext& ctx, OnnxNode& n) {
   FUSEBOX_ASSIGN_OR_RETURN(ValueId w, ctx.value(n, 1));
   const TensorType xt = ctx.type(x);
   FUSEBOX_ASSIGN_OR_RETURN(std::vector<int64_t> k, conv_kernel(n, ctx.type(w)));
+  if (xt.rank() != ctx.type(w).rank()) {
+    return n.error("input " + xt.to_string() + " and weight " + ctx.type(w).to_string() + " differ in rank");
+  }
+  const size_t axes = k.size();
+  const std::vector<int64_t> ones(axes, 1);
   // Read auto_pad ourselves: SAME for a transposed conv means output = input * stride.
   std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
-  std::vector<int64_t> out_pad = n.attr_ints("output_padding").value_or(std::vector<int64_t>{0, 0});
+  std::vector<int64_t> out_pad = n.attr_ints("output_padding").value_or(std::vector<int64_t>(axes, 0));
   std::optional<std::vector<int64_t>> out_shape = n.attr_ints("output_shape");
-  if (out_pad.size() != 2) return n.error("output_padding needs 2 entries");
-  std::vector<int64_t> stride = n.attr_ints("strides").value_or(std::vector<int64_t>{1, 1});
-  std::vector<int64_t> dil = n.attr_ints("dilations").value_or(std::vector<int64_t>{1, 1});
-  std::vector<int64_t> pads = n.attr_ints("pads").value_or(std::vector<int64_t>{0, 0, 0, 0});
-  if (xt.rank() != 4) return n.error("only 2-D transposed convolution over NCHW is supported, the input is " + xt.to_string());
-  if (stride.size() != 2 || dil.size() != 2 || pads.size() != 4) {
-    return n.error("strides and dilations need 2 entries, pads 4");
+  std::vector<int64_t> stride = n.attr_ints("strides").value_or(ones);
+  std::vector<int64_t> dil = n.attr_ints("dilations").value_or(ones);
+  std::vector<int64_t> pads = n.attr_ints("pads").value_or(std::vector<int64_t>(2 * axes, 0));
+  if (out_pad.size() != axes || stride.size() != axes || dil.size() != axes || pads.size() != 2 * axes) {
+    return n.error("strides, dilations and output_padding need " + std::to_string(axes) + " entries, pads " +
+                   std::to_string(2 * axes));
   }
-  if (out_shape && out_shape->size() == 4) out_shape = std::vector<int64_t>(out_shape->begin() + 2, out_shape->end());
-  if (out_shape && out_shape->size() != 2) return n.error("output_shape needs 2 entries");
+  if (out_shape && out_shape->size() == axes + 2) out_shape = std::vector<int64_t>(out_shape->begin() + 2, out_shape->end());
+  if (out_shape && out_shape->size() != axes) return n.error("output_shape needs " + std::to_string(axes) + " entries");
   bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
-  if (auto_pad == "VALID") pads = {0, 0, 0, 0};
+  if (auto_pad == "VALID") pads.assign(2 * axes, 0);
   else if (auto_pad != "NOTSET" && !same) return n.error("attribute 'auto_pad' = \"" + auto_pad + "\" is not supported");
   if (out_shape || same) {
-    // The total padding that gives the requested size. ONNX and ONNX Runtime split an odd total
-    // differently, so only even totals (split evenly by both) are accepted.
-    for (size_t i = 0; i < 2; ++i) {
-      const Dim& in = xt.shape[2 + i];
-      if (!in.is_static()) {
-        return n.error("output_shape/auto_pad needs a static spatial size, the input is " + xt.to_string());
-      }
-      int64_t want = out_shape ? (*out_shape)[i] : in.value() * stride[i];
-      int64_t total = stride[i] * (in.value() - 1) + out_pad[i] + (k[i] - 1) * dil[i] + 1 - want;
-      if (total < 0) return n.error("output_shape is larger than the transposed convolution produces");
-      if (total % 2 != 0) {
-        return n.error("output_shape/auto_pad needs an odd total padding of " + std::to_string(total) +
-                       ", which ONNX and ONNX Runtime place differently; refused");
-      }
-      pads[i] = pads[i + 2] = total / 2;
+    FUSEBOX_RETURN_IF_ERROR(conv_transpose_pads(n, xt, k, stride, dil, out_pad, out_shape, auto_pad == "SAME_UPPER", pads));
+  }
+  // Negative pads extend the output: the product runs unpadded there, then zeros are padded on
+  // and the bias added over the whole result.
+  std::vector<int64_t> extend(2 * axes, 0);
+  bool extended = false;
+  for (size_t i = 0; i < 2 * axes; ++i) {
+    if (pads[i] < 0) {
+      extend[i] = -pads[i];
+      pads[i] = 0;
+      extended = true;
     }
   }
-  if (std::optional<std::vector<int64_t>> ks = n.attr_ints("kernel_shape"); ks && *ks != k) {
-    return n.error("kernel_shape disagrees with the weight");
+  const bool lifted = axes == 1;
+  if (lifted) {
+    stride.insert(stride.begin(), 1);
+    dil.insert(dil.begin(), 1);
+    out_pad.insert(out_pad.begin(), 0);
+    pads = {0, pads[0], 0, pads[1]};
+    extend = {0, extend[0], 0, extend[1]};
   }
   std::vector<ValueId> in{x, w};
+  if (lifted) FUSEBOX_RETURN_IF_ERROR(lift_conv_operands(ctx, n, in));
+  std::optional<ValueId> bias;
   if (n.has_input(2)) {
     FUSEBOX_ASSIGN_OR_RETURN(ValueId b, ctx.value(n, 2));
-    in.push_back(b);
+    if (extended) bias = b;
+    else in.push_back(b);
   }
   Attrs attrs{{"stride", stride}, {"pad", pads}, {"dilation", dil}, {"groups", n.attr_int("group", 1)},
               {"output_padding", out_pad}};
-  return ctx.set_output(n, 0, ctx.emit(Op::ConvTranspose2d, std::move(in), std::move(attrs)));
+  ValueId y = ctx.emit(Op::ConvTranspose2d, std::move(in), std::move(attrs));
+  if (extended && y != kNoValue) {
+    std::vector<int64_t> pad_all{0, 0, extend[0], extend[1], 0, 0, extend[2], extend[3]};
+    y = ctx.emit(Op::Pad, {y}, {{"pads", pad_all}});
+    if (bias && y != kNoValue) {
+      FUSEBOX_ASSIGN_OR_RETURN(ValueId b4, ctx.reshape(n, *bias, Shape{ctx.type(*bias).shape[0], 1, 1}));
+      y = ctx.emit(Op::Add, {y, b4});
+    }
+  }
+  return set_window_output(ctx, n, y, lifted);
 }
 
 Status convert_pool(ImportContext& ctx, OnnxNode& n) {
   bool is_max = n.op_type() == "MaxPool";
+  FUSEBOX_ASSIGN_OR_RETURN(TensorType xt, ctx.type_of(n, 0));
+  if (xt.rank() == 5) return convert_pool_3d(ctx, n);
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
   std::optional<std::vector<int64_t>> k = n.attr_ints("kernel_shape");
   if (!k) return n.error("attribute 'kernel_shape' is missing");
-  FUSEBOX_ASSIGN_OR_RETURN(Window2d win, read_window(ctx, n, ctx.type(x), *k, is_max));
+  FUSEBOX_ASSIGN_OR_RETURN(Window read, read_window(ctx, n, ctx.type(x), *k, is_max));
+  const bool lifted = read.axes() == 1;
+  const Window win = read.lifted();
+  if (lifted) {
+    FUSEBOX_ASSIGN_OR_RETURN(x, lift_1d(ctx, n, x));
+  }
   bool ceil_mode = n.attr_int("ceil_mode", 0) != 0;
   Attrs attrs{{"kernel", win.kernel}, {"stride", win.stride}, {"pad", win.pads}, {"ceil_mode", ceil_mode}};
   if (is_max) {
     n.accept_attr("storage_order");  // only affects the Indices output, which is refused
     attrs.set("dilation", win.dilation);
-    return ctx.set_output(n, 0, ctx.emit(Op::MaxPool2d, {x}, std::move(attrs)));
+    return set_window_output(ctx, n, ctx.emit(Op::MaxPool2d, {x}, std::move(attrs)), lifted);
   }
   if (std::optional<std::vector<int64_t>> d = n.attr_ints("dilations")) {
     for (int64_t v : *d)
       if (v != 1) return n.error("attribute 'dilations' other than 1 is not supported for AveragePool");
   }
   attrs.set("count_include_pad", n.attr_int("count_include_pad", 0) != 0);
-  return ctx.set_output(n, 0, ctx.emit(Op::AvgPool2d, {x}, std::move(attrs)));
+  return set_window_output(ctx, n, ctx.emit(Op::AvgPool2d, {x}, std::move(attrs)), lifted);
 }
 
 Status convert_global_pool(ImportContext& ctx, OnnxNode& n) {

@@ -8,6 +8,11 @@
 //                               zp = cast(round(clip(0 - min(min(x), 0) / s, 0, 255)), u8), then
 //                               QuantizeLinear(x, s, zp) to u8; outputs y, s, zp
 //
+//   MatMulInteger, ConvInteger  the product of (a - a_zp) and (b - b_zp) in f64, which holds every
+//                               sum of 8-bit products exactly (K < 2^37), cast to i32
+//   QLinearMatMul, QLinearConv  QuantizeLinear(cast(acc, f32) * (a_scale * b_scale), y_scale, y_zp)
+//                               with acc the integer product above (+ QLinearConv's i32 bias)
+//
 // Scale and zero point may be run-time values (DynamicQuantizeLinear's body computes them). A
 // per-axis scale or zero point [C] is reshaped to [C, 1, ...] so that it broadcasts along `axis`.
 // Scales other than f32 (opset 19's f16/bf16) and 16-bit or float8 types are refused.
@@ -105,12 +110,130 @@ Status convert_dequantize(ImportContext& ctx, OnnxNode& n) {
   return ctx.set_output(n, 0, ctx.emit(Op::Mul, {y, scale}));
 }
 
+// An 8-bit operand minus its zero point (input `zp_input` of the node, absent means 0) as f64.
+// A 1-D zero point is reshaped to [len, 1, ...] of rank `keep_rank` when that is positive
+// (MatMulInteger's per-row a_zero_point: 2; ConvInteger's per-channel w_zero_point: w's rank),
+// and otherwise broadcasts along the last axis (a per-column b_zero_point).
+Expected<ValueId> centred(ImportContext& ctx, OnnxNode& n, ValueId v, int zp_input, int keep_rank) {
+  const TensorType vt = ctx.type(v);
+  if (vt.dtype != DType::U8 && vt.dtype != DType::I8) return n.error("operands must be u8 or i8, got " + vt.to_string());
+  ValueId f = ctx.emit(Op::Cast, {v}, {{"to", DType::F64}});
+  if (!n.has_input(zp_input)) return f;
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId zp, ctx.value(n, zp_input));
+  const TensorType zt = ctx.type(zp);
+  if (zt.dtype != vt.dtype) return n.error("a zero point's type must be its operand's, got " + zt.to_string() + " for " + vt.to_string());
+  if (zt.rank() > 1) return n.error("a zero point must be a scalar or 1-D, got " + zt.to_string());
+  if (zt.rank() == 1 && keep_rank > 0) {
+    Shape s(size_t(keep_rank), Dim(1));
+    s[0] = zt.shape[0];
+    FUSEBOX_ASSIGN_OR_RETURN(zp, ctx.reshape(n, zp, s));
+  }
+  return ctx.emit(Op::Sub, {f, ctx.emit(Op::Cast, {zp}, {{"to", DType::F64}})});
+}
+
+// The exact integer product of a and b (as f64) for MatMulInteger/QLinearMatMul; the zero
+// points are node inputs `a_zp` and `b_zp`.
+Expected<ValueId> integer_matmul(ImportContext& ctx, OnnxNode& n, ValueId a, int a_zp, ValueId b, int b_zp) {
+  // a_zero_point may be per row of a ([M] against a's [..., M, K]): shape [M, 1].
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId ac, centred(ctx, n, a, a_zp, 2));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId bc, centred(ctx, n, b, b_zp, 0));
+  return ctx.emit(Op::MatMul, {ac, bc});
+}
+
+// The exact integer convolution of x and w (as f64) for ConvInteger/QLinearConv.
+Expected<ValueId> integer_conv(ImportContext& ctx, OnnxNode& n, ValueId x, int x_zp, ValueId w, int w_zp,
+                               std::optional<ValueId> bias) {
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId xc, centred(ctx, n, x, x_zp, 0));
+  // w_zero_point may be per output channel: [M, 1, 1(, 1)] against w.
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId wc, centred(ctx, n, w, w_zp, ctx.type(w).rank()));
+  if (bias) *bias = ctx.emit(Op::Cast, {*bias}, {{"to", DType::F64}});
+  return emit_conv(ctx, n, xc, wc, bias);
+}
+
+Status convert_matmul_integer(ImportContext& ctx, OnnxNode& n) {
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId a, ctx.value(n, 0));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId b, ctx.value(n, 1));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId acc, integer_matmul(ctx, n, a, 2, b, 3));
+  return ctx.set_output(n, 0, ctx.emit(Op::Cast, {acc}, {{"to", DType::I32}}));
+}
+
+Status convert_conv_integer(ImportContext& ctx, OnnxNode& n) {
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId w, ctx.value(n, 1));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId acc, integer_conv(ctx, n, x, 2, w, 3, std::nullopt));
+  return ctx.set_output(n, 0, ctx.emit(Op::Cast, {acc}, {{"to", DType::I32}}));
+}
+
+// A QLinear op's f32 scale input `i`, shaped [len, 1, ...] to broadcast over `rank` result axes
+// from axis `axis` when it is 1-D.
+Expected<ValueId> qlinear_scale(ImportContext& ctx, OnnxNode& n, int i, int rank, int axis) {
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId s, ctx.value(n, i));
+  const TensorType st = ctx.type(s);
+  if (st.dtype != DType::F32) return n.error("only f32 scales are supported, got " + st.to_string());
+  if (st.rank() == 0) return s;
+  if (st.rank() != 1) return n.error("a scale must be a scalar or 1-D, got " + st.to_string());
+  if (axis < 0) return s;  // trailing axis: broadcasts as it is
+  Shape shape(size_t(rank - axis), Dim(1));
+  shape[0] = st.shape[0];
+  return ctx.reshape(n, s, shape);
+}
+
+// A per-tensor scale or zero point: a scalar, or a 1-D one of one element (reshaped to a scalar).
+Expected<ValueId> per_tensor(ImportContext& ctx, OnnxNode& n, ValueId v) {
+  const TensorType t = ctx.type(v);
+  if (t.rank() == 0) return v;
+  if (t.rank() == 1 && t.shape[0].is_static() && t.shape[0].value() == 1) return ctx.reshape(n, v, Shape{});
+  return n.error("only a per-tensor input and output scale and zero point are supported, got " + t.to_string());
+}
+
+// QuantizeLinear(cast(acc, f32) * (a_scale * b_scale), y_scale, y_zp) for a QLinear op whose
+// scales are inputs `a_scale`, `b_scale`, `y_scale` and `y_zp`; b's scale broadcasts along
+// `b_axis` of the result (-1: the last).
+Status requantize(ImportContext& ctx, OnnxNode& n, ValueId acc, int a_scale, int b_scale, int y_scale, int b_axis) {
+  const int rank = ctx.type(acc).rank();
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId as, qlinear_scale(ctx, n, a_scale, rank, -1));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId bs, qlinear_scale(ctx, n, b_scale, rank, b_axis));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId ys, qlinear_scale(ctx, n, y_scale, rank, -1));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId zp, ctx.value(n, y_scale + 1));
+  const DType out = ctx.type(zp).dtype;
+  if (out != DType::U8 && out != DType::I8) return n.error("y_zero_point must be u8 or i8, got " + ctx.type(zp).to_string());
+  for (ValueId* v : {&as, &ys, &zp}) {
+    FUSEBOX_ASSIGN_OR_RETURN(*v, per_tensor(ctx, n, *v));
+  }
+  ValueId real = ctx.emit(Op::Mul, {as_f32(ctx, acc), ctx.emit(Op::Mul, {as, bs})});
+  return ctx.set_output(n, 0, quantize(ctx, real, ys, zp, out));
+}
+
+Status convert_qlinear_matmul(ImportContext& ctx, OnnxNode& n) {
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId a, ctx.value(n, 0));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId b, ctx.value(n, 3));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId acc, integer_matmul(ctx, n, a, 2, b, 5));
+  return requantize(ctx, n, acc, 1, 4, 6, -1);
+}
+
+Status convert_qlinear_conv(ImportContext& ctx, OnnxNode& n) {
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId w, ctx.value(n, 3));
+  std::optional<ValueId> bias;
+  if (n.has_input(8)) {
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId b, ctx.value(n, 8));
+    if (ctx.type(b).dtype != DType::I32) return n.error("the bias must be i32, got " + ctx.type(b).to_string());
+    bias = b;
+  }
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId acc, integer_conv(ctx, n, x, 2, w, 5, bias));
+  return requantize(ctx, n, acc, 1, 4, 6, 1);
+}
+
 }  // namespace
 
 void add_quantize_converters(ConverterTable& table) {
   table["QuantizeLinear"] = convert_quantize;
   table["DequantizeLinear"] = convert_dequantize;
   table["DynamicQuantizeLinear"] = convert_dynamic_quantize;
+  table["MatMulInteger"] = convert_matmul_integer;
+  table["ConvInteger"] = convert_conv_integer;
+  table["QLinearMatMul"] = convert_qlinear_matmul;
+  table["QLinearConv"] = convert_qlinear_conv;
 }
 
 }  // namespace fusebox::onnx_import

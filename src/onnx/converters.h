@@ -49,12 +49,27 @@ const ConverterTable& converters();
 // Shared helpers.
 // An axis attribute/input normalised to [0, rank), or an error naming the node.
 Expected<int> normalize_onnx_axis(const OnnxNode& n, int64_t axis, int rank, const std::string& what);
-// The 2-D window attributes of Conv/ConvTranspose/pools resolved to explicit pads
-// [top, left, bottom, right] (auto_pad SAME_UPPER/SAME_LOWER/VALID included).
-struct Window2d {
+// The window attributes of Conv/ConvTranspose/pools over [N,C,spatial...] (1 to 3 spatial axes)
+// resolved per axis: kernel, stride, dilation, and explicit pads [begins..., ends...] (auto_pad
+// SAME_UPPER/SAME_LOWER/VALID included). For 2-D that is fusebox's [top, left, bottom, right].
+struct Window {
   std::vector<int64_t> kernel, stride, dilation, pads;
+  size_t axes() const { return kernel.size(); }
+  // A 1-D window as the 2-D one over [N,C,1,L] (others unchanged).
+  Window lifted() const;
 };
-Expected<Window2d> read_window(ImportContext& ctx, OnnxNode& n, const TensorType& x,
-                               std::vector<int64_t> kernel, bool has_dilation);
+Expected<Window> read_window(ImportContext& ctx, OnnxNode& n, const TensorType& x,
+                             std::vector<int64_t> kernel, bool has_dilation);
+
+// Conv's product of x and w (plus bias) with the node's window attributes (kernel_shape,
+// strides, pads, dilations, auto_pad, group); 1-D and 2-D. ConvInteger and QLinearConv use it.
+Expected<ValueId> emit_conv(ImportContext& ctx, OnnxNode& n, ValueId x, ValueId w, std::optional<ValueId> bias);
+
+// 1-D windows run as 2-D ones over a size-1 height (convert_window_dims.cpp): [N,C,L] ->
+// [N,C,1,L] and back.
+Expected<ValueId> lift_1d(ImportContext& ctx, OnnxNode& n, ValueId x);
+Expected<ValueId> drop_lifted_axis(ImportContext& ctx, OnnxNode& n, ValueId y);
+// MaxPool and AveragePool over [N,C,D,H,W] as two 2-D pools, (H,W) then D (both are separable).
+Status convert_pool_3d(ImportContext& ctx, OnnxNode& n);
 
 }  // namespace fusebox::onnx_import

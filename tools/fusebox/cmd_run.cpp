@@ -309,8 +309,13 @@ int cmd_run(const Args& args) {
   options.merge_env = true;  // FUSEBOX_* overrides apply to the CLI
   if (std::optional<int> exit = read_backend(cl, &options)) return *exit;
 
-  Expected<Module> module = load_program(req.path);
+  std::set<std::string> specialised;
+  Expected<Module> module = load_program(req.path, req.given, &specialised);
   if (!module) return cl.error(module.status());
+  for (const std::string& name : specialised) {
+    cl.note("ONNX input " + name + " fixes shapes: the model is imported with its given value as a constant");
+    req.given.erase(name);
+  }
   Expected<Graph> graph = pick_function(*module, req.func);
   if (!graph) return cl.error(graph.status().with_context(req.path));
 
