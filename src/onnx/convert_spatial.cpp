@@ -210,6 +210,178 @@ Status convert_grid_sample(ImportContext& ctx, OnnxNode& n) {
   return ctx.set_output(n, 0, y);
 }
 
+// ---- RoiAlign -------------------------------------------------------------------------------
+
+// Axes of the sample tensors: [R, out_h, out_w, grid_h, grid_w, tap_y, tap_x].
+constexpr int kRoiAxes = 7;
+
+std::vector<int64_t> roi_axis_shape(int axis, int64_t size) {
+  std::vector<int64_t> shape(kRoiAxes, 1);
+  shape[size_t(axis)] = size;
+  return shape;
+}
+
+Status convert_roi_align(ImportContext& ctx, OnnxNode& n) {
+  const std::string coord = n.attr_string("coordinate_transformation_mode", ctx.opset() >= 16 ? "half_pixel" : "output_half_pixel");
+  const std::string mode = n.attr_string("mode", "avg");
+  const int64_t oh = n.attr_int("output_height", 1), ow = n.attr_int("output_width", 1);
+  const int64_t ratio = n.attr_int("sampling_ratio", 0);
+  const double scale = n.attr_float("spatial_scale", 1.0f);
+  if (coord != "half_pixel" && coord != "output_half_pixel") {
+    return n.error("attribute 'coordinate_transformation_mode' = \"" + coord + "\" is not supported");
+  }
+  if (mode != "avg" && mode != "max") return n.error("attribute 'mode' = \"" + mode + "\" is not supported");
+  if (oh < 1 || ow < 1 || oh > 4096 || ow > 4096) {
+    return n.error("attributes 'output_height' and 'output_width' must be in [1, 4096], got " + std::to_string(oh) + " and " + std::to_string(ow));
+  }
+  if (ratio < 0 || ratio > 64) return n.error("attribute 'sampling_ratio' must be in [0, 64], got " + std::to_string(ratio));
+  const bool half = coord == "half_pixel";
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
+  const Array* roi_values = ctx.constant(n, 1);
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId rois, ctx.value(n, 1));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId batch, ctx.value(n, 2));
+  const TensorType xt = ctx.type(x), rt = ctx.type(rois), bt = ctx.type(batch);
+  if (!is_float(xt.dtype) || xt.rank() != 4) return n.error("X must be a float [N, C, H, W] tensor, got " + xt.to_string());
+  if (!is_float(rt.dtype) || rt.rank() != 2 || !(rt.shape[1] == Dim(4))) {
+    return n.error("rois must be a float [num_rois, 4] tensor, got " + rt.to_string());
+  }
+  if (!is_integer(bt.dtype) || bt.rank() != 1) return n.error("batch_indices must be an integer [num_rois] tensor, got " + bt.to_string());
+  FUSEBOX_ASSIGN_OR_RETURN(int64_t h, static_size(n, xt, 2, "X"));
+  FUSEBOX_ASSIGN_OR_RETURN(int64_t w, static_size(n, xt, 3, "X"));
+  const Math m{ctx, xt.dtype == DType::F64 || rt.dtype == DType::F64 ? DType::F64 : DType::F32};
+  const Dim num_rois = rt.shape[0];
+
+  // Samples per bin: sampling_ratio, or (adaptive) ceil(roi size / output size) of each constant
+  // roi, padded to the largest with the extra samples masked.
+  int64_t grid_h = ratio, grid_w = ratio;
+  std::vector<int64_t> roi_grid_h, roi_grid_w;
+  if (ratio == 0) {
+    if (!roi_values) {
+      return n.error("sampling_ratio 0 (adaptive) needs constant rois (the sample count depends on each roi's "
+                     "size); give sampling_ratio > 0");
+    }
+    const int64_t r = roi_values->numel() / 4;
+    grid_h = grid_w = 1;
+    for (int64_t i = 0; i < r; ++i) {
+      auto side = [&](int k) {
+        double len = (roi_values->get_f64(4 * i + k + 2) - roi_values->get_f64(4 * i + k)) * scale;
+        return half ? len : std::max(len, 1.0);
+      };
+      double gy = std::ceil(side(1) / double(oh)), gx = std::ceil(side(0) / double(ow));
+      if (!(std::abs(gy) <= 64 && std::abs(gx) <= 64)) {
+        return n.error("sampling_ratio 0 gives roi " + std::to_string(i) + " more than 64 samples per bin side");
+      }
+      roi_grid_h.push_back(int64_t(gy)), roi_grid_w.push_back(int64_t(gx));
+      grid_h = std::max(grid_h, roi_grid_h.back()), grid_w = std::max(grid_w, roi_grid_w.back());
+    }
+  }
+  // A per-roi constant [R, 1, ...] of kRoiAxes dims (adaptive), else a scalar.
+  auto per_roi = [&](const std::vector<int64_t>& v, int64_t fixed, auto f, DType t) {
+    if (roi_grid_h.empty()) return ctx.builder().scalar(t, f(fixed));
+    Array a(t, roi_axis_shape(0, int64_t(v.size())));
+    for (size_t i = 0; i < v.size(); ++i) a.set_f64(int64_t(i), f(v[i]));
+    return ctx.builder().constant(a);
+  };
+  auto iota = [&](int axis, int64_t size, double offset) {
+    Array a(m.ct, roi_axis_shape(axis, size));
+    for (int64_t i = 0; i < size; ++i) a.set_f64(i, double(i) + offset);
+    return ctx.builder().constant(a);
+  };
+  auto column = [&](int64_t k) -> Expected<ValueId> {
+    ValueId col = m.op(Op::Slice, {m.cast(rois, m.ct)}, {{"starts", std::vector<int64_t>{k}}, {"ends", std::vector<int64_t>{k + 1}}, {"axes", std::vector<int64_t>{1}}});
+    Shape s(kRoiAxes, Dim(1));
+    s[0] = num_rois;
+    if (col == kNoValue) return ctx.builder_status(n);
+    return ctx.reshape(n, col, s);
+  };
+
+  // One axis (y: k = 1, size h; x: k = 0, size w): the sample taps' indices and weights.
+  struct Taps {
+    ValueId index, weight, sample_valid;
+  };
+  auto axis_taps = [&](int64_t k, int64_t size, int64_t out, int64_t grid, const std::vector<int64_t>& roi_grid) -> Expected<Taps> {
+    const int out_axis = k == 1 ? 1 : 2, grid_axis = k == 1 ? 3 : 4, tap_axis = k == 1 ? 5 : 6;
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId c0, column(k));
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId c1, column(k + 2));
+    const double offset = half ? 0.5 : 0.0;
+    ValueId start = m.sub(m.mul(c0, m.c(scale)), m.c(offset));
+    ValueId len = m.sub(m.sub(m.mul(c1, m.c(scale)), m.c(offset)), start);
+    if (!half) len = m.op(Op::Max, {len, m.c(1)});
+    ValueId bin = m.div(len, m.c(double(out)));
+    ValueId count = per_roi(roi_grid, grid, [](int64_t g) { return double(std::max<int64_t>(g, 1)); }, m.ct);
+    // start + p * bin + (i + 0.5) * bin / count
+    ValueId v = m.add(m.add(start, m.mul(iota(out_axis, out, 0), bin)), m.div(m.mul(iota(grid_axis, grid, 0.5), bin), count));
+    ValueId valid = m.op(Op::Not, {m.outside(v, -1.0, double(size))});
+    ValueId sample_valid = kNoValue;
+    if (!roi_grid.empty()) {
+      ValueId g = per_roi(roi_grid, grid, [](int64_t g) { return double(g); }, m.ct);
+      sample_valid = m.op(Op::Less, {iota(grid_axis, grid, 0), g});
+    }
+    v = m.op(Op::Max, {v, m.c(0)});
+    ValueId lo = m.op(Op::Min, {m.floor(v), m.c(double(size - 1))});
+    ValueId at_edge = m.op(Op::GreaterEqual, {lo, m.c(double(size - 1))});
+    ValueId hi = m.op(Op::Min, {m.add(lo, m.c(1)), m.c(double(size - 1))});
+    ValueId frac = m.where(at_edge, m.c(0), m.sub(v, lo));
+    ValueId valid_f = m.cast(valid, m.ct);
+    ValueId index = m.op(Op::Concat, {lo, hi}, {{"axis", int64_t(tap_axis)}});
+    ValueId weight = m.op(Op::Concat, {m.mul(m.sub(m.c(1), frac), valid_f), m.mul(frac, valid_f)}, {{"axis", int64_t(tap_axis)}});
+    return Taps{m.cast(index, DType::I64), weight, sample_valid};
+  };
+  FUSEBOX_ASSIGN_OR_RETURN(Taps ty, axis_taps(1, h, oh, grid_h, roi_grid_h));
+  FUSEBOX_ASSIGN_OR_RETURN(Taps tx, axis_taps(0, w, ow, grid_w, roi_grid_w));
+  ValueId flat = m.add(m.mul(ty.index, m.i64(w)), tx.index);        // [R, oh, ow, gh, gw, 2, 2]
+  ValueId weight = m.mul(ty.weight, tx.weight);
+  ValueId b = m.cast(batch, DType::I64);
+  Shape roi_shape(kRoiAxes, Dim(1));
+  roi_shape[0] = num_rois;
+  FUSEBOX_ASSIGN_OR_RETURN(b, ctx.reshape(n, b, roi_shape));
+  b = m.add(m.mul(flat, m.i64(0)), b);  // broadcast to the samples' shape
+  const int64_t points = oh * ow, taps = grid_h * grid_w * 4;
+  Shape pairs_shape{num_rois, Dim(points * taps), Dim(1)};
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId bi, ctx.reshape(n, b, pairs_shape));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId pi, ctx.reshape(n, flat, pairs_shape));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId table, channels_last_table(ctx, n, m, x));
+  ValueId picked = m.op(Op::GatherNd, {table, m.op(Op::Concat, {bi, pi}, {{"axis", int64_t(2)}})});
+  if (picked == kNoValue) return ctx.builder_status(n);
+  const Dim ch = xt.shape[1];
+  FUSEBOX_ASSIGN_OR_RETURN(picked, ctx.reshape(n, picked, Shape{num_rois, Dim(points), Dim(taps), ch}));
+  FUSEBOX_ASSIGN_OR_RETURN(weight, ctx.reshape(n, weight, Shape{num_rois, Dim(points), Dim(taps), Dim(1)}));
+  ValueId values = m.mul(picked, weight);
+  Attrs over_taps{{"axes", std::vector<int64_t>{2}}, {"keepdims", false}};
+  ValueId y;
+  if (mode == "avg") {
+    if (!roi_grid_h.empty()) {  // masked samples weigh 0
+      ValueId s = m.cast(m.op(Op::And, {ty.sample_valid, tx.sample_valid}), m.ct);
+      FUSEBOX_ASSIGN_OR_RETURN(s, ctx.reshape(n, m.add(m.mul(m.cast(flat, m.ct), m.c(0)), s), Shape{num_rois, Dim(points), Dim(taps), Dim(1)}));
+      values = m.mul(values, s);
+    }
+    std::vector<int64_t> counts;
+    for (size_t i = 0; i < roi_grid_h.size(); ++i) counts.push_back(std::max<int64_t>(roi_grid_h[i] * roi_grid_w[i], 1));
+    ValueId count = roi_grid_h.empty() ? m.c(double(grid_h * grid_w)) : [&] {
+      Array a(m.ct, {int64_t(counts.size()), 1, 1});
+      for (size_t i = 0; i < counts.size(); ++i) a.set_f64(int64_t(i), double(counts[i]));
+      return ctx.builder().constant(a);
+    }();
+    y = m.div(m.op(Op::ReduceSum, {values}, over_taps), count);
+  } else {
+    if (!roi_grid_h.empty()) {  // masked samples take no part in the maximum; none at all gives 0
+      ValueId s = m.op(Op::And, {ty.sample_valid, tx.sample_valid});
+      FUSEBOX_ASSIGN_OR_RETURN(s, ctx.reshape(n, m.op(Op::And, {m.op(Op::Equal, {flat, flat}), s}), Shape{num_rois, Dim(points), Dim(taps), Dim(1)}));
+      values = m.where(s, values, m.c(-std::numeric_limits<double>::infinity()));
+    }
+    y = m.op(Op::ReduceMax, {values}, over_taps);
+    if (!roi_grid_h.empty()) {
+      Array has(DType::Bool, {int64_t(roi_grid_h.size()), 1, 1});
+      for (size_t i = 0; i < roi_grid_h.size(); ++i) has.data<bool>()[i] = roi_grid_h[i] > 0 && roi_grid_w[i] > 0;
+      y = m.where(ctx.builder().constant(has), y, m.c(0));
+    }
+  }
+  y = m.cast(m.op(Op::Transpose, {y}, {{"perm", std::vector<int64_t>{0, 2, 1}}}), xt.dtype);
+  if (y == kNoValue) return ctx.builder_status(n);
+  FUSEBOX_ASSIGN_OR_RETURN(y, ctx.reshape(n, y, Shape{num_rois, ch, Dim(oh), Dim(ow)}));
+  return ctx.set_output(n, 0, y);
+}
+
 // ---- MaxUnpool -----------------------------------------------------------------------------
 
 Status convert_max_unpool(ImportContext& ctx, OnnxNode& n) {
@@ -284,6 +456,7 @@ Status convert_max_unpool(ImportContext& ctx, OnnxNode& n) {
 void add_spatial_converters(ConverterTable& table) {
   table["GridSample"] = convert_grid_sample;
   table["MaxUnpool"] = convert_max_unpool;
+  table["RoiAlign"] = convert_roi_align;
 }
 
 }  // namespace fusebox::onnx_import
