@@ -57,7 +57,9 @@ struct Math {
   ValueId mul(ValueId a, ValueId b) const { return op(Op::Mul, {a, b}); }
   ValueId div(ValueId a, ValueId b) const { return op(Op::Div, {a, b}); }
   ValueId where(ValueId m, ValueId a, ValueId b) const { return op(Op::Where, {m, a, b}); }
-  ValueId cast(ValueId a, DType t) const { return ctx.type(a).dtype == t ? a : op(Op::Cast, {a}, {{"to", t}}); }
+  ValueId cast(ValueId a, DType t) const {
+    return a == kNoValue || ctx.type(a).dtype == t ? a : op(Op::Cast, {a}, {{"to", t}});
+  }
   ValueId clip(ValueId a, double lo, double hi) const { return op(Op::Clip, {a}, {{"min", lo}, {"max", hi}}); }
   ValueId floor(ValueId a) const { return op(Op::Floor, {a}); }
   ValueId outside(ValueId v, double lo, double hi) const {
@@ -202,8 +204,12 @@ Status convert_grid_sample(ImportContext& ctx, OnnxNode& n) {
   ValueId picked = m.op(Op::GatherNd, {table, flat}, {{"batch_dims", int64_t(1)}});
   if (picked == kNoValue) return ctx.builder_status(n);
   FUSEBOX_ASSIGN_OR_RETURN(picked, ctx.reshape(n, picked, Shape{batch, points, Dim(taps), ch}));
-  FUSEBOX_ASSIGN_OR_RETURN(wgt, ctx.reshape(n, wgt, Shape{batch, points, Dim(taps), Dim(1)}));
-  ValueId sum = m.op(Op::ReduceSum, {m.mul(picked, wgt)}, {{"axes", std::vector<int64_t>{2}}, {"keepdims", false}});
+  // Nearest without zeros padding has the constant weight 1: nothing to multiply.
+  if (ctx.type(wgt).rank() > 0) {
+    FUSEBOX_ASSIGN_OR_RETURN(wgt, ctx.reshape(n, wgt, Shape{batch, points, Dim(taps), Dim(1)}));
+    picked = m.mul(picked, wgt);
+  }
+  ValueId sum = m.op(Op::ReduceSum, {picked}, {{"axes", std::vector<int64_t>{2}}, {"keepdims", false}});
   ValueId y = m.cast(m.op(Op::Transpose, {sum}, {{"perm", std::vector<int64_t>{0, 2, 1}}}), xt.dtype);
   if (y == kNoValue) return ctx.builder_status(n);
   FUSEBOX_ASSIGN_OR_RETURN(y, ctx.reshape(n, y, Shape{batch, ch, ho, wo}));
