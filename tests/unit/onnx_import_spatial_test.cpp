@@ -256,6 +256,44 @@ TEST(OnnxImportSpatial, RoiAlignMatchesItsDefinition) {
   }
 }
 
+TEST(OnnxImportSpatial, RunTimeBatchAndRoiCounts) {
+  // N and the roi count as symbols: one import runs at every size.
+  OnnxModel m(16);
+  m.input("x", {"N", 2, 5, 6});
+  m.input("grid", {"N", 3, 4, 2});
+  m.input("rois", {"R", 4});
+  m.input("b", TP::INT64, {"R"});
+  set_attr(m.node("GridSample", {"x", "grid"}, {"g"}, "gs"), "mode", "bicubic");
+  auto& roi = m.node("RoiAlign", {"x", "rois", "b"}, {"r"}, "roi");
+  set_attr(roi, "sampling_ratio", int64_t(2));
+  set_attr(roi, "output_height", int64_t(2));
+  set_attr(roi, "output_width", int64_t(3));
+  m.output("g");
+  m.output("r");
+  Graph g = import_model(m);
+  for (int64_t n : {1, 3}) {
+    Array x = random_array(DType::F32, {n, 2, 5, 6}, 51 + uint64_t(n));
+    Array grid = random_array(DType::F32, {n, 3, 4, 2}, 52, -1.2, 1.2);
+    Array rois = random_rois(n + 1, 53, 6.0);
+    std::vector<int64_t> batch(size_t(n + 1));
+    for (int64_t i = 0; i <= n; ++i) batch[size_t(i)] = i % n;
+    Expected<Executable> exe = Session().compile(g);
+    ASSERT_TRUE(exe.has_value()) << exe.status().to_string();
+    Expected<std::vector<Array>> out = exe->run({{"x", x}, {"grid", grid}, {"rois", rois}, {"b", i64s(batch)}});
+    ASSERT_TRUE(out.has_value()) << out.status().to_string();
+    Array want_g(DType::F32, {n, 2, 3, 4});
+    for (int64_t p = 0; p < n * 2; ++p) {
+      for (int64_t k = 0; k < 12; ++k) {
+        const float* at = grid.data<float>() + ((p / 2) * 12 + k) * 2;
+        want_g.data<float>()[p * 12 + k] = float(grid_sample_at(x.data<float>() + p * 30, 5, 6, at[0], at[1], "bicubic", "zeros", false));
+      }
+    }
+    EXPECT_TRUE(arrays_close((*out)[0], want_g, 1e-4, 1e-5)) << "GridSample, N = " << n;
+    EXPECT_TRUE(arrays_close((*out)[1], roi_align_direct(x, rois, batch, 2, 3, 2, 1.0, true, false), 1e-4, 1e-5))
+        << "RoiAlign, N = " << n;
+  }
+}
+
 // ---- MaxUnpool -----------------------------------------------------------------------------
 
 TEST(OnnxImportSpatial, MaxUnpoolScattersToMaxPoolIndices) {
