@@ -3,10 +3,10 @@
 // fusebox resize implements ONNX Resize without roi/antialias: output sizes from `sizes` or
 // floor(in * scale), coordinates from the given scales (or out/in for sizes), the four
 // coordinate modes half_pixel, align_corners, asymmetric, pytorch_half_pixel, the four nearest
-// modes, linear, and cubic (opset 11 on) with cubic_coeff_a and exclude_outside. Everything
-// outside that is refused, naming the attribute:
-//   coordinate modes tf_crop_and_resize, tf_half_pixel_for_nn,
-//   half_pixel_symmetric, antialias with linear, keep_aspect_ratio_policy other than stretch.
+// modes, linear, and cubic (opset 11 on) with cubic_coeff_a and exclude_outside. The modes it
+// lacks are gathers (below); everything else is refused, naming the attribute:
+//   coordinate mode half_pixel_symmetric, tf_crop_and_resize with scales, antialias with
+//   linear, keep_aspect_ratio_policy other than stretch.
 //
 // Opset 10 Resize and Upsample have no coordinate or nearest mode: ONNX Runtime maps
 // coordinates asymmetrically and rounds nearest down when upsampling and up when downsampling
@@ -61,8 +61,8 @@ int64_t round_nearest(double c, const std::string& mode) {
 
 // Keys' cubic convolution weights of the taps floor(c)-1 .. floor(c)+2 for t = c - floor(c).
 std::array<double, 4> cubic_weights(double t, double a) {
-  auto near = [a](double d) { return ((a + 2) * d - (a + 3)) * d * d + 1; };           // |d| <= 1
-  auto far = [a](double d) { return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a; };        // 1 < |d| < 2
+  auto near = [a](double d) { return ((a + 2) * d - (a + 3)) * d * d + 1; };       // |d| <= 1
+  auto far = [a](double d) { return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a; };  // 1 < |d| < 2
   return {far(t + 1), near(t), near(1 - t), far(2 - t)};
 }
 
@@ -70,11 +70,11 @@ struct ResampleSpec {
   std::string mode, coord, nearest;
   double cubic_a = -0.75;
   bool exclude_outside = false;
-  std::vector<double> scales;                  // per axis of the input
-  std::vector<int64_t> out;                    // per axis
-  std::vector<double> out_len;                 // the output length the coordinates use
-  std::vector<bool> same;                      // axes that keep their (symbolic) size unchanged
-  std::vector<double> roi_start, roi_end;      // per axis (tf_crop_and_resize)
+  std::vector<double> scales;              // per axis of the input
+  std::vector<int64_t> out;                // per axis
+  std::vector<double> out_len;             // the output length the coordinates use
+  std::vector<bool> same;                  // axes that keep their (symbolic) size unchanged
+  std::vector<double> roi_start, roi_end;  // per axis (tf_crop_and_resize)
   double extrapolation = 0;
 };
 
@@ -91,16 +91,25 @@ Expected<ValueId> resample_by_gathers(ImportContext& ctx, OnnxNode& n, ValueId x
     const int64_t out = s.out[size_t(d)];
     const bool full_roi = s.roi_start[size_t(d)] == 0 && s.roi_end[size_t(d)] == 1;
     const bool unchanged = s.same[size_t(d)] || (dim.is_static() && dim.value() == out);
-    if (crop ? unchanged && full_roi : s.scales[size_t(d)] == 1.0 && s.coord != "tf_half_pixel_for_nn") continue;
-    if (!dim.is_static()) return n.error("needs a static size along resized axis " + std::to_string(d) + ", the input is " + xt.to_string());
+    if (crop ? unchanged && full_roi : s.scales[size_t(d)] == 1.0 && s.coord != "tf_half_pixel_for_nn") {
+      continue;  // x_ori = x: the axis stays as it is
+    }
+    if (!dim.is_static()) {
+      return n.error("needs a static size along resized axis " + std::to_string(d) + ", the input is " +
+                     xt.to_string());
+    }
     const int64_t in = dim.value();
     std::vector<int64_t> weight_shape(size_t(rank), 1);
     weight_shape[size_t(d)] = out;
     std::vector<Array> index, weight;  // one buffer each (copies of an Array share theirs)
-    for (int k = 0; k < taps; ++k) index.emplace_back(DType::I64, std::vector<int64_t>{out}), weight.emplace_back(xt.dtype, weight_shape);
+    for (int k = 0; k < taps; ++k) {
+      index.emplace_back(DType::I64, std::vector<int64_t>{out});
+      weight.emplace_back(xt.dtype, weight_shape);
+    }
     axis_inside[size_t(d)].assign(size_t(out), 1);
     for (int64_t o = 0; o < out; ++o) {
-      double c = source_coordinate(s.coord, o, s.scales[size_t(d)], in, s.out_len[size_t(d)], s.roi_start[size_t(d)], s.roi_end[size_t(d)]);
+      double c = source_coordinate(s.coord, o, s.scales[size_t(d)], in, s.out_len[size_t(d)],
+                                   s.roi_start[size_t(d)], s.roi_end[size_t(d)]);
       if (crop && !(c >= 0 && c <= double(in - 1))) {
         axis_inside[size_t(d)][size_t(o)] = 0;
         c = 0;
@@ -113,7 +122,8 @@ Expected<ValueId> resample_by_gathers(ImportContext& ctx, OnnxNode& n, ValueId x
       if (taps == 2) c = std::clamp(c, 0.0, double(in - 1));
       double f = std::floor(c), t = c - f;
       int64_t first = int64_t(f) - (taps == 4 ? 1 : 0);
-      std::array<double, 4> w = taps == 4 ? cubic_weights(t, s.cubic_a) : std::array<double, 4>{1 - t, t, 0, 0};
+      std::array<double, 4> w =
+          taps == 4 ? cubic_weights(t, s.cubic_a) : std::array<double, 4>{1 - t, t, 0, 0};
       if (taps == 4 && s.exclude_outside) {
         double sum = 0;
         for (int k = 0; k < 4; ++k) {
@@ -144,7 +154,8 @@ Expected<ValueId> resample_by_gathers(ImportContext& ctx, OnnxNode& n, ValueId x
   for (int64_t i = 0; i < mask.numel(); ++i) {
     bool in_all = true;
     for (int d = 0; d < rank; ++d) {
-      if (!axis_inside[size_t(d)].empty()) in_all &= axis_inside[size_t(d)][size_t((i / strides[size_t(d)]) % mask_shape[size_t(d)])] != 0;
+      if (axis_inside[size_t(d)].empty()) continue;
+      in_all &= axis_inside[size_t(d)][size_t((i / strides[size_t(d)]) % mask_shape[size_t(d)])] != 0;
     }
     mask.data<bool>()[i] = in_all;
   }
@@ -166,8 +177,8 @@ Status convert_resize(ImportContext& ctx, OnnxNode& n) {
     return n.error("attribute 'mode' = \"" + mode + "\" is not supported");
   }
   const bool crop = coord == "tf_crop_and_resize";
-  if (coord != "half_pixel" && coord != "align_corners" && coord != "asymmetric" && coord != "pytorch_half_pixel" &&
-      coord != "tf_half_pixel_for_nn" && !crop) {
+  if (coord != "half_pixel" && coord != "align_corners" && coord != "asymmetric" &&
+      coord != "pytorch_half_pixel" && coord != "tf_half_pixel_for_nn" && !crop) {
     return n.error("attribute 'coordinate_transformation_mode' = \"" + coord + "\" is not supported");
   }
   if (!legacy && nearest != "round_prefer_floor" && nearest != "round_prefer_ceil" && nearest != "floor" &&
@@ -185,8 +196,10 @@ Status convert_resize(ImportContext& ctx, OnnxNode& n) {
     n.accept_attr("cubic_coeff_a");
     n.accept_attr("exclude_outside");
   }
-  if (crop) spec.extrapolation = double(n.attr_float("extrapolation_value", 0.0f));
-  else n.accept_attr("extrapolation_value");  // only meaningful for tf_crop_and_resize
+  if (crop)
+    spec.extrapolation = double(n.attr_float("extrapolation_value", 0.0f));
+  else
+    n.accept_attr("extrapolation_value");  // only meaningful for tf_crop_and_resize
   if (n.attr_int("antialias", 0) != 0 && mode != "nearest") {
     return n.error("attribute 'antialias' = 1 is not supported");
   }
@@ -208,11 +221,12 @@ Status convert_resize(ImportContext& ctx, OnnxNode& n) {
   spec.roi_start.assign(size_t(rank), 0.0);
   spec.roi_end.assign(size_t(rank), 1.0);
   if (crop) {
-    if (!n.has_input(1)) return n.error("coordinate_transformation_mode tf_crop_and_resize needs the roi input");
+    if (!n.has_input(1))
+      return n.error("coordinate_transformation_mode tf_crop_and_resize needs the roi input");
     FUSEBOX_ASSIGN_OR_RETURN(Array roi, ctx.require_constant(n, 1, "roi"));
     if (roi.numel() != int64_t(2 * axes.size())) {
-      return n.error("roi has " + std::to_string(roi.numel()) + " entries for " + std::to_string(axes.size()) +
-                     " axes (starts, then ends)");
+      return n.error("roi has " + std::to_string(roi.numel()) + " entries for " +
+                     std::to_string(axes.size()) + " axes (starts, then ends)");
     }
     for (size_t i = 0; i < axes.size(); ++i) {
       spec.roi_start[size_t(axes[i])] = roi.get_f64(int64_t(i));
@@ -240,7 +254,8 @@ Status convert_resize(ImportContext& ctx, OnnxNode& n) {
     for (size_t i = 0; i < axes.size(); ++i) full[size_t(axes[i])] = scales[i];
     if (n.has_input(3)) return n.error("give scales or sizes, not both");
     // ONNX does not say how roi shapes the output of scales; its spec and reference disagree.
-    if (crop) return n.error("coordinate_transformation_mode tf_crop_and_resize is supported with sizes, not scales");
+    if (crop)
+      return n.error("coordinate_transformation_mode tf_crop_and_resize is supported with sizes, not scales");
     attrs.set("scales", full);
     spec.scales = full;
     for (int d = 0; d < rank; ++d) {
@@ -252,7 +267,8 @@ Status convert_resize(ImportContext& ctx, OnnxNode& n) {
       if (coord == "align_corners" && full[size_t(d)] != std::floor(full[size_t(d)])) {
         if (!dim.is_static()) {
           return n.error("align_corners with scale " + std::to_string(full[size_t(d)]) +
-                         " needs a static size along axis " + std::to_string(d) + ", the input is " + xt.to_string());
+                         " needs a static size along axis " + std::to_string(d) + ", the input is " +
+                         xt.to_string());
         }
         exact_op &= len == std::floor(len);
       }
@@ -272,10 +288,12 @@ Status convert_resize(ImportContext& ctx, OnnxNode& n) {
       const Dim &in = xt.shape[size_t(d)], &out = full[size_t(d)];
       if (!out.is_static()) {
         if (out == in) {  // a symbolic size kept: x_ori = x in every mode but tf_half_pixel_for_nn
-          spec.scales.push_back(1.0), spec.out.push_back(0), spec.out_len.push_back(0), spec.same[size_t(d)] = true;
+          spec.scales.push_back(1.0), spec.out.push_back(0), spec.out_len.push_back(0),
+              spec.same[size_t(d)] = true;
           continue;
         }
-        return n.error("sizes " + sizes.to_string() + " must be numbers for coordinate_transformation_mode " + coord);
+        return n.error("sizes " + sizes.to_string() + " must be numbers for coordinate_transformation_mode " +
+                       coord);
       }
       spec.out.push_back(out.value());
       spec.out_len.push_back(double(out.value()));

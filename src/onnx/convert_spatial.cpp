@@ -36,7 +36,8 @@ namespace {
 Expected<int64_t> static_size(OnnxNode& n, const TensorType& t, int axis, const std::string& what) {
   const Dim& d = t.shape[size_t(axis)];
   if (!d.is_static()) {
-    return n.error("needs a static size along axis " + std::to_string(axis) + " of " + what + ", got " + t.to_string());
+    return n.error("needs a static size along axis " + std::to_string(axis) + " of " + what + ", got " +
+                   t.to_string());
   }
   return d.value();
 }
@@ -51,7 +52,9 @@ struct Math {
   DType ct;  // compute type of coordinates and weights
   ValueId c(double v) const { return ctx.builder().scalar(ct, v); }
   ValueId i64(int64_t v) const { return ctx.builder().scalar(DType::I64, double(v)); }
-  ValueId op(Op o, std::vector<ValueId> in, Attrs a = {}) const { return ctx.emit(o, std::move(in), std::move(a)); }
+  ValueId op(Op o, std::vector<ValueId> in, Attrs a = {}) const {
+    return ctx.emit(o, std::move(in), std::move(a));
+  }
   ValueId add(ValueId a, ValueId b) const { return op(Op::Add, {a, b}); }
   ValueId sub(ValueId a, ValueId b) const { return op(Op::Sub, {a, b}); }
   ValueId mul(ValueId a, ValueId b) const { return op(Op::Mul, {a, b}); }
@@ -60,14 +63,18 @@ struct Math {
   ValueId cast(ValueId a, DType t) const {
     return a == kNoValue || ctx.type(a).dtype == t ? a : op(Op::Cast, {a}, {{"to", t}});
   }
-  ValueId clip(ValueId a, double lo, double hi) const { return op(Op::Clip, {a}, {{"min", lo}, {"max", hi}}); }
+  ValueId clip(ValueId a, double lo, double hi) const {
+    return op(Op::Clip, {a}, {{"min", lo}, {"max", hi}});
+  }
   ValueId floor(ValueId a) const { return op(Op::Floor, {a}); }
   ValueId outside(ValueId v, double lo, double hi) const {
     return op(Op::Or, {op(Op::Less, {v, c(lo)}), op(Op::Greater, {v, c(hi)})});
   }
   ValueId slice_last(ValueId v, int64_t k) const {
-    return op(Op::Slice, {v}, {{"starts", std::vector<int64_t>{k}}, {"ends", std::vector<int64_t>{k + 1}},
-                               {"axes", std::vector<int64_t>{ctx.type(v).rank() - 1}}});
+    return op(Op::Slice, {v},
+              {{"starts", std::vector<int64_t>{k}},
+               {"ends", std::vector<int64_t>{k + 1}},
+               {"axes", std::vector<int64_t>{ctx.type(v).rank() - 1}}});
   }
 };
 
@@ -135,7 +142,8 @@ Status convert_grid_sample(ImportContext& ctx, OnnxNode& n) {
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
   FUSEBOX_ASSIGN_OR_RETURN(ValueId grid, ctx.value(n, 1));
   const TensorType xt = ctx.type(x), gt = ctx.type(grid);
-  if (!is_float(xt.dtype) || xt.rank() != 4) return n.error("X must be a float [N, C, H, W] tensor, got " + xt.to_string());
+  if (!is_float(xt.dtype) || xt.rank() != 4)
+    return n.error("X must be a float [N, C, H, W] tensor, got " + xt.to_string());
   if (!is_float(gt.dtype) || gt.rank() != 4 || !(gt.shape[3] == Dim(2))) {
     return n.error("grid must be a float [N, H_out, W_out, 2] tensor, got " + gt.to_string());
   }
@@ -148,7 +156,8 @@ Status convert_grid_sample(ImportContext& ctx, OnnxNode& n) {
   auto axis_taps = [&](int64_t k, int64_t size) {
     const double lo = align ? 0.0 : -0.5, hi = align ? double(size - 1) : double(size) - 0.5;
     ValueId v = m.add(m.slice_last(g, k), m.c(1));
-    v = align ? m.mul(v, m.c(0.5 * double(size - 1))) : m.div(m.sub(m.mul(v, m.c(double(size))), m.c(1)), m.c(2));
+    v = align ? m.mul(v, m.c(0.5 * double(size - 1)))
+              : m.div(m.sub(m.mul(v, m.c(double(size))), m.c(1)), m.c(2));
     if (mode == "nearest") v = m.op(Op::Round, {v});
     if (padding == "border") v = m.where(m.outside(v, lo, hi), m.clip(v, 0, double(size - 1)), v);
     if (padding == "reflection") v = reflect(m, v, lo, hi);
@@ -200,7 +209,8 @@ Status convert_grid_sample(ImportContext& ctx, OnnxNode& n) {
   const Dim batch = xt.shape[0], ho = gt.shape[1], wo = gt.shape[2], ch = xt.shape[1];
   const Dim points = product_dim(ho, wo);
   FUSEBOX_ASSIGN_OR_RETURN(ValueId table, channels_last_table(ctx, n, m, x));
-  FUSEBOX_ASSIGN_OR_RETURN(ValueId flat, ctx.reshape(n, idx, Shape{batch, product_dim(points, Dim(taps)), Dim(1)}));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId flat,
+                           ctx.reshape(n, idx, Shape{batch, product_dim(points, Dim(taps)), Dim(1)}));
   ValueId picked = m.op(Op::GatherNd, {table, flat}, {{"batch_dims", int64_t(1)}});
   if (picked == kNoValue) return ctx.builder_status(n);
   FUSEBOX_ASSIGN_OR_RETURN(picked, ctx.reshape(n, picked, Shape{batch, points, Dim(taps), ch}));
@@ -228,7 +238,8 @@ std::vector<int64_t> roi_axis_shape(int axis, int64_t size) {
 }
 
 Status convert_roi_align(ImportContext& ctx, OnnxNode& n) {
-  const std::string coord = n.attr_string("coordinate_transformation_mode", ctx.opset() >= 16 ? "half_pixel" : "output_half_pixel");
+  const std::string coord =
+      n.attr_string("coordinate_transformation_mode", ctx.opset() >= 16 ? "half_pixel" : "output_half_pixel");
   const std::string mode = n.attr_string("mode", "avg");
   const int64_t oh = n.attr_int("output_height", 1), ow = n.attr_int("output_width", 1);
   const int64_t ratio = n.attr_int("sampling_ratio", 0);
@@ -238,20 +249,24 @@ Status convert_roi_align(ImportContext& ctx, OnnxNode& n) {
   }
   if (mode != "avg" && mode != "max") return n.error("attribute 'mode' = \"" + mode + "\" is not supported");
   if (oh < 1 || ow < 1 || oh > 4096 || ow > 4096) {
-    return n.error("attributes 'output_height' and 'output_width' must be in [1, 4096], got " + std::to_string(oh) + " and " + std::to_string(ow));
+    return n.error("attributes 'output_height' and 'output_width' must be in [1, 4096], got " +
+                   std::to_string(oh) + " and " + std::to_string(ow));
   }
-  if (ratio < 0 || ratio > 64) return n.error("attribute 'sampling_ratio' must be in [0, 64], got " + std::to_string(ratio));
+  if (ratio < 0 || ratio > 64)
+    return n.error("attribute 'sampling_ratio' must be in [0, 64], got " + std::to_string(ratio));
   const bool half = coord == "half_pixel";
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
   const Array* roi_values = ctx.constant(n, 1);
   FUSEBOX_ASSIGN_OR_RETURN(ValueId rois, ctx.value(n, 1));
   FUSEBOX_ASSIGN_OR_RETURN(ValueId batch, ctx.value(n, 2));
   const TensorType xt = ctx.type(x), rt = ctx.type(rois), bt = ctx.type(batch);
-  if (!is_float(xt.dtype) || xt.rank() != 4) return n.error("X must be a float [N, C, H, W] tensor, got " + xt.to_string());
+  if (!is_float(xt.dtype) || xt.rank() != 4)
+    return n.error("X must be a float [N, C, H, W] tensor, got " + xt.to_string());
   if (!is_float(rt.dtype) || rt.rank() != 2 || !(rt.shape[1] == Dim(4))) {
     return n.error("rois must be a float [num_rois, 4] tensor, got " + rt.to_string());
   }
-  if (!is_integer(bt.dtype) || bt.rank() != 1) return n.error("batch_indices must be an integer [num_rois] tensor, got " + bt.to_string());
+  if (!is_integer(bt.dtype) || bt.rank() != 1)
+    return n.error("batch_indices must be an integer [num_rois] tensor, got " + bt.to_string());
   FUSEBOX_ASSIGN_OR_RETURN(int64_t h, static_size(n, xt, 2, "X"));
   FUSEBOX_ASSIGN_OR_RETURN(int64_t w, static_size(n, xt, 3, "X"));
   const Math m{ctx, xt.dtype == DType::F64 || rt.dtype == DType::F64 ? DType::F64 : DType::F32};
@@ -263,8 +278,9 @@ Status convert_roi_align(ImportContext& ctx, OnnxNode& n) {
   std::vector<int64_t> roi_grid_h, roi_grid_w;
   if (ratio == 0) {
     if (!roi_values) {
-      return n.error("sampling_ratio 0 (adaptive) needs constant rois (the sample count depends on each roi's "
-                     "size); give sampling_ratio > 0");
+      return n.error(
+          "sampling_ratio 0 (adaptive) needs constant rois (the sample count depends on each roi's "
+          "size); give sampling_ratio > 0");
     }
     const int64_t r = roi_values->numel() / 4;
     grid_h = grid_w = 1;
@@ -275,7 +291,8 @@ Status convert_roi_align(ImportContext& ctx, OnnxNode& n) {
       };
       double gy = std::ceil(side(1) / double(oh)), gx = std::ceil(side(0) / double(ow));
       if (!(std::abs(gy) <= 64 && std::abs(gx) <= 64)) {
-        return n.error("sampling_ratio 0 gives roi " + std::to_string(i) + " more than 64 samples per bin side");
+        return n.error("sampling_ratio 0 gives roi " + std::to_string(i) +
+                       " more than 64 samples per bin side");
       }
       roi_grid_h.push_back(int64_t(gy)), roi_grid_w.push_back(int64_t(gx));
       grid_h = std::max(grid_h, roi_grid_h.back()), grid_w = std::max(grid_w, roi_grid_w.back());
@@ -294,7 +311,10 @@ Status convert_roi_align(ImportContext& ctx, OnnxNode& n) {
     return ctx.builder().constant(a);
   };
   auto column = [&](int64_t k) -> Expected<ValueId> {
-    ValueId col = m.op(Op::Slice, {m.cast(rois, m.ct)}, {{"starts", std::vector<int64_t>{k}}, {"ends", std::vector<int64_t>{k + 1}}, {"axes", std::vector<int64_t>{1}}});
+    ValueId col = m.op(Op::Slice, {m.cast(rois, m.ct)},
+                       {{"starts", std::vector<int64_t>{k}},
+                        {"ends", std::vector<int64_t>{k + 1}},
+                        {"axes", std::vector<int64_t>{1}}});
     Shape s(kRoiAxes, Dim(1));
     s[0] = num_rois;
     if (col == kNoValue) return ctx.builder_status(n);
@@ -305,7 +325,8 @@ Status convert_roi_align(ImportContext& ctx, OnnxNode& n) {
   struct Taps {
     ValueId index, weight, sample_valid;
   };
-  auto axis_taps = [&](int64_t k, int64_t size, int64_t out, int64_t grid, const std::vector<int64_t>& roi_grid) -> Expected<Taps> {
+  auto axis_taps = [&](int64_t k, int64_t size, int64_t out, int64_t grid,
+                       const std::vector<int64_t>& roi_grid) -> Expected<Taps> {
     const int out_axis = k == 1 ? 1 : 2, grid_axis = k == 1 ? 3 : 4, tap_axis = k == 1 ? 5 : 6;
     FUSEBOX_ASSIGN_OR_RETURN(ValueId c0, column(k));
     FUSEBOX_ASSIGN_OR_RETURN(ValueId c1, column(k + 2));
@@ -314,13 +335,16 @@ Status convert_roi_align(ImportContext& ctx, OnnxNode& n) {
     ValueId len = m.sub(m.sub(m.mul(c1, m.c(scale)), m.c(offset)), start);
     if (!half) len = m.op(Op::Max, {len, m.c(1)});
     ValueId bin = m.div(len, m.c(double(out)));
-    ValueId count = per_roi(roi_grid, grid, [](int64_t g) { return double(std::max<int64_t>(g, 1)); }, m.ct);
+    ValueId count = per_roi(
+        roi_grid, grid, [](int64_t g) { return double(std::max<int64_t>(g, 1)); }, m.ct);
     // start + p * bin + (i + 0.5) * bin / count
-    ValueId v = m.add(m.add(start, m.mul(iota(out_axis, out, 0), bin)), m.div(m.mul(iota(grid_axis, grid, 0.5), bin), count));
+    ValueId v = m.add(m.add(start, m.mul(iota(out_axis, out, 0), bin)),
+                      m.div(m.mul(iota(grid_axis, grid, 0.5), bin), count));
     ValueId valid = m.op(Op::Not, {m.outside(v, -1.0, double(size))});
     ValueId sample_valid = kNoValue;
     if (!roi_grid.empty()) {
-      ValueId g = per_roi(roi_grid, grid, [](int64_t g) { return double(g); }, m.ct);
+      ValueId g = per_roi(
+          roi_grid, grid, [](int64_t g) { return double(g); }, m.ct);
       sample_valid = m.op(Op::Less, {iota(grid_axis, grid, 0), g});
     }
     v = m.op(Op::Max, {v, m.c(0)});
@@ -330,12 +354,13 @@ Status convert_roi_align(ImportContext& ctx, OnnxNode& n) {
     ValueId frac = m.where(at_edge, m.c(0), m.sub(v, lo));
     ValueId valid_f = m.cast(valid, m.ct);
     ValueId index = m.op(Op::Concat, {lo, hi}, {{"axis", int64_t(tap_axis)}});
-    ValueId weight = m.op(Op::Concat, {m.mul(m.sub(m.c(1), frac), valid_f), m.mul(frac, valid_f)}, {{"axis", int64_t(tap_axis)}});
+    ValueId weight = m.op(Op::Concat, {m.mul(m.sub(m.c(1), frac), valid_f), m.mul(frac, valid_f)},
+                          {{"axis", int64_t(tap_axis)}});
     return Taps{m.cast(index, DType::I64), weight, sample_valid};
   };
   FUSEBOX_ASSIGN_OR_RETURN(Taps ty, axis_taps(1, h, oh, grid_h, roi_grid_h));
   FUSEBOX_ASSIGN_OR_RETURN(Taps tx, axis_taps(0, w, ow, grid_w, roi_grid_w));
-  ValueId flat = m.add(m.mul(ty.index, m.i64(w)), tx.index);        // [R, oh, ow, gh, gw, 2, 2]
+  ValueId flat = m.add(m.mul(ty.index, m.i64(w)), tx.index);  // [R, oh, ow, gh, gw, 2, 2]
   ValueId weight = m.mul(ty.weight, tx.weight);
   ValueId b = m.cast(batch, DType::I64);
   Shape roi_shape(kRoiAxes, Dim(1));
@@ -358,11 +383,13 @@ Status convert_roi_align(ImportContext& ctx, OnnxNode& n) {
   if (mode == "avg") {
     if (!roi_grid_h.empty()) {  // masked samples weigh 0
       ValueId s = m.cast(m.op(Op::And, {ty.sample_valid, tx.sample_valid}), m.ct);
-      FUSEBOX_ASSIGN_OR_RETURN(s, ctx.reshape(n, m.add(m.mul(m.cast(flat, m.ct), m.c(0)), s), Shape{num_rois, Dim(points), Dim(taps), Dim(1)}));
+      FUSEBOX_ASSIGN_OR_RETURN(s, ctx.reshape(n, m.add(m.mul(m.cast(flat, m.ct), m.c(0)), s),
+                                              Shape{num_rois, Dim(points), Dim(taps), Dim(1)}));
       values = m.mul(values, s);
     }
     std::vector<int64_t> counts;
-    for (size_t i = 0; i < roi_grid_h.size(); ++i) counts.push_back(std::max<int64_t>(roi_grid_h[i] * roi_grid_w[i], 1));
+    for (size_t i = 0; i < roi_grid_h.size(); ++i)
+      counts.push_back(std::max<int64_t>(roi_grid_h[i] * roi_grid_w[i], 1));
     ValueId count = roi_grid_h.empty() ? m.c(double(grid_h * grid_w)) : [&] {
       Array a(m.ct, {int64_t(counts.size()), 1, 1});
       for (size_t i = 0; i < counts.size(); ++i) a.set_f64(int64_t(i), double(counts[i]));
@@ -372,13 +399,15 @@ Status convert_roi_align(ImportContext& ctx, OnnxNode& n) {
   } else {
     if (!roi_grid_h.empty()) {  // masked samples take no part in the maximum; none at all gives 0
       ValueId s = m.op(Op::And, {ty.sample_valid, tx.sample_valid});
-      FUSEBOX_ASSIGN_OR_RETURN(s, ctx.reshape(n, m.op(Op::And, {m.op(Op::Equal, {flat, flat}), s}), Shape{num_rois, Dim(points), Dim(taps), Dim(1)}));
+      FUSEBOX_ASSIGN_OR_RETURN(s, ctx.reshape(n, m.op(Op::And, {m.op(Op::Equal, {flat, flat}), s}),
+                                              Shape{num_rois, Dim(points), Dim(taps), Dim(1)}));
       values = m.where(s, values, m.c(-std::numeric_limits<double>::infinity()));
     }
     y = m.op(Op::ReduceMax, {values}, over_taps);
     if (!roi_grid_h.empty()) {
       Array has(DType::Bool, {int64_t(roi_grid_h.size()), 1, 1});
-      for (size_t i = 0; i < roi_grid_h.size(); ++i) has.data<bool>()[i] = roi_grid_h[i] > 0 && roi_grid_w[i] > 0;
+      for (size_t i = 0; i < roi_grid_h.size(); ++i)
+        has.data<bool>()[i] = roi_grid_h[i] > 0 && roi_grid_w[i] > 0;
       y = m.where(ctx.builder().constant(has), y, m.c(0));
     }
   }
@@ -405,8 +434,10 @@ Status convert_max_unpool(ImportContext& ctx, OnnxNode& n) {
   }
   std::vector<int64_t> strides = n.attr_ints("strides").value_or(std::vector<int64_t>(size_t(spatial), 1));
   std::vector<int64_t> pads = n.attr_ints("pads").value_or(std::vector<int64_t>(size_t(2 * spatial), 0));
-  if (int(strides.size()) != spatial) return n.error("attribute 'strides' must give " + std::to_string(spatial) + " sizes");
-  if (int(pads.size()) != 2 * spatial) return n.error("attribute 'pads' must give " + std::to_string(2 * spatial) + " sizes");
+  if (int(strides.size()) != spatial)
+    return n.error("attribute 'strides' must give " + std::to_string(spatial) + " sizes");
+  if (int(pads.size()) != 2 * spatial)
+    return n.error("attribute 'pads' must give " + std::to_string(2 * spatial) + " sizes");
   // The shape the indices address: N, C and (in - 1) * stride - pads + kernel.
   std::vector<int64_t> inferred(size_t(xt.rank()));
   FUSEBOX_ASSIGN_OR_RETURN(inferred[0], static_size(n, xt, 0, "X"));
@@ -425,8 +456,9 @@ Status convert_max_unpool(ImportContext& ctx, OnnxNode& n) {
     }
     for (size_t k = 0; k < out.size(); ++k) {
       if (out[k] < inferred[k]) {
-        return n.error("output_shape [" + shape_to_string(make_shape(out)) + "] is smaller than the unpooled shape [" +
-                       shape_to_string(make_shape(inferred)) + "]");
+        return n.error("output_shape [" + shape_to_string(make_shape(out)) +
+                       "] is smaller than the unpooled shape [" + shape_to_string(make_shape(inferred)) +
+                       "]");
       }
       grow[k + out.size()] = out[k] - inferred[k];
     }
@@ -434,14 +466,16 @@ Status convert_max_unpool(ImportContext& ctx, OnnxNode& n) {
   int64_t total = 1;
   for (int64_t d : out) {
     if (d < 1 || d > (int64_t(1) << 40) || total > (int64_t(1) << 40) / d) {
-      return n.error("output shape [" + shape_to_string(make_shape(out)) + "] is empty, negative or too large");
+      return n.error("output shape [" + shape_to_string(make_shape(out)) +
+                     "] is empty, negative or too large");
     }
     total *= d;
   }
   total = 1;
   for (int64_t d : inferred) {
     if (d < 1) {
-      return n.error("the unpooled shape [" + shape_to_string(make_shape(inferred)) + "] is empty or negative");
+      return n.error("the unpooled shape [" + shape_to_string(make_shape(inferred)) +
+                     "] is empty or negative");
     }
     total *= d;
   }

@@ -26,8 +26,10 @@ using TP = onnx::TensorProto;
 
 Array nan_like(const Array& a) {
   Array p(a.dtype(), a.shape());
-  if (is_float(a.dtype())) p.fill_bytes(0xFF);
-  else std::memcpy(p.raw(), a.raw(), a.nbytes());
+  if (is_float(a.dtype()))
+    p.fill_bytes(0xFF);
+  else
+    std::memcpy(p.raw(), a.raw(), a.nbytes());
   return p;
 }
 
@@ -49,7 +51,7 @@ std::array<Array, 2> run_both(const OnnxModel& m, const NamedArrays& inputs) {
     EXPECT_TRUE(exe.has_value()) << exe.status().to_string();
     if (!exe) return out;
     (void)exe->run(poison);
-    Expected<std::vector<Array>> r = exe->run(inputs);
+    Expected<std::vector<Array> > r = exe->run(inputs);
     EXPECT_TRUE(r.has_value()) << r.status().to_string();
     if (r && !r->empty()) out[size_t(fused)] = (*r)[0];
   }
@@ -146,8 +148,8 @@ TEST(OnnxImportSpatial, GridSampleMatchesItsDefinitionInEveryMode) {
           for (int64_t ch = 0; ch < c; ++ch) {
             for (int64_t p = 0; p < ho * wo; ++p) {
               const float* g = grid.data<float>() + (b * ho * wo + p) * 2;
-              want.data<float>()[(b * c + ch) * ho * wo + p] = float(
-                  grid_sample_at(x.data<float>() + (b * c + ch) * h * w, h, w, g[0], g[1], mode, padding, align != 0));
+              want.data<float>()[(b * c + ch) * ho * wo + p] = float(grid_sample_at(
+                  x.data<float>() + (b * c + ch) * h * w, h, w, g[0], g[1], mode, padding, align != 0));
             }
           }
         }
@@ -161,8 +163,8 @@ TEST(OnnxImportSpatial, GridSampleMatchesItsDefinitionInEveryMode) {
 // ---- RoiAlign ------------------------------------------------------------------------------
 
 // ONNX's RoiAlign, point by point.
-Array roi_align_direct(const Array& x, const Array& rois, const std::vector<int64_t>& batch, int64_t oh, int64_t ow,
-                       int64_t ratio, double scale, bool half, bool max_mode) {
+Array roi_align_direct(const Array& x, const Array& rois, const std::vector<int64_t>& batch, int64_t oh,
+                       int64_t ow, int64_t ratio, double scale, bool half, bool max_mode) {
   const int64_t c = x.shape()[1], h = x.shape()[2], w = x.shape()[3], r = rois.shape()[0];
   Array y(DType::F32, {r, c, oh, ow});
   for (int64_t i = 0; i < r; ++i) {
@@ -188,10 +190,14 @@ Array roi_align_direct(const Array& x, const Array& rois, const std::vector<int6
               if (!(yy < -1.0 || yy > double(h) || xx < -1.0 || xx > double(w))) {
                 yy = std::max(yy, 0.0), xx = std::max(xx, 0.0);
                 int64_t yl = int64_t(yy), xl = int64_t(xx), yh, xh;
-                if (yl >= h - 1) yh = yl = h - 1, yy = double(yl);
-                else yh = yl + 1;
-                if (xl >= w - 1) xh = xl = w - 1, xx = double(xl);
-                else xh = xl + 1;
+                if (yl >= h - 1)
+                  yh = yl = h - 1, yy = double(yl);
+                else
+                  yh = yl + 1;
+                if (xl >= w - 1)
+                  xh = xl = w - 1, xx = double(xl);
+                else
+                  xh = xl + 1;
                 double ly = yy - double(yl), lx = xx - double(xl);
                 v = {(1 - ly) * (1 - lx) * plane[yl * w + xl], (1 - ly) * lx * plane[yl * w + xh],
                      ly * (1 - lx) * plane[yh * w + xl], ly * lx * plane[yh * w + xh]};
@@ -234,8 +240,10 @@ TEST(OnnxImportSpatial, RoiAlignMatchesItsDefinition) {
         const int64_t ratio = constant_rois ? 0 : 2;
         OnnxModel m(16);
         m.input("x", {n, c, h, w});
-        if (constant_rois) m.initializer("rois", rois);
-        else m.input("rois", {r, 4});
+        if (constant_rois)
+          m.initializer("rois", rois);
+        else
+          m.input("rois", {r, 4});
         m.input("b", TP::INT64, {r});
         auto& node = m.node("RoiAlign", {"x", "rois", "b"}, {"y"}, "roi");
         set_attr(node, "mode", mode);
@@ -279,17 +287,20 @@ TEST(OnnxImportSpatial, RunTimeBatchAndRoiCounts) {
     for (int64_t i = 0; i <= n; ++i) batch[size_t(i)] = i % n;
     Expected<Executable> exe = Session().compile(g);
     ASSERT_TRUE(exe.has_value()) << exe.status().to_string();
-    Expected<std::vector<Array>> out = exe->run({{"x", x}, {"grid", grid}, {"rois", rois}, {"b", i64s(batch)}});
+    Expected<std::vector<Array> > out =
+        exe->run({{"x", x}, {"grid", grid}, {"rois", rois}, {"b", i64s(batch)}});
     ASSERT_TRUE(out.has_value()) << out.status().to_string();
     Array want_g(DType::F32, {n, 2, 3, 4});
     for (int64_t p = 0; p < n * 2; ++p) {
       for (int64_t k = 0; k < 12; ++k) {
         const float* at = grid.data<float>() + ((p / 2) * 12 + k) * 2;
-        want_g.data<float>()[p * 12 + k] = float(grid_sample_at(x.data<float>() + p * 30, 5, 6, at[0], at[1], "bicubic", "zeros", false));
+        want_g.data<float>()[p * 12 + k] =
+            float(grid_sample_at(x.data<float>() + p * 30, 5, 6, at[0], at[1], "bicubic", "zeros", false));
       }
     }
     EXPECT_TRUE(arrays_close((*out)[0], want_g, 1e-4, 1e-5)) << "GridSample, N = " << n;
-    EXPECT_TRUE(arrays_close((*out)[1], roi_align_direct(x, rois, batch, 2, 3, 2, 1.0, true, false), 1e-4, 1e-5))
+    EXPECT_TRUE(
+        arrays_close((*out)[1], roi_align_direct(x, rois, batch, 2, 3, 2, 1.0, true, false), 1e-4, 1e-5))
         << "RoiAlign, N = " << n;
   }
 }
@@ -321,8 +332,10 @@ TEST(OnnxImportSpatial, MaxUnpoolScattersToMaxPoolIndices) {
     m.input("x", {n, c, ph, pw});
     m.input("i", TP::INT64, {n, c, ph, pw});
     if (with_shape) m.initializer("shape", i64s({n, c, h + 1, w + 2}));
-    auto& node = m.node("MaxUnpool", with_shape ? std::vector<std::string>{"x", "i", "shape"} : std::vector<std::string>{"x", "i"},
-                        {"y"}, "unpool");
+    auto& node =
+        m.node("MaxUnpool",
+               with_shape ? std::vector<std::string>{"x", "i", "shape"} : std::vector<std::string>{"x", "i"},
+               {"y"}, "unpool");
     set_attr(node, "kernel_shape", std::vector<int64_t>{2, 2});
     set_attr(node, "strides", std::vector<int64_t>{2, 2});
     m.output("y");
@@ -334,7 +347,8 @@ TEST(OnnxImportSpatial, MaxUnpoolScattersToMaxPoolIndices) {
       int64_t at = idx.data<int64_t>()[k], p = at / (h * w), yx = at % (h * w);
       want.data<float>()[(p * oh + yx / w) * ow + yx % w] = vals.data<float>()[k];
     }
-    expect_both_close(run_both(m, {{"x", vals}, {"i", idx}}), want, with_shape ? "with output_shape" : "without");
+    expect_both_close(run_both(m, {{"x", vals}, {"i", idx}}), want,
+                      with_shape ? "with output_shape" : "without");
   }
 }
 
@@ -342,11 +356,12 @@ TEST(OnnxImportSpatial, MaxUnpoolScattersToMaxPoolIndices) {
 
 // ONNX's reference resize of a [H, W] plane, separable: per axis the source coordinate by
 // `coord`, then nearest (round_prefer_floor), linear (clamped) or cubic (edge taps, a = -0.75).
-Array resize_direct(const Array& x, int64_t oh, int64_t ow, const std::function<double(int axis, int64_t o)>& source,
-                    const std::string& mode, const std::function<bool(int axis, int64_t o)>& inside, double extrapolation) {
+Array resize_direct(const Array& x, int64_t oh, int64_t ow,
+                    const std::function<double(int axis, int64_t o)>& source, const std::string& mode,
+                    const std::function<bool(int axis, int64_t o)>& inside, double extrapolation) {
   const int64_t h = x.shape()[2], w = x.shape()[3];
   auto taps = [&](int axis, int64_t o, int64_t size) {
-    std::vector<std::pair<int64_t, double>> t;
+    std::vector<std::pair<int64_t, double> > t;
     double s = source(axis, o);
     auto clamp = [&](int64_t i) { return std::clamp<int64_t>(i, 0, size - 1); };
     if (mode == "nearest") {
@@ -389,9 +404,12 @@ TEST(OnnxImportSpatial, ResizeCoordinateModesWrittenAsGathers) {
     set_attr(node, "extrapolation_value", 10.0f);
     m.output("y");
     const double start[2] = {0.2f, 0.1f}, end[2] = {0.9f, 1.2f}, in[2] = {5, 7}, out[2] = {4, 6};
-    auto source = [&](int a, int64_t o) { return start[a] * (in[a] - 1) + double(o) * (end[a] - start[a]) * (in[a] - 1) / (out[a] - 1); };
+    auto source = [&](int a, int64_t o) {
+      return start[a] * (in[a] - 1) + double(o) * (end[a] - start[a]) * (in[a] - 1) / (out[a] - 1);
+    };
     auto inside = [&](int a, int64_t o) { return source(a, o) >= 0 && source(a, o) <= in[a] - 1; };
-    expect_both_close(run_both(m, {{"x", x}}), resize_direct(x, 4, 6, source, "linear", inside, 10.0), "tf_crop_and_resize");
+    expect_both_close(run_both(m, {{"x", x}}), resize_direct(x, 4, 6, source, "linear", inside, 10.0),
+                      "tf_crop_and_resize");
   }
   {  // tf_half_pixel_for_nn, nearest, sizes [3, 10]
     OnnxModel m(13);
@@ -401,7 +419,8 @@ TEST(OnnxImportSpatial, ResizeCoordinateModesWrittenAsGathers) {
     set_attr(node, "coordinate_transformation_mode", "tf_half_pixel_for_nn");
     m.output("y");
     auto source = [](int a, int64_t o) { return (double(o) + 0.5) / (a == 0 ? 3.0 / 5.0 : 10.0 / 7.0); };
-    expect_both_close(run_both(m, {{"x", x}}), resize_direct(x, 3, 10, source, "nearest", always, 0), "tf_half_pixel_for_nn");
+    expect_both_close(run_both(m, {{"x", x}}), resize_direct(x, 3, 10, source, "nearest", always, 0),
+                      "tf_half_pixel_for_nn");
   }
   for (const char* mode : {"linear", "cubic"}) {  // align_corners, scales 0.6: divides by in * 0.6 - 1
     OnnxModel m(13);
@@ -470,7 +489,8 @@ TEST(OnnxImportSpatial, RefusalsNameTheNodeAndTheReason) {
     m.input("x", {1, 1, 4, 4});
     m.initializer("roi", f32s({0, 0, 0, 0, 1, 1, 1, 1}));
     m.initializer("scales", f32s({1, 1, 2, 2}));
-    set_attr(m.node("Resize", {"x", "roi", "scales"}, {"y"}, "crop"), "coordinate_transformation_mode", "tf_crop_and_resize");
+    set_attr(m.node("Resize", {"x", "roi", "scales"}, {"y"}, "crop"), "coordinate_transformation_mode",
+             "tf_crop_and_resize");
     m.output("y");
     std::string e = import_error(m);
     EXPECT_CONTAINS(e, "Resize node 'crop'");
