@@ -165,7 +165,7 @@ Status convert_grid_sample(ImportContext& ctx, OnnxNode& n) {
     ValueId first;
     std::vector<ValueId> weights;
     if (mode == "nearest") {
-      first = m.op(Op::Cast, {m.cast(v, DType::I64)}, {{"to", m.ct}});  // truncation, as ONNX's astype
+      first = v;  // whole already (rounded, then clamped or reflected by whole-number borders)
       weights = {m.c(1)};
     } else {
       first = m.floor(v);
@@ -378,37 +378,36 @@ Status convert_roi_align(ImportContext& ctx, OnnxNode& n) {
   FUSEBOX_ASSIGN_OR_RETURN(picked, ctx.reshape(n, picked, Shape{num_rois, Dim(points), Dim(taps), ch}));
   FUSEBOX_ASSIGN_OR_RETURN(weight, ctx.reshape(n, weight, Shape{num_rois, Dim(points), Dim(taps), Dim(1)}));
   ValueId values = m.mul(picked, weight);
+  // Adaptive sampling: the samples each roi has (the rest pad the grid to the largest roi's).
+  const Shape taps_shape{num_rois, Dim(points), Dim(taps), Dim(1)};
+  ValueId has_sample = kNoValue;
+  if (!roi_grid_h.empty()) {  // constant rois: R is static
+    Shape all{num_rois, Dim(oh), Dim(ow), Dim(grid_h), Dim(grid_w), Dim(2), Dim(2)};
+    ValueId s = m.op(Op::Expand, {m.op(Op::And, {ty.sample_valid, tx.sample_valid})}, {{"shape", all}});
+    FUSEBOX_ASSIGN_OR_RETURN(has_sample, ctx.reshape(n, s, taps_shape));
+  }
   Attrs over_taps{{"axes", std::vector<int64_t>{2}}, {"keepdims", false}};
   ValueId y;
   if (mode == "avg") {
-    if (!roi_grid_h.empty()) {  // masked samples weigh 0
-      ValueId s = m.cast(m.op(Op::And, {ty.sample_valid, tx.sample_valid}), m.ct);
-      FUSEBOX_ASSIGN_OR_RETURN(s, ctx.reshape(n, m.add(m.mul(m.cast(flat, m.ct), m.c(0)), s),
-                                              Shape{num_rois, Dim(points), Dim(taps), Dim(1)}));
-      values = m.mul(values, s);
+    ValueId count = m.c(double(grid_h * grid_w));
+    if (has_sample != kNoValue) {
+      values = m.mul(values, m.cast(has_sample, m.ct));
+      Array counts(m.ct, {int64_t(roi_grid_h.size()), 1, 1});
+      for (size_t i = 0; i < roi_grid_h.size(); ++i) {
+        counts.set_f64(int64_t(i), double(std::max<int64_t>(roi_grid_h[i] * roi_grid_w[i], 1)));
+      }
+      count = ctx.builder().constant(counts);
     }
-    std::vector<int64_t> counts;
-    for (size_t i = 0; i < roi_grid_h.size(); ++i)
-      counts.push_back(std::max<int64_t>(roi_grid_h[i] * roi_grid_w[i], 1));
-    ValueId count = roi_grid_h.empty() ? m.c(double(grid_h * grid_w)) : [&] {
-      Array a(m.ct, {int64_t(counts.size()), 1, 1});
-      for (size_t i = 0; i < counts.size(); ++i) a.set_f64(int64_t(i), double(counts[i]));
-      return ctx.builder().constant(a);
-    }();
     y = m.div(m.op(Op::ReduceSum, {values}, over_taps), count);
   } else {
-    if (!roi_grid_h.empty()) {  // masked samples take no part in the maximum; none at all gives 0
-      ValueId s = m.op(Op::And, {ty.sample_valid, tx.sample_valid});
-      FUSEBOX_ASSIGN_OR_RETURN(s, ctx.reshape(n, m.op(Op::And, {m.op(Op::Equal, {flat, flat}), s}),
-                                              Shape{num_rois, Dim(points), Dim(taps), Dim(1)}));
-      values = m.where(s, values, m.c(-std::numeric_limits<double>::infinity()));
-    }
+    if (has_sample != kNoValue) values = m.where(has_sample, values, m.c(-std::numeric_limits<double>::infinity()));
     y = m.op(Op::ReduceMax, {values}, over_taps);
-    if (!roi_grid_h.empty()) {
-      Array has(DType::Bool, {int64_t(roi_grid_h.size()), 1, 1});
-      for (size_t i = 0; i < roi_grid_h.size(); ++i)
-        has.data<bool>()[i] = roi_grid_h[i] > 0 && roi_grid_w[i] > 0;
-      y = m.where(ctx.builder().constant(has), y, m.c(0));
+    if (has_sample != kNoValue) {  // a roi without samples gives 0
+      Array any(DType::Bool, {int64_t(roi_grid_h.size()), 1, 1});
+      for (size_t i = 0; i < roi_grid_h.size(); ++i) {
+        any.data<bool>()[i] = roi_grid_h[i] > 0 && roi_grid_w[i] > 0;
+      }
+      y = m.where(ctx.builder().constant(any), y, m.c(0));
     }
   }
   y = m.cast(m.op(Op::Transpose, {y}, {{"perm", std::vector<int64_t>{0, 2, 1}}}), xt.dtype);
