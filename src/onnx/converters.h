@@ -43,6 +43,10 @@ void add_window_converters(ConverterTable& table);
 // QuantizeLinear, DequantizeLinear as element-wise compositions (convert_quantize.cpp).
 void add_quantize_converters(ConverterTable& table);
 
+// GridSample, RoiAlign, MaxUnpool as gathers, scatters and element-wise math
+// (convert_spatial.cpp).
+void add_spatial_converters(ConverterTable& table);
+
 // Every converter, by ONNX op type.
 const ConverterTable& converters();
 

@@ -34,6 +34,7 @@ const ConverterTable& converters() {
     add_einsum_converters(t);
     add_window_converters(t);
     add_quantize_converters(t);
+    add_spatial_converters(t);
     return t;
   }();
   return table;
