@@ -5,6 +5,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "onnx/import_context.h"
 
@@ -42,6 +43,15 @@ void add_einsum_converters(ConverterTable& table);
 void add_window_converters(ConverterTable& table);
 // QuantizeLinear, DequantizeLinear as element-wise compositions (convert_quantize.cpp).
 void add_quantize_converters(ConverterTable& table);
+// RNN, GRU, LSTM unrolled over the static sequence length (convert_recurrent.cpp).
+void add_recurrent_converters(ConverterTable& table);
+// Adagrad, Adam, Momentum of the ai.onnx.preview.training domain (convert_training.cpp).
+void add_training_converters(ConverterTable& table);
+
+// The domain of ONNX's training ops. The converter table keys an op of another domain than the
+// default one as "<domain>:<op type>".
+inline constexpr std::string_view kTrainingDomain = "ai.onnx.preview.training";
+std::string converter_key(std::string_view domain, std::string_view op_type);
 
 // Every converter, by ONNX op type.
 const ConverterTable& converters();
@@ -56,5 +66,14 @@ struct Window2d {
 };
 Expected<Window2d> read_window(ImportContext& ctx, OnnxNode& n, const TensorType& x,
                                std::vector<int64_t> kernel, bool has_dilation);
+// A rank-0 constant of `dtype` holding v (convert_decomposed.cpp).
+ValueId scalar_constant(ImportContext& ctx, DType dtype, double v);
+// Activations written as compositions, as ONNX defines the ops of the same names
+// (convert_decomposed.cpp): where(x > alpha, x, 0); where(x < 0, alpha * (exp(x) - 1), x);
+// x / (1 + |x|); log(1 + exp(x)) in a form that cannot overflow.
+ValueId emit_thresholded_relu(ImportContext& ctx, ValueId x, double alpha);
+ValueId emit_elu(ImportContext& ctx, ValueId x, double alpha);
+ValueId emit_softsign(ImportContext& ctx, ValueId x);
+ValueId emit_softplus(ImportContext& ctx, ValueId x);
 
 }  // namespace fusebox::onnx_import
