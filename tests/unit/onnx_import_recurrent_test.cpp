@@ -70,6 +70,13 @@ void expect_both(const OnnxModel& m, const NamedArrays& inputs, const std::vecto
 
 // ---- RNN, GRU, LSTM --------------------------------------------------------------------
 
+void set_activations(onnx::NodeProto& n, const std::vector<std::string>& names) {
+  auto* a = n.add_attribute();
+  a->set_name("activations");
+  a->set_type(onnx::AttributeProto::STRINGS);
+  for (const std::string& s : names) a->add_strings(s);
+}
+
 struct Act {
   std::string name;
   double alpha = 0, beta = 0;
@@ -241,17 +248,16 @@ void run_recurrent_case(const RecurrentCase& c, uint64_t seed) {
   if (c.linear_before_reset) set_attr(n, "linear_before_reset", int64_t(1));
   if (c.input_forget) set_attr(n, "input_forget", int64_t(1));
   if (!c.acts.empty()) {
-    auto* a = n.add_attribute();
-    a->set_name("activations");
-    a->set_type(onnx::AttributeProto::STRINGS);
+    std::vector<std::string> names;
     std::vector<float> alphas, betas;
     for (const Act& act : c.acts) {
-      a->add_strings(act.name);
+      names.push_back(act.name);
       if (act.name == "LeakyRelu" || act.name == "Elu" || act.name == "ThresholdedRelu") alphas.push_back(float(act.alpha));
       if (act.name == "HardSigmoid" || act.name == "Affine" || act.name == "ScaledTanh") {
         alphas.push_back(float(act.alpha)), betas.push_back(float(act.beta));
       }
     }
+    set_activations(n, names);
     if (!alphas.empty()) set_attr(n, "activation_alpha", alphas);
     if (!betas.empty()) set_attr(n, "activation_beta", betas);
   }
@@ -355,23 +361,13 @@ TEST(OnnxImportRecurrent, RefusesWhatCannotBeUnrolled) {
   e = import_error(model({2000, kB, kI}, {}));
   EXPECT_CONTAINS(e, "sequence length 2000");
   EXPECT_CONTAINS(e, "unrolled at import");
-  e = import_error(model({kT, kB, kI}, [](onnx::NodeProto& n) {
-    auto* a = n.add_attribute();
-    a->set_name("activations");
-    a->set_type(onnx::AttributeProto::STRINGS);
-    for (const char* s : {"Sigmoid", "Gelu", "Tanh"}) a->add_strings(s);
-  }));
+  e = import_error(model({kT, kB, kI}, [](onnx::NodeProto& n) { set_activations(n, {"Sigmoid", "Gelu", "Tanh"}); }));
   EXPECT_CONTAINS(e, "attribute 'activations': \"Gelu\"");
   e = import_error(model({kT, kB, kI}, [](onnx::NodeProto& n) { set_attr(n, "direction", "sideways"); }));
   EXPECT_CONTAINS(e, "attribute 'direction' = \"sideways\"");
   e = import_error(model({kT, kB, kI}, {}, 3 * kH));
   EXPECT_CONTAINS(e, "input W must have size 16 along axis 1");
-  e = import_error(model({kT, kB, kI}, [](onnx::NodeProto& n) {
-    auto* a = n.add_attribute();
-    a->set_name("activations");
-    a->set_type(onnx::AttributeProto::STRINGS);
-    for (const char* s : {"Affine", "Tanh", "Tanh"}) a->add_strings(s);
-  }));
+  e = import_error(model({kT, kB, kI}, [](onnx::NodeProto& n) { set_activations(n, {"Affine", "Tanh", "Tanh"}); }));
   EXPECT_CONTAINS(e, "activation Affine needs a value in attribute 'activation_alpha'");
 }
 
