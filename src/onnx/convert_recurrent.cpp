@@ -98,7 +98,7 @@ Expected<std::vector<Activation>> read_activations(OnnxNode& n, Cell cell, int d
   return out;
 }
 
-// The per-step computation of one direction: the node's settings and the emitting helpers.
+// What the unrolled steps emit, with the node's dtype, batch, hidden size and clip.
 class Unroller {
  public:
   Unroller(ImportContext& ctx, OnnxNode& n, DType dtype, Dim batch, int64_t hidden, std::optional<double> clip)
@@ -178,7 +178,7 @@ Status check_dim(OnnxNode& n, const TensorType& t, int axis, int64_t want, const
   return Status::ok();
 }
 
-// The optional input i as a value of rank `rank` checked against `dims` (-1: any), moved from
+// The optional input i checked against `dims` (its rank and, where not -1, its sizes), moved from
 // [B, D, H] to [D, B, H] when `batch_first`; kNoValue when absent.
 Expected<ValueId> optional_input(ImportContext& ctx, OnnxNode& n, int i, const std::string& what, DType dtype,
                                  std::vector<int64_t> dims, bool batch_first) {
@@ -194,7 +194,8 @@ Expected<ValueId> optional_input(ImportContext& ctx, OnnxNode& n, int i, const s
   return v;
 }
 
-// Stacks [B, H] values to [count, B, H] (`values` in order).
+// The values, each given `axis_count` leading size-1 axes, concatenated along axis 0:
+// [B, H] values give [count, B, H] (1 axis) or [count, 1, B, H] (2 axes).
 Expected<ValueId> stack(ImportContext& ctx, OnnxNode& n, const std::vector<ValueId>& values, int axis_count) {
   std::vector<ValueId> parts;
   for (ValueId v : values) {
@@ -206,177 +207,212 @@ Expected<ValueId> stack(ImportContext& ctx, OnnxNode& n, const std::vector<Value
   return parts.size() == 1 ? parts[0] : ctx.emit(Op::Concat, std::move(parts), {{"axis", int64_t(0)}});
 }
 
-struct Outputs {
-  std::vector<ValueId> y;  // per step, [B, H]
-  ValueId h = kNoValue, c = kNoValue;
+// A recurrent node's settings and inputs, read and checked (optional inputs kNoValue when absent;
+// X, initial_h and initial_c already in layout 0).
+struct RecurrentNode {
+  Cell cell = Cell::Rnn;
+  int gates = 1, directions = 1;
+  bool reverse_only = false, linear_before_reset = false, input_forget = false, batch_first = false;
+  std::optional<double> clip;
+  std::vector<Activation> acts;  // directions * per-direction count
+  int64_t hidden = 0, steps = 0;
+  Dim batch;
+  DType dtype = DType::F32;
+  ValueId x = kNoValue, w = kNoValue, r = kNoValue, bias = kNoValue, lens = kNoValue, h0 = kNoValue, c0 = kNoValue,
+          peep = kNoValue;
 };
 
-Status convert_recurrent(ImportContext& ctx, OnnxNode& n) {
-  const Cell cell = n.op_type() == "RNN" ? Cell::Rnn : n.op_type() == "GRU" ? Cell::Gru : Cell::Lstm;
-  const int gates = cell == Cell::Rnn ? 1 : cell == Cell::Gru ? 3 : 4;
+Expected<RecurrentNode> read_node(ImportContext& ctx, OnnxNode& n) {
+  RecurrentNode rn;
+  rn.cell = n.op_type() == "RNN" ? Cell::Rnn : n.op_type() == "GRU" ? Cell::Gru : Cell::Lstm;
+  rn.gates = rn.cell == Cell::Rnn ? 1 : rn.cell == Cell::Gru ? 3 : 4;
   const std::string dir = n.attr_string("direction", "forward");
   if (dir != "forward" && dir != "reverse" && dir != "bidirectional") {
     return n.error("attribute 'direction' = \"" + dir + "\" is not supported (forward, reverse or bidirectional)");
   }
-  const int directions = dir == "bidirectional" ? 2 : 1;
+  rn.directions = dir == "bidirectional" ? 2 : 1;
+  rn.reverse_only = dir == "reverse";
   const int64_t layout = n.attr_int("layout", 0);
   if (layout != 0 && layout != 1) return n.error("attribute 'layout' = " + std::to_string(layout) + " is not supported (0 or 1)");
-  const bool batch_first = layout == 1;
-  std::optional<float> clip_attr = n.attr_float("clip");
-  if (clip_attr && !(*clip_attr >= 0)) return n.error("attribute 'clip' must be >= 0, got " + std::to_string(*clip_attr));
-  std::optional<double> clip;
-  if (clip_attr) clip = double(*clip_attr);
-  const bool linear_before_reset = cell == Cell::Gru && n.attr_int("linear_before_reset", 0) != 0;
-  const bool input_forget = cell == Cell::Lstm && n.attr_int("input_forget", 0) != 0;
-  FUSEBOX_ASSIGN_OR_RETURN(std::vector<Activation> acts, read_activations(n, cell, directions));
+  rn.batch_first = layout == 1;
+  if (std::optional<float> clip = n.attr_float("clip")) {
+    if (!(*clip >= 0)) return n.error("attribute 'clip' must be >= 0, got " + std::to_string(*clip));
+    rn.clip = double(*clip);
+  }
+  rn.linear_before_reset = rn.cell == Cell::Gru && n.attr_int("linear_before_reset", 0) != 0;
+  rn.input_forget = rn.cell == Cell::Lstm && n.attr_int("input_forget", 0) != 0;
+  FUSEBOX_ASSIGN_OR_RETURN(rn.acts, read_activations(n, rn.cell, rn.directions));
 
-  FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
-  FUSEBOX_ASSIGN_OR_RETURN(ValueId w, ctx.value(n, 1));
-  FUSEBOX_ASSIGN_OR_RETURN(ValueId r, ctx.value(n, 2));
-  const TensorType xt = ctx.type(x), wt = ctx.type(w), rt = ctx.type(r);
+  FUSEBOX_ASSIGN_OR_RETURN(rn.x, ctx.value(n, 0));
+  FUSEBOX_ASSIGN_OR_RETURN(rn.w, ctx.value(n, 1));
+  FUSEBOX_ASSIGN_OR_RETURN(rn.r, ctx.value(n, 2));
+  const TensorType xt = ctx.type(rn.x), wt = ctx.type(rn.w), rt = ctx.type(rn.r);
   if (!is_float(xt.dtype) || xt.rank() != 3) return n.error("input X must be a 3-D float tensor, got " + xt.to_string());
   if (wt.rank() != 3 || wt.dtype != xt.dtype) return n.error("input W must be a 3-D tensor of X's type, got " + wt.to_string());
   if (rt.rank() != 3 || rt.dtype != xt.dtype) return n.error("input R must be a 3-D tensor of X's type, got " + rt.to_string());
-  int64_t hidden = n.attr_int("hidden_size", -1);
-  if (hidden < 0) {
+  rn.dtype = xt.dtype;
+  rn.hidden = n.attr_int("hidden_size", -1);
+  if (rn.hidden < 0) {
     if (!rt.shape[2].is_static()) return n.error("attribute 'hidden_size' is absent and R's last size is not static: " + rt.to_string());
-    hidden = rt.shape[2].value();
+    rn.hidden = rt.shape[2].value();
   }
-  if (hidden < 1) return n.error("attribute 'hidden_size' must be >= 1, got " + std::to_string(hidden));
-  const int64_t gh = gates * hidden;
-  const Dim steps_dim = xt.shape[batch_first ? 1 : 0], batch = xt.shape[batch_first ? 0 : 1];
-  if (!steps_dim.is_static()) {
+  if (rn.hidden < 1) return n.error("attribute 'hidden_size' must be >= 1, got " + std::to_string(rn.hidden));
+  const int64_t gh = rn.gates * rn.hidden, dirs = rn.directions;
+  const Dim steps = xt.shape[rn.batch_first ? 1 : 0];
+  rn.batch = xt.shape[rn.batch_first ? 0 : 1];
+  if (!steps.is_static()) {
     return n.error("the sequence length of X must be static (the loop is unrolled at import), got " + xt.to_string());
   }
-  const int64_t steps = steps_dim.value();
-  if (steps < 1 || steps > kMaxSteps) {
-    return n.error("the sequence length " + std::to_string(steps) + " of X is outside [1, " + std::to_string(kMaxSteps) +
+  rn.steps = steps.value();
+  if (rn.steps < 1 || rn.steps > kMaxSteps) {
+    return n.error("the sequence length " + std::to_string(rn.steps) + " of X is outside [1, " + std::to_string(kMaxSteps) +
                    "] (the loop is unrolled at import)");
   }
-  for (auto [t, what, axis, want] : {std::tuple{wt, "W", 0, int64_t(directions)}, {wt, "W", 1, gh}, {rt, "R", 0, int64_t(directions)},
-                                     {rt, "R", 1, gh}, {rt, "R", 2, hidden}}) {
+  for (auto [t, what, axis, want] :
+       {std::tuple{wt, "W", 0, dirs}, {wt, "W", 1, gh}, {rt, "R", 0, dirs}, {rt, "R", 1, gh}, {rt, "R", 2, rn.hidden}}) {
     FUSEBOX_RETURN_IF_ERROR(check_dim(n, t, axis, want, what));
   }
-  if (batch_first) x = ctx.emit(Op::Transpose, {x}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
-  const DType dt = xt.dtype;
-  FUSEBOX_ASSIGN_OR_RETURN(ValueId bias, optional_input(ctx, n, 3, "B", dt, {directions, 2 * gh}, false));
-  ValueId lens = kNoValue;
+  if (rn.batch_first) rn.x = ctx.emit(Op::Transpose, {rn.x}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
+  FUSEBOX_ASSIGN_OR_RETURN(rn.bias, optional_input(ctx, n, 3, "B", rn.dtype, {dirs, 2 * gh}, false));
   if (n.has_input(4)) {
-    FUSEBOX_ASSIGN_OR_RETURN(lens, ctx.value(n, 4));
-    const TensorType lt = ctx.type(lens);
+    FUSEBOX_ASSIGN_OR_RETURN(rn.lens, ctx.value(n, 4));
+    const TensorType lt = ctx.type(rn.lens);
     if (!is_integer(lt.dtype) || lt.rank() != 1) return n.error("input sequence_lens must be a 1-D integer tensor, got " + lt.to_string());
-    Shape column{lt.shape[0], Dim(1)};
-    FUSEBOX_ASSIGN_OR_RETURN(lens, ctx.reshape(n, lens, column));
+    FUSEBOX_ASSIGN_OR_RETURN(rn.lens, ctx.reshape(n, rn.lens, Shape{lt.shape[0], Dim(1)}));  // [B, 1]
   }
-  FUSEBOX_ASSIGN_OR_RETURN(ValueId h0, optional_input(ctx, n, 5, "initial_h", dt, {batch_first ? -1 : directions, -1, hidden}, batch_first));
-  if (batch_first && h0 != kNoValue) FUSEBOX_RETURN_IF_ERROR(check_dim(n, ctx.type(h0), 0, directions, "initial_h"));
-  ValueId c0 = kNoValue, peep = kNoValue;
-  if (cell == Cell::Lstm) {
-    FUSEBOX_ASSIGN_OR_RETURN(c0, optional_input(ctx, n, 6, "initial_c", dt, {batch_first ? -1 : directions, -1, hidden}, batch_first));
-    if (batch_first && c0 != kNoValue) FUSEBOX_RETURN_IF_ERROR(check_dim(n, ctx.type(c0), 0, directions, "initial_c"));
-    FUSEBOX_ASSIGN_OR_RETURN(peep, optional_input(ctx, n, 7, "P", dt, {directions, 3 * hidden}, false));
+  // initial_h, initial_c: [D, B, H], or [B, D, H] in layout 1.
+  for (auto [i, what, v] : {std::tuple{5, "initial_h", &rn.h0}, {6, "initial_c", &rn.c0}}) {
+    if (i == 6 && rn.cell != Cell::Lstm) break;
+    FUSEBOX_ASSIGN_OR_RETURN(*v, optional_input(ctx, n, i, what, rn.dtype, {rn.batch_first ? -1 : dirs, -1, rn.hidden}, rn.batch_first));
+    if (*v != kNoValue) FUSEBOX_RETURN_IF_ERROR(check_dim(n, ctx.type(*v), 0, dirs, what));
   }
+  if (rn.cell == Cell::Lstm) {
+    FUSEBOX_ASSIGN_OR_RETURN(rn.peep, optional_input(ctx, n, 7, "P", rn.dtype, {dirs, 3 * rn.hidden}, false));
+  }
+  return rn;
+}
 
-  Unroller u(ctx, n, dt, batch, hidden, clip);
-  const size_t per = acts.size() / size_t(directions);
-  std::vector<Outputs> outs(static_cast<size_t>(directions));
-  for (int d = 0; d < directions; ++d) {
-    const bool reverse = dir == "reverse" || d == 1;
-    const Activation* act = &acts[size_t(d) * per];
-    FUSEBOX_ASSIGN_OR_RETURN(ValueId wd, u.direction(w, d));
-    FUSEBOX_ASSIGN_OR_RETURN(ValueId rd, u.direction(r, d));
-    ValueId xw = ctx.emit(Op::MatMul, {x, u.transposed(wd)});  // [T, B, G*H], every step at once
-    ValueId rec_t = u.transposed(rd);                           // [H, G*H]
-    ValueId rec_bias = kNoValue;
-    if (bias != kNoValue) {
-      FUSEBOX_ASSIGN_OR_RETURN(ValueId bd, u.direction(bias, d));
-      ValueId wb = u.slice(bd, 0, 0, gh), rb = u.slice(bd, 0, gh, 2 * gh);
-      // The recurrent bias joins the input side, except where GRU multiplies it by r.
-      if (linear_before_reset) rec_bias = rb;
-      xw = u.add(xw, linear_before_reset ? wb : u.add(wb, rb));
-    }
-    ValueId h = kNoValue, c = kNoValue;
-    if (h0 != kNoValue) {
-      FUSEBOX_ASSIGN_OR_RETURN(h, u.direction(h0, d));
-    } else {
-      FUSEBOX_ASSIGN_OR_RETURN(h, u.zeros());
-    }
-    if (cell == Cell::Lstm) {
-      if (c0 != kNoValue) {
-        FUSEBOX_ASSIGN_OR_RETURN(c, u.direction(c0, d));
-      } else {
-        FUSEBOX_ASSIGN_OR_RETURN(c, u.zeros());
-      }
-    }
-    ValueId p_i = kNoValue, p_o = kNoValue, p_f = kNoValue;
-    if (peep != kNoValue) {
-      FUSEBOX_ASSIGN_OR_RETURN(ValueId pd, u.direction(peep, d));
-      p_i = u.slice(pd, 0, 0, hidden), p_o = u.slice(pd, 0, hidden, 2 * hidden), p_f = u.slice(pd, 0, 2 * hidden, 3 * hidden);
-    }
-    // GRU without linear_before_reset multiplies H by r before the hidden gate's matmul.
-    ValueId rec_zr = kNoValue, rec_h = kNoValue;
-    if (cell == Cell::Gru && !linear_before_reset) rec_zr = u.slice(rec_t, 1, 0, 2 * hidden), rec_h = u.slice(rec_t, 1, 2 * hidden, gh);
+// One direction's weights as the steps read them.
+struct DirectionWeights {
+  ValueId rec_t = kNoValue;                     // R^T [H, G*H]
+  ValueId rec_zr = kNoValue, rec_h = kNoValue;  // GRU without linear_before_reset: R^T split
+  ValueId rec_bias = kNoValue;                  // GRU with linear_before_reset: Rb
+  ValueId p_i = kNoValue, p_o = kNoValue, p_f = kNoValue;
+};
 
-    outs[size_t(d)].y.resize(size_t(steps));
-    for (int64_t k = 0; k < steps; ++k) {
-      const int64_t t = reverse ? steps - 1 - k : k;
-      FUSEBOX_ASSIGN_OR_RETURN(ValueId xs, u.step(xw, t));
-      ValueId h_new = kNoValue, c_new = kNoValue;
-      if (cell == Cell::Rnn) {
-        h_new = u.activate(act[0], u.add(xs, ctx.emit(Op::MatMul, {h, rec_t})));
-      } else if (cell == Cell::Gru) {
-        ValueId rec = ctx.emit(Op::MatMul, {h, linear_before_reset ? rec_t : rec_zr});
-        if (rec_bias != kNoValue) rec = u.add(rec, rec_bias);
-        ValueId z = u.activate(act[0], u.add(u.gate(xs, 0), u.gate(rec, 0)));
-        ValueId rg = u.activate(act[0], u.add(u.gate(xs, 1), u.gate(rec, 1)));
-        ValueId hidden_in = linear_before_reset ? u.mul(rg, u.gate(rec, 2)) : ctx.emit(Op::MatMul, {u.mul(rg, h), rec_h});
-        ValueId hh = u.activate(act[1], u.add(u.gate(xs, 2), hidden_in));
-        // (1 - z) * hh + z * H
-        h_new = u.add(u.mul(ctx.emit(Op::Sub, {u.scalar(1), z}), hh), u.mul(z, h));
-      } else {
-        ValueId g = u.add(xs, ctx.emit(Op::MatMul, {h, rec_t}));
-        ValueId pre_i = u.gate(g, 0), pre_o = u.gate(g, 1), pre_f = u.gate(g, 2), pre_c = u.gate(g, 3);
-        if (p_i != kNoValue) pre_i = u.add(pre_i, u.mul(p_i, c)), pre_f = u.add(pre_f, u.mul(p_f, c));
-        ValueId i = u.activate(act[0], pre_i);
-        ValueId f = input_forget ? ctx.emit(Op::Sub, {u.scalar(1), i}) : u.activate(act[0], pre_f);
-        c_new = u.add(u.mul(f, c), u.mul(i, u.activate(act[1], pre_c)));
-        if (p_o != kNoValue) pre_o = u.add(pre_o, u.mul(p_o, c_new));
-        ValueId o = u.activate(act[0], pre_o);
-        h_new = u.mul(o, u.activate(act[2], c_new, false));
-      }
-      ValueId y = h_new;
-      if (lens != kNoValue) {
-        Array step_index(ctx.type(lens).dtype, {});
-        step_index.set_f64(0, double(t));
-        ValueId valid = ctx.emit(Op::Less, {ctx.builder().constant(step_index), lens});  // [B, 1]
-        y = ctx.emit(Op::Where, {valid, h_new, u.scalar(0)});
-        h_new = ctx.emit(Op::Where, {valid, h_new, h});
-        if (c_new != kNoValue) c_new = ctx.emit(Op::Where, {valid, c_new, c});
-      }
-      h = h_new, c = c_new;
-      outs[size_t(d)].y[size_t(t)] = y;
-    }
-    outs[size_t(d)].h = h, outs[size_t(d)].c = c;
+struct State {
+  ValueId h = kNoValue, c = kNoValue;
+};
+
+// One time step: the new state from the step's input projection xs [B, G*H].
+State cell_step(ImportContext& ctx, const RecurrentNode& rn, Unroller& u, const DirectionWeights& dw,
+                const Activation* act, ValueId xs, State s) {
+  if (rn.cell == Cell::Rnn) return {u.activate(act[0], u.add(xs, ctx.emit(Op::MatMul, {s.h, dw.rec_t})))};
+  if (rn.cell == Cell::Gru) {
+    ValueId rec = ctx.emit(Op::MatMul, {s.h, rn.linear_before_reset ? dw.rec_t : dw.rec_zr});
+    if (dw.rec_bias != kNoValue) rec = u.add(rec, dw.rec_bias);
+    ValueId z = u.activate(act[0], u.add(u.gate(xs, 0), u.gate(rec, 0)));
+    ValueId r = u.activate(act[0], u.add(u.gate(xs, 1), u.gate(rec, 1)));
+    ValueId hidden_in = rn.linear_before_reset ? u.mul(r, u.gate(rec, 2)) : ctx.emit(Op::MatMul, {u.mul(r, s.h), dw.rec_h});
+    ValueId hh = u.activate(act[1], u.add(u.gate(xs, 2), hidden_in));
+    // (1 - z) * hh + z * H
+    return {u.add(u.mul(ctx.emit(Op::Sub, {u.scalar(1), z}), hh), u.mul(z, s.h))};
+  }
+  ValueId g = u.add(xs, ctx.emit(Op::MatMul, {s.h, dw.rec_t}));
+  ValueId pre_i = u.gate(g, 0), pre_o = u.gate(g, 1), pre_f = u.gate(g, 2), pre_c = u.gate(g, 3);
+  if (dw.p_i != kNoValue) pre_i = u.add(pre_i, u.mul(dw.p_i, s.c)), pre_f = u.add(pre_f, u.mul(dw.p_f, s.c));
+  ValueId i = u.activate(act[0], pre_i);
+  ValueId f = rn.input_forget ? ctx.emit(Op::Sub, {u.scalar(1), i}) : u.activate(act[0], pre_f);
+  ValueId c = u.add(u.mul(f, s.c), u.mul(i, u.activate(act[1], pre_c)));
+  if (dw.p_o != kNoValue) pre_o = u.add(pre_o, u.mul(dw.p_o, c));
+  ValueId o = u.activate(act[0], pre_o);
+  return {u.mul(o, u.activate(act[2], c, false)), c};
+}
+
+// One direction unrolled: Y per time step ([B, H], in time order) and the final state.
+struct DirectionOutputs {
+  std::vector<ValueId> y;
+  State last;
+};
+
+Expected<DirectionOutputs> unroll_direction(ImportContext& ctx, const RecurrentNode& rn, Unroller& u, int d) {
+  const bool reverse = rn.reverse_only || d == 1;
+  const int64_t gh = rn.gates * rn.hidden, hidden = rn.hidden;
+  const Activation* act = &rn.acts[size_t(d) * (rn.acts.size() / size_t(rn.directions))];
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId wd, u.direction(rn.w, d));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId rd, u.direction(rn.r, d));
+  ValueId xw = ctx.emit(Op::MatMul, {rn.x, u.transposed(wd)});  // [T, B, G*H]: every step at once
+  DirectionWeights dw;
+  dw.rec_t = u.transposed(rd);
+  if (rn.bias != kNoValue) {
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId bd, u.direction(rn.bias, d));
+    ValueId wb = u.slice(bd, 0, 0, gh), rb = u.slice(bd, 0, gh, 2 * gh);
+    // The recurrent bias joins the input side, except where GRU multiplies it by r.
+    if (rn.linear_before_reset) dw.rec_bias = rb;
+    xw = u.add(xw, rn.linear_before_reset ? wb : u.add(wb, rb));
+  }
+  if (rn.cell == Cell::Gru && !rn.linear_before_reset) {
+    dw.rec_zr = u.slice(dw.rec_t, 1, 0, 2 * hidden), dw.rec_h = u.slice(dw.rec_t, 1, 2 * hidden, gh);
+  }
+  if (rn.peep != kNoValue) {
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId pd, u.direction(rn.peep, d));
+    dw.p_i = u.slice(pd, 0, 0, hidden), dw.p_o = u.slice(pd, 0, hidden, 2 * hidden), dw.p_f = u.slice(pd, 0, 2 * hidden, 3 * hidden);
+  }
+  State s;
+  FUSEBOX_ASSIGN_OR_RETURN(s.h, rn.h0 != kNoValue ? u.direction(rn.h0, d) : u.zeros());
+  if (rn.cell == Cell::Lstm) {
+    FUSEBOX_ASSIGN_OR_RETURN(s.c, rn.c0 != kNoValue ? u.direction(rn.c0, d) : u.zeros());
   }
 
+  DirectionOutputs out;
+  out.y.resize(size_t(rn.steps));
+  for (int64_t k = 0; k < rn.steps; ++k) {
+    const int64_t t = reverse ? rn.steps - 1 - k : k;
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId xs, u.step(xw, t));
+    State next = cell_step(ctx, rn, u, dw, act, xs, s);
+    ValueId y = next.h;
+    if (rn.lens != kNoValue) {
+      // Entries whose sequence ended keep their state and write 0.
+      Array index(ctx.type(rn.lens).dtype, {});
+      index.set_f64(0, double(t));
+      ValueId valid = ctx.emit(Op::Less, {ctx.builder().constant(index), rn.lens});  // [B, 1]
+      y = ctx.emit(Op::Where, {valid, next.h, u.scalar(0)});
+      next.h = ctx.emit(Op::Where, {valid, next.h, s.h});
+      if (next.c != kNoValue) next.c = ctx.emit(Op::Where, {valid, next.c, s.c});
+    }
+    s = next;
+    out.y[size_t(t)] = y;
+  }
+  out.last = s;
+  return out;
+}
+
+Status convert_recurrent(ImportContext& ctx, OnnxNode& n) {
+  FUSEBOX_ASSIGN_OR_RETURN(RecurrentNode rn, read_node(ctx, n));
+  Unroller u(ctx, n, rn.dtype, rn.batch, rn.hidden, rn.clip);
+  std::vector<DirectionOutputs> outs;
+  for (int d = 0; d < rn.directions; ++d) {
+    FUSEBOX_ASSIGN_OR_RETURN(DirectionOutputs o, unroll_direction(ctx, rn, u, d));
+    outs.push_back(std::move(o));
+  }
   // Y [T, D, B, H] (layout 1: [B, T, D, H]); Y_h, Y_c [D, B, H] (layout 1: [B, D, H]).
   if (n.has_output(0)) {
     std::vector<ValueId> per_direction;
-    for (const Outputs& o : outs) {
+    for (const DirectionOutputs& o : outs) {
       FUSEBOX_ASSIGN_OR_RETURN(ValueId s, stack(ctx, n, o.y, 2));  // [T, 1, B, H]
       per_direction.push_back(s);
     }
-    ValueId y = directions == 1 ? per_direction[0] : ctx.emit(Op::Concat, std::move(per_direction), {{"axis", int64_t(1)}});
-    if (batch_first) y = ctx.emit(Op::Transpose, {y}, {{"perm", std::vector<int64_t>{2, 0, 1, 3}}});
+    ValueId y = rn.directions == 1 ? per_direction[0] : ctx.emit(Op::Concat, std::move(per_direction), {{"axis", int64_t(1)}});
+    if (rn.batch_first) y = ctx.emit(Op::Transpose, {y}, {{"perm", std::vector<int64_t>{2, 0, 1, 3}}});
     FUSEBOX_RETURN_IF_ERROR(ctx.set_output(n, 0, y));
   }
   for (int i : {1, 2}) {
     if (!n.has_output(i)) continue;
-    if (i == 2 && cell != Cell::Lstm) return n.error("has no output " + std::to_string(i));
+    if (i == 2 && rn.cell != Cell::Lstm) return n.error("has no output " + std::to_string(i));
     std::vector<ValueId> finals;
-    for (const Outputs& o : outs) finals.push_back(i == 1 ? o.h : o.c);
+    for (const DirectionOutputs& o : outs) finals.push_back(i == 1 ? o.last.h : o.last.c);
     FUSEBOX_ASSIGN_OR_RETURN(ValueId s, stack(ctx, n, finals, 1));  // [D, B, H]
-    if (batch_first) s = ctx.emit(Op::Transpose, {s}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
+    if (rn.batch_first) s = ctx.emit(Op::Transpose, {s}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
     FUSEBOX_RETURN_IF_ERROR(ctx.set_output(n, i, s));
   }
   return Status::ok();
