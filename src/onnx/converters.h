@@ -53,7 +53,7 @@ void add_training_converters(ConverterTable& table);
 inline constexpr std::string_view kTrainingDomain = "ai.onnx.preview.training";
 std::string converter_key(std::string_view domain, std::string_view op_type);
 
-// Every converter, by ONNX op type.
+// Every converter, by ONNX op type (by converter_key for the training domain).
 const ConverterTable& converters();
 
 // Shared helpers.
