@@ -26,15 +26,40 @@
 
 namespace fusebox::onnx_import {
 
-namespace {
-
-// A scalar constant of `dtype` holding v.
-ValueId scalar(ImportContext& ctx, DType dtype, double v) {
+ValueId scalar_constant(ImportContext& ctx, DType dtype, double v) {
   Array s(dtype, {});
   if (is_float(dtype)) s.set_f64(0, v);
   else s.set_i64(0, static_cast<int64_t>(v));
   return ctx.builder().constant(s);
 }
+
+ValueId emit_thresholded_relu(ImportContext& ctx, ValueId x, double alpha) {
+  DType t = ctx.type(x).dtype;
+  ValueId above = ctx.emit(Op::Greater, {x, scalar_constant(ctx, t, alpha)});
+  return ctx.emit(Op::Where, {above, x, scalar_constant(ctx, t, 0)});
+}
+
+ValueId emit_elu(ImportContext& ctx, ValueId x, double alpha) {
+  DType t = ctx.type(x).dtype;
+  ValueId neg = ctx.emit(Op::Mul, {scalar_constant(ctx, t, alpha), ctx.emit(Op::Sub, {ctx.emit(Op::Exp, {x}), scalar_constant(ctx, t, 1)})});
+  return ctx.emit(Op::Where, {ctx.emit(Op::Less, {x, scalar_constant(ctx, t, 0)}), neg, x});
+}
+
+ValueId emit_softsign(ImportContext& ctx, ValueId x) {
+  ValueId one = scalar_constant(ctx, ctx.type(x).dtype, 1);
+  return ctx.emit(Op::Div, {x, ctx.emit(Op::Add, {one, ctx.emit(Op::Abs, {x})})});
+}
+
+ValueId emit_softplus(ImportContext& ctx, ValueId x) {
+  DType t = ctx.type(x).dtype;
+  ValueId one = scalar_constant(ctx, t, 1);
+  // log(1 + exp(x)) = x + log(1 + exp(-x)): the second form for x > 0 keeps exp from overflowing.
+  ValueId pos = ctx.emit(Op::Add, {x, ctx.emit(Op::Log, {ctx.emit(Op::Add, {one, ctx.emit(Op::Exp, {ctx.emit(Op::Neg, {x})})})})});
+  ValueId neg = ctx.emit(Op::Log, {ctx.emit(Op::Add, {one, ctx.emit(Op::Exp, {x})})});
+  return ctx.emit(Op::Where, {ctx.emit(Op::Greater, {x, scalar_constant(ctx, t, 0)}), pos, neg});
+}
+
+namespace {
 
 Status convert_xor(ImportContext& ctx, OnnxNode& n) {
   FUSEBOX_ASSIGN_OR_RETURN(ValueId a, ctx.value(n, 0));
@@ -49,8 +74,8 @@ Status convert_is_nan_inf(ImportContext& ctx, OnnxNode& n) {
   if (n.op_type() == "IsNaN") return ctx.set_output(n, 0, ctx.emit(Op::NotEqual, {x, x}));
   bool pos = n.attr_int("detect_positive", 1) != 0, neg = n.attr_int("detect_negative", 1) != 0;
   const double inf = std::numeric_limits<double>::infinity();
-  ValueId p = ctx.emit(Op::Equal, {x, scalar(ctx, t, inf)});
-  ValueId m = ctx.emit(Op::Equal, {x, scalar(ctx, t, -inf)});
+  ValueId p = ctx.emit(Op::Equal, {x, scalar_constant(ctx, t, inf)});
+  ValueId m = ctx.emit(Op::Equal, {x, scalar_constant(ctx, t, -inf)});
   // Neither: no element is +inf and -inf at once, so `and` gives all false.
   ValueId y = pos && neg ? ctx.emit(Op::Or, {p, m}) : pos ? p : neg ? m : ctx.emit(Op::And, {p, m});
   return ctx.set_output(n, 0, y);
@@ -60,28 +85,26 @@ Status convert_sign(ImportContext& ctx, OnnxNode& n) {
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
   DType t = ctx.type(x).dtype;
   if (t == DType::Bool) return n.error("input must be numeric, got " + ctx.type(x).to_string());
-  ValueId zero = scalar(ctx, t, 0);
+  ValueId zero = scalar_constant(ctx, t, 0);
   ValueId rest = ctx.emit(Op::Mul, {x, zero});  // 0 for 0, NaN for NaN
-  if (t != DType::U8) rest = ctx.emit(Op::Where, {ctx.emit(Op::Less, {x, zero}), scalar(ctx, t, -1), rest});
-  return ctx.set_output(n, 0, ctx.emit(Op::Where, {ctx.emit(Op::Greater, {x, zero}), scalar(ctx, t, 1), rest}));
+  if (t != DType::U8) rest = ctx.emit(Op::Where, {ctx.emit(Op::Less, {x, zero}), scalar_constant(ctx, t, -1), rest});
+  return ctx.set_output(n, 0, ctx.emit(Op::Where, {ctx.emit(Op::Greater, {x, zero}), scalar_constant(ctx, t, 1), rest}));
 }
 
 Status convert_thresholded_relu(ImportContext& ctx, OnnxNode& n) {
   double alpha = n.attr_float("alpha", 1.0f);
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
-  DType t = ctx.type(x).dtype;
-  ValueId above = ctx.emit(Op::Greater, {x, scalar(ctx, t, alpha)});
-  return ctx.set_output(n, 0, ctx.emit(Op::Where, {above, x, scalar(ctx, t, 0)}));
+  return ctx.set_output(n, 0, emit_thresholded_relu(ctx, x, alpha));
 }
 
 Status convert_shrink(ImportContext& ctx, OnnxNode& n) {
   double lambd = n.attr_float("lambd", 0.5f), bias = n.attr_float("bias", 0.0f);
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
   DType t = ctx.type(x).dtype;
-  ValueId b = scalar(ctx, t, bias);
-  ValueId upper = ctx.emit(Op::Where, {ctx.emit(Op::Greater, {x, scalar(ctx, t, lambd)}), ctx.emit(Op::Sub, {x, b}),
-                                       scalar(ctx, t, 0)});
-  ValueId lower = ctx.emit(Op::Less, {x, scalar(ctx, t, -lambd)});
+  ValueId b = scalar_constant(ctx, t, bias);
+  ValueId upper = ctx.emit(Op::Where, {ctx.emit(Op::Greater, {x, scalar_constant(ctx, t, lambd)}), ctx.emit(Op::Sub, {x, b}),
+                                       scalar_constant(ctx, t, 0)});
+  ValueId lower = ctx.emit(Op::Less, {x, scalar_constant(ctx, t, -lambd)});
   return ctx.set_output(n, 0, ctx.emit(Op::Where, {lower, ctx.emit(Op::Add, {x, b}), upper}));
 }
 
@@ -91,11 +114,11 @@ Status convert_elu(ImportContext& ctx, OnnxNode& n) {
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
   DType t = ctx.type(x).dtype;
   if (!is_float(t)) return n.error("input must be a float tensor, got " + ctx.type(x).to_string());
-  if (celu && alpha == 0) return n.error("attribute 'alpha' must not be 0");
-  ValueId a = scalar(ctx, t, alpha);
-  ValueId e = ctx.emit(Op::Exp, {celu ? ctx.emit(Op::Div, {x, a}) : x});
-  ValueId neg = ctx.emit(Op::Mul, {a, ctx.emit(Op::Sub, {e, scalar(ctx, t, 1)})});
-  return ctx.set_output(n, 0, ctx.emit(Op::Where, {ctx.emit(Op::Less, {x, scalar(ctx, t, 0)}), neg, x}));
+  if (!celu) return ctx.set_output(n, 0, emit_elu(ctx, x, alpha));
+  if (alpha == 0) return n.error("attribute 'alpha' must not be 0");
+  ValueId a = scalar_constant(ctx, t, alpha);
+  ValueId neg = ctx.emit(Op::Mul, {a, ctx.emit(Op::Sub, {ctx.emit(Op::Exp, {ctx.emit(Op::Div, {x, a})}), scalar_constant(ctx, t, 1)})});
+  return ctx.set_output(n, 0, ctx.emit(Op::Where, {ctx.emit(Op::Less, {x, scalar_constant(ctx, t, 0)}), neg, x}));
 }
 
 Status convert_selu(ImportContext& ctx, OnnxNode& n) {
@@ -104,23 +127,15 @@ Status convert_selu(ImportContext& ctx, OnnxNode& n) {
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
   DType t = ctx.type(x).dtype;
   if (!is_float(t)) return n.error("input must be a float tensor, got " + ctx.type(x).to_string());
-  ValueId neg = ctx.emit(Op::Mul, {scalar(ctx, t, alpha), ctx.emit(Op::Sub, {ctx.emit(Op::Exp, {x}), scalar(ctx, t, 1)})});
-  ValueId y = ctx.emit(Op::Where, {ctx.emit(Op::Greater, {x, scalar(ctx, t, 0)}), x, neg});
-  return ctx.set_output(n, 0, ctx.emit(Op::Mul, {scalar(ctx, t, gamma), y}));
+  ValueId neg = ctx.emit(Op::Mul, {scalar_constant(ctx, t, alpha), ctx.emit(Op::Sub, {ctx.emit(Op::Exp, {x}), scalar_constant(ctx, t, 1)})});
+  ValueId y = ctx.emit(Op::Where, {ctx.emit(Op::Greater, {x, scalar_constant(ctx, t, 0)}), x, neg});
+  return ctx.set_output(n, 0, ctx.emit(Op::Mul, {scalar_constant(ctx, t, gamma), y}));
 }
 
 Status convert_softplus_softsign(ImportContext& ctx, OnnxNode& n) {
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
-  DType t = ctx.type(x).dtype;
-  if (!is_float(t)) return n.error("input must be a float tensor, got " + ctx.type(x).to_string());
-  ValueId one = scalar(ctx, t, 1);
-  if (n.op_type() == "Softsign") {
-    return ctx.set_output(n, 0, ctx.emit(Op::Div, {x, ctx.emit(Op::Add, {one, ctx.emit(Op::Abs, {x})})}));
-  }
-  // log(1 + exp(x)) = x + log(1 + exp(-x)): the second form for x > 0 keeps exp from overflowing.
-  ValueId pos = ctx.emit(Op::Add, {x, ctx.emit(Op::Log, {ctx.emit(Op::Add, {one, ctx.emit(Op::Exp, {ctx.emit(Op::Neg, {x})})})})});
-  ValueId neg = ctx.emit(Op::Log, {ctx.emit(Op::Add, {one, ctx.emit(Op::Exp, {x})})});
-  return ctx.set_output(n, 0, ctx.emit(Op::Where, {ctx.emit(Op::Greater, {x, scalar(ctx, t, 0)}), pos, neg}));
+  if (!is_float(ctx.type(x).dtype)) return n.error("input must be a float tensor, got " + ctx.type(x).to_string());
+  return ctx.set_output(n, 0, n.op_type() == "Softsign" ? emit_softsign(ctx, x) : emit_softplus(ctx, x));
 }
 
 Status convert_instance_norm(ImportContext& ctx, OnnxNode& n) {
@@ -144,7 +159,7 @@ Status convert_instance_norm(ImportContext& ctx, OnnxNode& n) {
   FUSEBOX_ASSIGN_OR_RETURN(ValueId bc, ctx.reshape(n, b, per_channel));
   ValueId d = ctx.emit(Op::Sub, {x, ctx.emit(Op::ReduceMean, {x}, reduce)});
   ValueId var = ctx.emit(Op::ReduceMean, {ctx.emit(Op::Mul, {d, d})}, reduce);
-  ValueId inv = ctx.emit(Op::Rsqrt, {ctx.emit(Op::Add, {var, scalar(ctx, xt.dtype, eps)})});
+  ValueId inv = ctx.emit(Op::Rsqrt, {ctx.emit(Op::Add, {var, scalar_constant(ctx, xt.dtype, eps)})});
   return ctx.set_output(n, 0, ctx.emit(Op::Add, {ctx.emit(Op::Mul, {ctx.emit(Op::Mul, {d, inv}), sc}), bc}));
 }
 
@@ -184,7 +199,7 @@ Status convert_reduce_composite(ImportContext& ctx, OnnxNode& n) {
   // ReduceLogSumExp, shifted by the maximum so that exp cannot overflow; an infinite or NaN
   // maximum is replaced by 0 (m - m != 0 there), which leaves the sum as ONNX defines it.
   ValueId m = ctx.emit(Op::ReduceMax, {x}, {{"axes", axes}, {"keepdims", true}});
-  ValueId zero = scalar(ctx, dt, 0);
+  ValueId zero = scalar_constant(ctx, dt, 0);
   ValueId finite = ctx.emit(Op::Equal, {ctx.emit(Op::Sub, {m, m}), zero});
   m = ctx.emit(Op::Where, {finite, m, zero});
   ValueId s = ctx.emit(Op::ReduceSum, {ctx.emit(Op::Exp, {ctx.emit(Op::Sub, {x, m})})}, attrs);

@@ -4,6 +4,7 @@
 // is known at import time.
 #include <cfloat>
 #include <functional>
+#include <sstream>
 
 #include "onnx/converters.h"
 
@@ -118,22 +119,50 @@ Status convert_unary(ImportContext& ctx, OnnxNode& n) {
 }
 
 Status convert_identity(ImportContext& ctx, OnnxNode& n) {
-  // Identity and inference-mode Dropout forward whatever their input stands for.
-  if (n.op_type() == "Dropout") {
-    n.accept_attr("seed");
-    n.accept_attr("ratio");  // opsets before 12; no effect at inference
-    if (n.has_input(1)) n.input(1);  // ratio: no effect at inference
-    if (n.has_input(2)) {
-      Expected<double> training = ctx.require_scalar(n, 2, "training_mode");
-      if (!training) return training.status();
-      if (*training != 0) return n.error("training_mode must be false for inference");
-    }
-    if (n.has_output(1)) return n.error("the mask output is not supported");
-  }
+  // Identity forwards whatever its input stands for.
   if (std::optional<KnownInts> k = ctx.ints(n, 0)) return ctx.set_output_ints(n, 0, *k);
   if (const Array* a = ctx.constant(n, 0)) return ctx.set_output_constant(n, 0, *a);
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
   return ctx.set_output(n, 0, x);
+}
+
+// Dropout drops nothing in inference (training_mode absent or false) and in training with ratio
+// 0: the output is the input and the mask is all true. Training with a ratio above 0 draws a
+// random mask, which fusebox does not generate.
+Status convert_dropout(ImportContext& ctx, OnnxNode& n) {
+  n.accept_attr("seed");
+  bool training = false;
+  if (n.has_input(2)) {
+    FUSEBOX_ASSIGN_OR_RETURN(double t, ctx.require_scalar(n, 2, "training_mode"));
+    training = t != 0;
+  }
+  if (ctx.opset() < 12) {
+    n.accept_attr("ratio");  // an attribute before opset 12, with no effect at inference
+  } else if (n.has_input(1) && training) {
+    FUSEBOX_ASSIGN_OR_RETURN(double ratio, ctx.require_scalar(n, 1, "ratio"));
+    if (ratio != 0) {
+      std::ostringstream r;
+      r << ratio;
+      return n.error("training with ratio " + r.str() + " draws a random mask, which is not supported (only ratio 0)");
+    }
+  } else if (n.has_input(1)) {
+    n.input(1);  // ratio: no effect at inference
+  }
+  if (training && !n.has_input(1)) {
+    return n.error("training with the default ratio 0.5 draws a random mask, which is not supported (only ratio 0)");
+  }
+  if (n.has_output(1)) {
+    // Before opset 10 the mask has the input's type, and its values are not specified.
+    if (ctx.opset() < 10) return n.error("the mask output before opset 10 is not supported");
+    FUSEBOX_ASSIGN_OR_RETURN(TensorType xt, ctx.type_of(n, 0));
+    for (const Dim& d : xt.shape) {
+      if (!d.is_static() && !d.is_symbol()) return n.error("the mask output needs the input's sizes, got " + xt.to_string());
+    }
+    Array all(DType::Bool, {});
+    all.data<bool>()[0] = true;
+    FUSEBOX_RETURN_IF_ERROR(ctx.set_output(n, 1, ctx.emit(Op::Expand, {ctx.builder().constant(all)}, {{"shape", xt.shape}})));
+  }
+  return convert_identity(ctx, n);
 }
 
 Status convert_hard_sigmoid(ImportContext& ctx, OnnxNode& n) {
@@ -298,7 +327,7 @@ void add_elementwise_converters(ConverterTable& table) {
   for (const auto& [name, op] : binary_ops()) table[name] = convert_binary;
   table["BitShift"] = convert_bit_shift;
   table["Identity"] = convert_identity;
-  table["Dropout"] = convert_identity;
+  table["Dropout"] = convert_dropout;
   table["HardSigmoid"] = convert_hard_sigmoid;
   table["LeakyRelu"] = convert_leaky_relu;
   table["Gelu"] = convert_gelu;

@@ -274,19 +274,48 @@ Status convert_global_pool(ImportContext& ctx, OnnxNode& n) {
   return ctx.set_output(n, 0, ctx.emit(Op::ReduceMax, {x}, {{"axes", axes}, {"keepdims", true}}));
 }
 
+// BatchNormalization. In training mode (opset 14 on) Y normalises with the batch's own mean and
+// population variance over every axis but the channels, computed in f32 for f16/bf16 inputs,
+// and the running_mean / running_var outputs are input * momentum + batch * (1 - momentum).
 Status convert_batch_norm(ImportContext& ctx, OnnxNode& n) {
   double eps = n.attr_float("epsilon", 1e-5f);
-  n.accept_attr("momentum");  // only used in training
-  if (n.attr_int("training_mode", 0) != 0) return n.error("training_mode = 1 is not supported (inference only)");
+  const bool training = n.attr_int("training_mode", 0) != 0;
+  if (!training) n.accept_attr("momentum");  // only used in training
+  const double momentum = training ? n.attr_float("momentum", 0.9f) : 0.0;
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
+  const TensorType xt = ctx.type(x);
   std::vector<ValueId> in{x};
   for (int i = 1; i < 5; ++i) {
     FUSEBOX_ASSIGN_OR_RETURN(ValueId v, ctx.value(n, i));
     // Opset 15 lets scale/bias and mean/var have other float types than X.
-    if (ctx.type(v).dtype != ctx.type(x).dtype) v = ctx.emit(Op::Cast, {v}, {{"to", ctx.type(x).dtype}});
+    if (ctx.type(v).dtype != xt.dtype) v = ctx.emit(Op::Cast, {v}, {{"to", xt.dtype}});
     in.push_back(v);
   }
-  return ctx.set_output(n, 0, ctx.emit(Op::BatchNorm, std::move(in), {{"eps", eps}}));
+  if (!training) return ctx.set_output(n, 0, ctx.emit(Op::BatchNorm, std::move(in), {{"eps", eps}}));
+  if (!is_float(xt.dtype) || xt.rank() < 2) return n.error("input X must be a float [N, C, ...] tensor, got " + xt.to_string());
+  std::vector<int64_t> axes{0};
+  for (int64_t a = 2; a < xt.rank(); ++a) axes.push_back(a);
+  const DType stat = xt.dtype == DType::F16 || xt.dtype == DType::BF16 ? DType::F32 : xt.dtype;
+  ValueId xs = stat == xt.dtype ? x : ctx.emit(Op::Cast, {x}, {{"to", stat}});
+  Attrs reduce{{"axes", axes}, {"keepdims", true}};
+  ValueId mean = ctx.emit(Op::ReduceMean, {xs}, reduce);
+  ValueId d = ctx.emit(Op::Sub, {xs, mean});
+  ValueId var = ctx.emit(Op::ReduceMean, {ctx.emit(Op::Mul, {d, d})}, reduce);
+  const Shape channels{xt.shape[1]};
+  FUSEBOX_ASSIGN_OR_RETURN(mean, ctx.reshape(n, mean, channels));
+  FUSEBOX_ASSIGN_OR_RETURN(var, ctx.reshape(n, var, channels));
+  auto as = [&](ValueId v, DType t) { return ctx.type(v).dtype == t ? v : ctx.emit(Op::Cast, {v}, {{"to", t}}); };
+  in[3] = as(mean, xt.dtype), in[4] = as(var, xt.dtype);
+  FUSEBOX_RETURN_IF_ERROR(ctx.set_output(n, 0, ctx.emit(Op::BatchNorm, std::move(in), {{"eps", eps}})));
+  for (int i : {1, 2}) {
+    if (!n.has_output(i)) continue;
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId running, ctx.value(n, i + 2));
+    const DType t = ctx.type(running).dtype;
+    ValueId batch = as(i == 1 ? mean : var, t);
+    ValueId kept = ctx.emit(Op::Mul, {running, scalar_constant(ctx, t, momentum)});
+    FUSEBOX_RETURN_IF_ERROR(ctx.set_output(n, i, ctx.emit(Op::Add, {kept, ctx.emit(Op::Mul, {batch, scalar_constant(ctx, t, 1 - momentum)})})));
+  }
+  return Status::ok();
 }
 
 Status convert_matmul(ImportContext& ctx, OnnxNode& n) {

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "onnx/import_context.h"
 
@@ -42,12 +43,21 @@ void add_einsum_converters(ConverterTable& table);
 void add_window_converters(ConverterTable& table);
 // QuantizeLinear, DequantizeLinear as element-wise compositions (convert_quantize.cpp).
 void add_quantize_converters(ConverterTable& table);
+// RNN, GRU, LSTM unrolled over the static sequence length (convert_recurrent.cpp).
+void add_recurrent_converters(ConverterTable& table);
+// Adagrad, Adam, Momentum of the ai.onnx.preview.training domain (convert_training.cpp).
+void add_training_converters(ConverterTable& table);
 
 // GridSample, RoiAlign, MaxUnpool as gathers, scatters and element-wise math
 // (convert_spatial.cpp).
 void add_spatial_converters(ConverterTable& table);
 
-// Every converter, by ONNX op type.
+// The domain of ONNX's training ops. The converter table keys an op of another domain than the
+// default one as "<domain>:<op type>".
+inline constexpr std::string_view kTrainingDomain = "ai.onnx.preview.training";
+std::string converter_key(std::string_view domain, std::string_view op_type);
+
+// Every converter, by ONNX op type (by converter_key for the training domain).
 const ConverterTable& converters();
 
 // Shared helpers.
@@ -75,5 +85,14 @@ Expected<ValueId> lift_1d(ImportContext& ctx, OnnxNode& n, ValueId x);
 Expected<ValueId> drop_lifted_axis(ImportContext& ctx, OnnxNode& n, ValueId y);
 // MaxPool and AveragePool over [N,C,D,H,W] as two 2-D pools, (H,W) then D (both are separable).
 Status convert_pool_3d(ImportContext& ctx, OnnxNode& n);
+// A rank-0 constant of `dtype` holding v (convert_decomposed.cpp).
+ValueId scalar_constant(ImportContext& ctx, DType dtype, double v);
+// Activations written as compositions, as ONNX defines the ops of the same names
+// (convert_decomposed.cpp): where(x > alpha, x, 0); where(x < 0, alpha * (exp(x) - 1), x);
+// x / (1 + |x|); log(1 + exp(x)) in a form that cannot overflow.
+ValueId emit_thresholded_relu(ImportContext& ctx, ValueId x, double alpha);
+ValueId emit_elu(ImportContext& ctx, ValueId x, double alpha);
+ValueId emit_softsign(ImportContext& ctx, ValueId x);
+ValueId emit_softplus(ImportContext& ctx, ValueId x);
 
 }  // namespace fusebox::onnx_import

@@ -35,9 +35,16 @@ const ConverterTable& converters() {
     add_window_converters(t);
     add_quantize_converters(t);
     add_spatial_converters(t);
+    add_recurrent_converters(t);
+    add_training_converters(t);
     return t;
   }();
   return table;
+}
+
+std::string converter_key(std::string_view domain, std::string_view op_type) {
+  if (domain.empty() || domain == "ai.onnx") return std::string(op_type);
+  return std::string(domain) + ":" + std::string(op_type);
 }
 
 namespace {
@@ -55,21 +62,37 @@ constexpr int64_t kMinOpset = 7;
 constexpr int64_t kOldestOpset = 1;
 constexpr int64_t kMaxOpset = 21;
 
-Expected<int64_t> default_opset(const onnx::ModelProto& m) {
-  for (const auto& o : m.opset_import()) {
-    if (o.domain().empty() || o.domain() == "ai.onnx") {
-      if (o.version() < kOldestOpset) {
-        return Status::unimplemented("opset " + std::to_string(o.version()) + " is older than the oldest supported (" +
+// The opsets a model imports: the default domain's (0 when the model imports none, which is
+// valid for a model made only of training ops) and the training domain's (0 when absent).
+struct Opsets {
+  int64_t onnx = 0;
+  int64_t training = 0;
+};
+
+Expected<Opsets> read_opsets(const onnx::ModelProto& m) {
+  Opsets o;
+  for (const auto& imp : m.opset_import()) {
+    if (imp.domain().empty() || imp.domain() == "ai.onnx") {
+      if (imp.version() < kOldestOpset) {
+        return Status::unimplemented("opset " + std::to_string(imp.version()) + " is older than the oldest supported (" +
                                      std::to_string(kOldestOpset) + ")");
       }
-      if (o.version() > kMaxOpset) {
-        return Status::unimplemented("opset " + std::to_string(o.version()) + " is newer than the newest supported (" +
+      if (imp.version() > kMaxOpset) {
+        return Status::unimplemented("opset " + std::to_string(imp.version()) + " is newer than the newest supported (" +
                                      std::to_string(kMaxOpset) + ")");
       }
-      return o.version();
+      o.onnx = imp.version();
+    } else if (imp.domain() == kTrainingDomain) {
+      // Version 1 is the only one ONNX has defined.
+      if (imp.version() != 1) {
+        return Status::unimplemented("opset " + std::to_string(imp.version()) + " of domain '" + imp.domain() +
+                                     "' is not supported (only version 1)");
+      }
+      o.training = imp.version();
     }
   }
-  return Status::invalid("the model imports no opset of the default ONNX domain");
+  if (o.onnx == 0 && o.training == 0) return Status::invalid("the model imports no opset of the default ONNX domain");
+  return o;
 }
 
 // The ops whose versions before opset 7 mean what version 7 means (see kMinOpset).
@@ -132,15 +155,20 @@ Status declare_given_input(ImportContext& ctx, const onnx::ValueInfoProto& vi, c
   return Status::ok();
 }
 
-Status convert_node(ImportContext& ctx, const onnx::NodeProto& proto, int index) {
+Status convert_node(ImportContext& ctx, const Opsets& opsets, const onnx::NodeProto& proto, int index) {
   OnnxNode n(proto, index);
-  if (!proto.domain().empty() && proto.domain() != "ai.onnx") {
+  const bool default_domain = proto.domain().empty() || proto.domain() == "ai.onnx";
+  if (!default_domain && proto.domain() != kTrainingDomain) {
     return n.error("ops of domain '" + proto.domain() + "' are not supported");
   }
+  if (default_domain ? opsets.onnx == 0 : opsets.training == 0) {
+    return n.error(default_domain ? std::string("the model imports no opset of the default ONNX domain")
+                                  : "the model imports no opset of domain '" + proto.domain() + "'");
+  }
   const ConverterTable& table = converters();
-  auto it = table.find(proto.op_type());
+  auto it = table.find(converter_key(proto.domain(), proto.op_type()));
   if (it == table.end()) return n.error("op type '" + proto.op_type() + "' is not supported (docs/onnx.md lists the supported ops)");
-  if (ctx.opset() < kMinOpset) {
+  if (default_domain && ctx.opset() < kMinOpset) {
     if (!same_meaning_before_opset7(proto.op_type())) {
       return n.error("at opset " + std::to_string(ctx.opset()) + ", older than " + std::to_string(kMinOpset) +
                      ", only ops whose meaning did not change since are imported (docs/onnx.md lists them)");
@@ -172,12 +200,12 @@ struct Request {
 
 Expected<Graph> import_model(const onnx::ModelProto& m, const std::string& name, const ExternalDataDir& external,
                              const Request& req) {
-  FUSEBOX_ASSIGN_OR_RETURN(int64_t opset, default_opset(m));
+  FUSEBOX_ASSIGN_OR_RETURN(Opsets opsets, read_opsets(m));
   if (!m.has_graph()) return Status::invalid("the model has no graph");
   const onnx::GraphProto& g = m.graph();
   if (g.sparse_initializer_size() > 0) return Status::unimplemented("sparse initializers are not supported");
   std::string graph_name = g.name().empty() ? std::filesystem::path(name).stem().string() : g.name();
-  ImportContext ctx(graph_name, opset, external);
+  ImportContext ctx(graph_name, opsets.onnx, external);
   for (const onnx::TensorProto& t : g.initializer()) {
     if (t.name().empty()) return Status::invalid("an initializer has no name");
     std::string what = "initializer '" + t.name() + "'";
@@ -196,7 +224,7 @@ Expected<Graph> import_model(const onnx::ModelProto& m, const std::string& name,
     if (!declared) return Status::not_found("a value is given for '" + input + "', which is not a graph input");
   }
   for (int i = 0; i < g.node_size(); ++i) {
-    Status s = convert_node(ctx, g.node(i), i);
+    Status s = convert_node(ctx, opsets, g.node(i), i);
     if (!s.is_ok() && req.needs_value) *req.needs_value = ctx.needs_value();
     FUSEBOX_RETURN_IF_ERROR(s);
   }

@@ -100,6 +100,12 @@ std::optional<std::vector<float>> OnnxNode::attr_floats(const std::string& name)
   return std::vector<float>(a->floats().begin(), a->floats().end());
 }
 
+std::optional<std::vector<std::string>> OnnxNode::attr_strings(const std::string& name) {
+  const AP* a = get(name, AP::STRINGS);
+  if (!a) return std::nullopt;
+  return std::vector<std::string>(a->strings().begin(), a->strings().end());
+}
+
 const onnx::TensorProto* OnnxNode::attr_tensor(const std::string& name) {
   const AP* a = get(name, AP::TENSOR);
   return a ? &a->t() : nullptr;

@@ -43,6 +43,7 @@ class OnnxNode {
   std::string attr_string(const std::string& name, const std::string& def);
   std::optional<std::vector<int64_t>> attr_ints(const std::string& name);
   std::optional<std::vector<float>> attr_floats(const std::string& name);
+  std::optional<std::vector<std::string>> attr_strings(const std::string& name);
   const onnx::TensorProto* attr_tensor(const std::string& name);
   // An attribute the converter accepts but that does not change the result (e.g. momentum of
   // an inference batch norm).
