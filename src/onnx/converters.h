@@ -42,6 +42,10 @@ void add_einsum_converters(ConverterTable& table);
 void add_window_converters(ConverterTable& table);
 // QuantizeLinear, DequantizeLinear as element-wise compositions (convert_quantize.cpp).
 void add_quantize_converters(ConverterTable& table);
+// DFT, STFT as products with constant cos/sin matrices; MelWeightMatrix folded (convert_signal.cpp).
+void add_signal_converters(ConverterTable& table);
+// TopK as rounds of argmax (convert_topk.cpp).
+void add_topk_converters(ConverterTable& table);
 
 // Every converter, by ONNX op type.
 const ConverterTable& converters();
@@ -56,5 +60,9 @@ struct Window2d {
 };
 Expected<Window2d> read_window(ImportContext& ctx, OnnxNode& n, const TensorType& x,
                                std::vector<int64_t> kernel, bool has_dilation);
+
+// MaxPool over [N,C,H,W] with max_pool2d's attributes (convert_topk.cpp): Y, with 8-bit integer
+// inputs pooled in f32, and the Indices output when the node has one.
+Status convert_max_pool_2d(ImportContext& ctx, OnnxNode& n, ValueId x, Attrs attrs);
 
 }  // namespace fusebox::onnx_import

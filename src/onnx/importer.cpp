@@ -34,6 +34,8 @@ const ConverterTable& converters() {
     add_einsum_converters(t);
     add_window_converters(t);
     add_quantize_converters(t);
+    add_signal_converters(t);
+    add_topk_converters(t);
     return t;
   }();
   return table;
