@@ -1,23 +1,25 @@
 // Selections by argmax, for ops that would need a sort or an index-returning pool (the IR has
 // neither):
 //
-//   TopK(x, k)        k rounds along `axis` (static size n, constant k <= kMaxK):
-//                       a_r   = argmax(key_r, axis, keepdims)          (argmin for largest = 0)
+//   TopK(x, k)        k rounds along `axis` (static size n, constant k <= kMaxK); round r:
+//                       cand  = where(taken, worst, x)                 worst: -inf / the type's
+//                                                                      lowest (+ for smallest)
+//                       a_r   = argmax(cand, axis, keepdims)           (argmin for largest = 0),
+//                               or the first free position (argmax of !taken) when
+//                               reduce_max(cand) == worst: every element left equals worst
 //                       hot_r = eq(a_r, iota_n)                        one-hot of the pick
 //                       v_r   = reduce_sum(where(hot_r, x, -0), axis)  exact: one term is x
-//                       key_{r+1} = where(hot_0 | .. | hot_r, worst, key)
+//                       taken = taken | hot_r
 //                     Values = concat(v_r), Indices = concat(a_r) along axis. argmax takes the
-//                     first of equal keys, so ties come out in index order as ONNX requires, and
-//                     NaN (which fusebox's argmax and argmin both pick first) comes first. The
-//                     key is x in f64 with -inf (+inf for largest = 0) moved to -+1e300, so that
-//                     `worst` (-+inf) is below every real element and a taken position is never
-//                     picked again. f64 and i64 inputs stay in their type, with the lowest value
-//                     (highest for largest = 0) moved to the next one: those two tie.
+//                     first of equal elements, so ties come out in index order as ONNX requires;
+//                     NaN (which fusebox's argmax and argmin both pick first) comes first, for
+//                     largest and smallest alike.
 //   MaxPool Indices   for each of the kernel's K taps a strided slice of the (zero-padded) input,
 //                     stacked to [N, C, K, OH, OW]; hit = (tap == Y) & valid (a constant: the tap
 //                     is inside the input), the first hit by argmax over the taps, and its
 //                     flattened NCHW index (storage_order 1: column-major H, W) by a one-hot sum
 //                     over a constant [K, OH, OW] table, plus (n C + c) H W. Y stays max_pool2d.
+#include <cstdint>
 #include <limits>
 
 #include "onnx/converters.h"
@@ -26,7 +28,7 @@ namespace fusebox::onnx_import {
 
 namespace {
 
-// Bounds that keep the graphs small: k rounds of five nodes, K taps of one slice each.
+// Bounds that keep the graphs small: k rounds of about ten nodes, K taps of one slice each.
 constexpr int64_t kMaxK = 64;
 constexpr int64_t kMaxTaps = 256;
 
@@ -58,27 +60,30 @@ ValueId pick(ImportContext& ctx, ValueId x, ValueId hot, int axis) {
                   {{"axes", std::vector<int64_t>{axis}}, {"keepdims", true}});
 }
 
-// The ordering key of TopK and the value below (largest) / above every element of it.
-std::pair<ValueId, ValueId> order_key(ImportContext& ctx, ValueId x, bool largest) {
-  const DType dt = ctx.type(x).dtype;
-  const double sign = largest ? -1.0 : 1.0;
-  if (dt == DType::I64) {
-    const int64_t end = largest ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
-    Array e(DType::I64, {}), next(DType::I64, {});
-    e.set_i64(0, end);
-    next.set_i64(0, largest ? end + 1 : end - 1);
-    ValueId ec = ctx.builder().constant(e);
-    ValueId key = ctx.emit(Op::Where, {ctx.emit(Op::Equal, {x, ec}), ctx.builder().constant(next), x});
-    return {key, ec};
-  }
-  const double inf = std::numeric_limits<double>::infinity();
-  ValueId key = dt == DType::F64 ? x : ctx.emit(Op::Cast, {x}, {{"to", DType::F64}});
+template <typename T>
+void set_extreme(Array& a, bool lowest) {
+  a.data<T>()[0] = lowest ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+}
+
+// The value at or below (largest) / at or above every element of a `dt` tensor.
+ValueId worst_value(ImportContext& ctx, DType dt, bool largest) {
+  Array a(dt, {});
   if (is_float(dt)) {
-    double moved = dt == DType::F64 ? std::numeric_limits<double>::max() : 1e300;
-    ValueId is_end = ctx.emit(Op::Equal, {key, scalar(ctx, DType::F64, sign * inf)});
-    key = ctx.emit(Op::Where, {is_end, scalar(ctx, DType::F64, sign * moved), key});
+    a.set_f64(0, largest ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity());
+    return ctx.builder().constant(a);
   }
-  return {key, scalar(ctx, DType::F64, sign * inf)};
+  switch (dt) {
+    case DType::I8: set_extreme<int8_t>(a, largest); break;
+    case DType::U8: set_extreme<uint8_t>(a, largest); break;
+    case DType::I16: set_extreme<int16_t>(a, largest); break;
+    case DType::U16: set_extreme<uint16_t>(a, largest); break;
+    case DType::I32: set_extreme<int32_t>(a, largest); break;
+    case DType::U32: set_extreme<uint32_t>(a, largest); break;
+    case DType::I64: set_extreme<int64_t>(a, largest); break;
+    case DType::U64: set_extreme<uint64_t>(a, largest); break;
+    default: break;  // floats above; bool is refused before
+  }
+  return ctx.builder().constant(a);
 }
 
 Status convert_topk(ImportContext& ctx, OnnxNode& n) {
@@ -106,13 +111,26 @@ Status convert_topk(ImportContext& ctx, OnnxNode& n) {
     return n.error("k = " + std::to_string(k) + " is above " + std::to_string(kMaxK) +
                    ", the most rounds of argmax fusebox writes for TopK");
   }
-  auto [key, worst] = order_key(ctx, x, largest);
+  const Op arg = largest ? Op::ArgMax : Op::ArgMin;
+  const Attrs along_axis{{"axis", int64_t(axis)}, {"keepdims", true}};
+  ValueId worst = worst_value(ctx, xt.dtype, largest);
   ValueId positions = ctx.builder().constant(iota(along(xt.rank(), axis, d.value())));
   std::vector<ValueId> values, indices;
   ValueId taken = kNoValue;
   for (int64_t r = 0; r < k; ++r) {
-    ValueId cand = taken == kNoValue ? key : ctx.emit(Op::Where, {taken, worst, key});
-    ValueId a = ctx.emit(largest ? Op::ArgMax : Op::ArgMin, {cand}, {{"axis", int64_t(axis)}, {"keepdims", true}});
+    ValueId a = kNoValue;
+    if (taken == kNoValue) {
+      a = ctx.emit(arg, {x}, along_axis);
+    } else {
+      ValueId cand = ctx.emit(Op::Where, {taken, worst, x});
+      // When every element left equals `worst`, argmax may land on a taken one: take the first
+      // free position instead.
+      ValueId extreme = ctx.emit(largest ? Op::ReduceMax : Op::ReduceMin, {cand},
+                                 {{"axes", std::vector<int64_t>{axis}}, {"keepdims", true}});
+      ValueId free = ctx.emit(Op::Cast, {ctx.emit(Op::Not, {taken})}, {{"to", DType::I32}});
+      a = ctx.emit(Op::Where, {ctx.emit(Op::Equal, {extreme, worst}), ctx.emit(Op::ArgMax, {free}, along_axis),
+                               ctx.emit(arg, {cand}, along_axis)});
+    }
     ValueId hot = ctx.emit(Op::Equal, {a, positions});
     indices.push_back(a);
     values.push_back(pick(ctx, x, hot, axis));
