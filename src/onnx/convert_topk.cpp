@@ -15,8 +15,9 @@
 //                     NaN (which fusebox's argmax and argmin both pick first) comes first, for
 //                     largest and smallest alike.
 //   MaxPool Indices   for each of the kernel's K taps a strided slice of the (zero-padded) input,
-//                     stacked to [N, C, K, OH, OW]; hit = (tap == Y) & valid (a constant: the tap
-//                     is inside the input), the first hit by argmax over the taps, and its
+//                     stacked to [N, C, K, OH, OW]; hit = (tap == Y or both NaN) & valid (a
+//                     constant: the tap is inside the input), the first hit by argmax over the
+//                     taps (max_pool2d lets NaN win: a NaN window points at its first NaN), and its
 //                     flattened NCHW index (storage_order 1: column-major H, W) by a one-hot sum
 //                     over a constant [K, OH, OW] table, plus (n C + c) H W. Y stays max_pool2d.
 #include <cstdint>
@@ -191,7 +192,10 @@ Expected<ValueId> max_pool_indices(ImportContext& ctx, OnnxNode& n, ValueId xf, 
   }
   ValueId stacked = tap_values.size() == 1 ? tap_values[0] : ctx.emit(Op::Concat, tap_values, {{"axis", int64_t(2)}});
   FUSEBOX_ASSIGN_OR_RETURN(ValueId y5, ctx.reshape(n, y, Shape{Dim(batch), Dim(ch), Dim(1), Dim(oh), Dim(ow)}));
-  ValueId hit = ctx.emit(Op::And, {ctx.emit(Op::Equal, {stacked, y5}), ctx.builder().constant(valid)});
+  // max_pool2d lets NaN win: a NaN Y is matched by the first NaN tap.
+  ValueId nan_pair = ctx.emit(Op::And, {ctx.emit(Op::NotEqual, {y5, y5}), ctx.emit(Op::NotEqual, {stacked, stacked})});
+  ValueId same = ctx.emit(Op::Or, {ctx.emit(Op::Equal, {stacked, y5}), nan_pair});
+  ValueId hit = ctx.emit(Op::And, {same, ctx.builder().constant(valid)});
   ValueId first = ctx.emit(Op::ArgMax, {ctx.emit(Op::Cast, {hit}, {{"to", DType::I32}})},
                            {{"axis", int64_t(2)}, {"keepdims", true}});
   ValueId hot = ctx.emit(Op::Equal, {first, ctx.builder().constant(iota({1, 1, taps, 1, 1}))});

@@ -341,7 +341,11 @@ std::pair<Array, Array> expected_max_pool(const Array& x, const Pool& p) {
             int64_t q = ow * p.stride[1] - p.pads[1] + j * p.dilation[1];
             if (r < 0 || r >= h || q < 0 || q >= w) continue;
             double v = x.get_f64(c * h * w + r * w + q);
-            if (at < 0 || v > best) best = v, at = p.storage_order == 0 ? r * w + q : r + q * h;
+            // fusebox's max_pool2d lets NaN win (ONNX's reference keeps a NaN only when it comes
+            // first): the first NaN of a window is its maximum.
+            if (at < 0 || (!std::isnan(best) && (std::isnan(v) || v > best))) {
+              best = v, at = p.storage_order == 0 ? r * w + q : r + q * h;
+            }
           }
         }
         y.set_f64((c * out[0] + oh) * out[1] + ow, best);
@@ -389,6 +393,19 @@ TEST(OnnxImportSignal, MaxPoolIndicesPickTheFirstMaximum) {
     EXPECT_EQ(out[1].shape(), idx.shape());
     EXPECT_EQ(to_ints(out[1]), to_ints(idx));
   }
+}
+
+// A window holding NaN: max_pool2d's reference kernel lets NaN win, and Indices points at the
+// window's first NaN. (Only the unfused run: the fused CPU pool does not propagate NaN.)
+TEST(OnnxImportSignal, MaxPoolIndicesOfANanWindow) {
+  Array x = random_array(DType::F32, {1, 2, 5, 5}, 53, -2, 2);
+  x.set_f64(7, kNaN), x.set_f64(33, kNaN), x.set_f64(34, kNaN);
+  Pool p{{3, 3}, {2, 2}, {1, 1, 1, 1}};
+  std::vector<Array> out = import_and_run(max_pool_model(DType::F32, {1, 2, 5, 5}, p, true), {{"x", x}});
+  ASSERT_EQ(out.size(), 2u);
+  auto [y, idx] = expected_max_pool(x, p);
+  EXPECT_TRUE(arrays_close(out[0], y, 0, 0));
+  EXPECT_EQ(to_ints(out[1]), to_ints(idx));
 }
 
 TEST(OnnxImportSignal, MaxPoolOverEightBitIntegers) {
