@@ -116,6 +116,31 @@ TEST(OnnxImportSignal, DftMatchesTheDirectSum) {
   }
 }
 
+// A run-time batch size stays a symbol: one import runs at every batch.
+TEST(OnnxImportSignal, DftAndStftOverARunTimeBatch) {
+  OnnxModel m(17);
+  m.input("x", {"N", 24, 1});
+  m.initializer("step", array_of_ints(DType::I64, {}, {4}));
+  m.initializer("frame", array_of_ints(DType::I64, {}, {8}));
+  set_attr(m.node("DFT", {"x"}, {"spectrum"}), "axis", int64_t(1));
+  m.node("STFT", {"x", "step", "", "frame"}, {"frames"});
+  m.output("spectrum");
+  m.output("frames");
+  for (int64_t batch : {1, 3}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    Array x = random_array(DType::F32, {batch, 24, 1}, 70 + uint64_t(batch));
+    std::vector<Array> out = run_both(m, {{"x", x}});
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_TRUE(arrays_close(out[0], expected_dft(x, 1, 24, false, false), 1e-5, 1e-5));
+    Array framed(DType::F32, {batch, 5, 8, 1});
+    for (int64_t i = 0; i < framed.numel(); ++i) {
+      int64_t b = i / 40, f = (i / 8) % 5, t = i % 8;
+      framed.set_f64(i, x.get_f64(b * 24 + f * 4 + t));
+    }
+    EXPECT_TRUE(arrays_close(out[1], expected_dft(framed, 2, 8, true, false), 1e-5, 1e-5));
+  }
+}
+
 TEST(OnnxImportSignal, StftIsTheDftOfWindowedFrames) {
   // A real signal with a window (onesided by default) and a complex one with frame_length only.
   for (bool complex : {false, true}) {
