@@ -49,13 +49,16 @@ std::pair<double, double> unit_circle(int64_t m, int64_t l) {
   return {std::cos(t), std::sin(t)};
 }
 
-// The [rows, cols] cos and sin matrices of a length-l transform (see the file comment).
+// The [rows, cols] cos and sin matrices of a length-l transform (see the file comment), read
+// from one turn of l angles.
 std::pair<Array, Array> dft_matrices(DType dtype, int64_t rows, int64_t cols, int64_t l, bool inverse) {
+  std::vector<std::pair<double, double>> turn(static_cast<size_t>(l));
+  for (int64_t m = 0; m < l; ++m) turn[size_t(m)] = unit_circle(m, l);
   Array c(dtype, {rows, cols}), s(dtype, {rows, cols});
   const double scale = inverse ? 1.0 / double(l) : 1.0, sign = inverse ? 1.0 : -1.0;
   for (int64_t t = 0; t < rows; ++t) {
     for (int64_t k = 0; k < cols; ++k) {
-      auto [cv, sv] = unit_circle((t * k) % l, l);
+      auto [cv, sv] = turn[size_t((t * k) % l)];
       c.set_f64(t * cols + k, cv * scale);
       s.set_f64(t * cols + k, sign * sv * scale);
     }
