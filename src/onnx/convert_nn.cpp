@@ -253,9 +253,8 @@ Status convert_pool(ImportContext& ctx, OnnxNode& n) {
   bool ceil_mode = n.attr_int("ceil_mode", 0) != 0;
   Attrs attrs{{"kernel", win.kernel}, {"stride", win.stride}, {"pad", win.pads}, {"ceil_mode", ceil_mode}};
   if (is_max) {
-    n.accept_attr("storage_order");  // only affects the Indices output, which is refused
     attrs.set("dilation", win.dilation);
-    return set_window_output(ctx, n, ctx.emit(Op::MaxPool2d, {x}, std::move(attrs)), lifted);
+    return convert_max_pool_2d(ctx, n, x, std::move(attrs), lifted);
   }
   if (std::optional<std::vector<int64_t>> d = n.attr_ints("dilations")) {
     for (int64_t v : *d)

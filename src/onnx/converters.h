@@ -47,6 +47,10 @@ void add_quantize_converters(ConverterTable& table);
 void add_recurrent_converters(ConverterTable& table);
 // Adagrad, Adam, Momentum of the ai.onnx.preview.training domain (convert_training.cpp).
 void add_training_converters(ConverterTable& table);
+// DFT, STFT as products with constant cos/sin matrices; MelWeightMatrix folded (convert_signal.cpp).
+void add_signal_converters(ConverterTable& table);
+// TopK as rounds of argmax (convert_topk.cpp).
+void add_topk_converters(ConverterTable& table);
 
 // GridSample, RoiAlign, MaxUnpool as gathers, scatters and element-wise math
 // (convert_spatial.cpp).
@@ -94,5 +98,10 @@ ValueId emit_thresholded_relu(ImportContext& ctx, ValueId x, double alpha);
 ValueId emit_elu(ImportContext& ctx, ValueId x, double alpha);
 ValueId emit_softsign(ImportContext& ctx, ValueId x);
 ValueId emit_softplus(ImportContext& ctx, ValueId x);
+
+// MaxPool over [N,C,H,W] with max_pool2d's attributes (convert_topk.cpp): Y, with 8-bit integer
+// inputs pooled in f32, and the Indices output when the node has one. `lifted`: x is a 1-D
+// pool's [N,C,1,L] (lift_1d), and the outputs drop that height again.
+Status convert_max_pool_2d(ImportContext& ctx, OnnxNode& n, ValueId x, Attrs attrs, bool lifted);
 
 }  // namespace fusebox::onnx_import

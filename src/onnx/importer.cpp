@@ -37,6 +37,8 @@ const ConverterTable& converters() {
     add_spatial_converters(t);
     add_recurrent_converters(t);
     add_training_converters(t);
+    add_signal_converters(t);
+    add_topk_converters(t);
     return t;
   }();
   return table;

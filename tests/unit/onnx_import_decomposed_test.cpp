@@ -26,21 +26,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // Runs the model unfused (reference) and fused (cpu); the two must agree (NaN equals NaN).
 std::vector<Array> run_both(const OnnxModel& m, const NamedArrays& inputs) {
-  std::vector<Array> ref = import_and_run(m, inputs);
-  Graph g = import_model(m);
-  CompileOptions options;
-  use_backend(options, kCpu);
-  Expected<Executable> exe = Session().compile(g, options);
-  EXPECT_TRUE(exe.has_value()) << exe.status().to_string();
-  if (!exe) return ref;
-  Expected<std::vector<Array>> fused = exe->run(inputs);
-  EXPECT_TRUE(fused.has_value()) << fused.status().to_string();
-  if (!fused) return ref;
-  EXPECT_EQ(fused->size(), ref.size());
-  for (size_t i = 0; i < ref.size() && i < fused->size(); ++i) {
-    EXPECT_TRUE(arrays_close((*fused)[i], ref[i], 1e-6, 1e-7)) << "fused output " << i;
-  }
-  return ref;
+  return run_fused_and_unfused(m, inputs, [](const Array& f, const Array& u) { return arrays_close(f, u, 1e-6, 1e-7); });
 }
 
 // A one-node model of a float input x[2,5] and output y.

@@ -181,11 +181,13 @@ TEST(OnnxImportErrors, BadInitializerData) {
 }
 
 TEST(OnnxImportErrors, UnsupportedOutputsAndShapes) {
-  OnnxModel mp(13);
-  mp.input("x", {1, 1, 4, 4});
-  set_attr(mp.node("MaxPool", {"x"}, {"y", "indices"}, "pool"), "kernel_shape", std::vector<int64_t>{2, 2});
-  mp.output("y");
-  EXPECT_CONTAINS(import_error(mp), "MaxPool node 'pool': output 1 ('indices') is not supported");
+  // A training output (BatchNormalization's running mean) fusebox does not produce.
+  OnnxModel bn(15);
+  bn.input("x", {1, 2, 3});
+  for (const char* p : {"scale", "bias", "mean", "var"}) bn.initializer(p, f32s({1, 2}));
+  bn.node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"y", "running_mean"}, "bn");
+  bn.output("y");
+  EXPECT_CONTAINS(import_error(bn), "BatchNormalization node 'bn': output 1 ('running_mean') is not supported");
 
   OnnxModel conv3d(13);
   conv3d.input("x", {1, 2, 8, 8, 8});

@@ -8,6 +8,7 @@
 //   Expected<Graph> g = import_onnx_bytes(m.bytes(), "softmax");
 #pragma once
 
+#include <functional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "ir/array.h"
 #include "onnx/importer.h"
 #include "onnx/onnx_proto.h"
+#include "support/test_util.h"
 
 // The message contains `part` (printed in full when it does not).
 #define EXPECT_CONTAINS(message, part) EXPECT_NE(std::string(message).find(part), std::string::npos) << (message)
@@ -187,6 +189,40 @@ inline std::vector<Array> import_and_run(const OnnxModel& m, const NamedArrays& 
   Expected<std::vector<Array>> out = exe->run(inputs);
   EXPECT_TRUE(out.has_value()) << out.status().to_string();
   return out ? *out : std::vector<Array>{};
+}
+
+// Whether a fused result agrees with the unfused one (arrays_close or close_to_scale with the
+// test's tolerance).
+using Agreement = std::function<::testing::AssertionResult(const Array& fused, const Array& unfused)>;
+
+// Runs the model unfused on the reference kernels (import_and_run) and fused on the CPU pipeline;
+// every fused output must `agree` with the unfused one. The fused executable runs once on
+// poisoned inputs first (floats NaN, integers all bits set; its result is not looked at), so a
+// result element the real run leaves unwritten shows stale data from the reused buffers.
+// Returns the unfused results.
+inline std::vector<Array> run_fused_and_unfused(const OnnxModel& m, const NamedArrays& inputs, const Agreement& agree) {
+  std::vector<Array> ref = import_and_run(m, inputs);
+  Graph g = import_model(m);
+  CompileOptions options;
+  use_backend(options, kCpu);
+  Expected<Executable> exe = Session().compile(g, options);
+  EXPECT_TRUE(exe.has_value()) << exe.status().to_string();
+  if (!exe) return ref;
+  NamedArrays poisoned;
+  for (const auto& [name, a] : inputs) {
+    Array p(a.dtype(), a.shape());
+    p.fill_bytes(0xFF);
+    poisoned.emplace(name, std::move(p));
+  }
+  (void)exe->run(poisoned);
+  Expected<std::vector<Array>> fused = exe->run(inputs);
+  EXPECT_TRUE(fused.has_value()) << fused.status().to_string();
+  if (!fused) return ref;
+  EXPECT_EQ(fused->size(), ref.size());
+  for (size_t i = 0; i < ref.size() && i < fused->size(); ++i) {
+    EXPECT_TRUE(agree((*fused)[i], ref[i])) << "fused output " << i;
+  }
+  return ref;
 }
 
 }  // namespace fusebox::testing
