@@ -26,7 +26,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <optional>
 
 #include "backends/cuda/attention_kernel.h"
 #include "backends/cuda/cublaslt.h"
@@ -47,7 +49,7 @@ double swiglu_tolerance(DType d) { return d == DType::F16 ? 1e-2 : d == DType::B
 TEST(CudaAttentionCodegen, EveryVariantCompilesWithNvrtc) {
   if (Expected<std::string> v = cuda::nvrtc_version(); !v) GTEST_SKIP() << v.status().message();
   const std::vector<cuda::AttentionVariant> variants = cuda::all_attention_variants();
-  EXPECT_EQ(variants.size(), 9u);  // 3 dtypes x 3 head-dim buckets
+  EXPECT_EQ(variants.size(), 13u);  // float source: 3 dtypes x 3 buckets; tensor cores: f16, bf16 x 64, 128
   for (const cuda::AttentionVariant& v : variants) {
     Expected<std::string> cubin = cuda::compile_cubin(cuda::attention_source(v), "attention_" + v.key() + ".cu", 90);
     ASSERT_TRUE(cubin) << v.key() << ": " << cubin.status().message();
@@ -117,6 +119,111 @@ TEST(CudaAttentionClaims, LaunchesFollowTheLayouts) {
   Expected<cuda::AttentionLaunch> refused = cuda::plan_attention_launch(g.nodes()[0], bad, host_view(out));
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.status().message().find("does not broadcast"), std::string::npos) << refused.status().message();
+}
+
+// Sets FUSEBOX_CUDA_ATTENTION for a scope (unset: `value` null) and restores what was there.
+class ScopedAttentionChoice {
+ public:
+  explicit ScopedAttentionChoice(const char* value) {
+    if (const char* old = std::getenv(kName)) old_ = old;
+    value ? ::setenv(kName, value, 1) : ::unsetenv(kName);
+  }
+  ~ScopedAttentionChoice() { old_ ? ::setenv(kName, old_->c_str(), 1) : ::unsetenv(kName); }
+
+ private:
+  static constexpr const char* kName = "FUSEBOX_CUDA_ATTENTION";
+  std::optional<std::string> old_;
+};
+
+// Which source each launch gets: the tensor-core one for f16/bf16 with head dims up to 128 (a
+// multiple of 8) and more than 16 queries on sm_80 and later with 16-byte aligned buffers, or
+// always where it covers the node with the choice mma; the float one otherwise.
+TEST(CudaAttentionClaims, TensorCoreSourceIsPlannedWhereItRuns) {
+  using cuda::AttentionKernelChoice;
+  const int64_t b = 2, h = 3;
+  // The launch of q, k, v of [b, t, h * d] (k and v with tk rows) and a merged result.
+  auto plan = [&](DType dt, int64_t tq, int64_t tk, int64_t d, AttentionKernelChoice choice, int arch,
+                  size_t misalign = 0) -> cuda::AttentionLaunch {
+    const Array q(dt, {b, tq, h * d}), kv(dt, {b, tk, h * d}), out(dt, {b, tq, h * d});
+    const Graph g = one_node(Op::FusedAttention, {q, kv, kv}, attention_attrs(h, d, false, true),
+                             TensorType{dt, make_shape(out.shape())});
+    std::vector<BufferView> in = {host_view(q), host_view(kv), host_view(kv)};
+    BufferView o = host_view(out);
+    if (misalign) in[0].data = static_cast<char*>(in[0].data) + misalign;
+    Expected<cuda::AttentionLaunch> l = cuda::plan_attention_launch(g.nodes()[0], in, o, choice, arch);
+    EXPECT_TRUE(l) << l.status().message();
+    return l ? *l : cuda::AttentionLaunch{};
+  };
+  const AttentionKernelChoice autos = AttentionKernelChoice::Auto, mma = AttentionKernelChoice::Mma,
+                              simt = AttentionKernelChoice::Simt;
+  cuda::AttentionLaunch l = plan(DType::F16, 100, 257, 64, autos, 90);
+  EXPECT_TRUE(l.variant.mma);
+  EXPECT_EQ(l.variant.max_head_dim, 64);
+  EXPECT_EQ(l.variant.keys_per_tile(), 64);
+  EXPECT_EQ(l.variant.key(), "f16/d64/mma");
+  EXPECT_EQ(l.blocks, unsigned(b * h * 2));  // 100 queries: two tiles of 64
+  EXPECT_EQ(l.threads, 128u);
+  l = plan(DType::BF16, 17, 5, 128, autos, 80);
+  EXPECT_TRUE(l.variant.mma);
+  EXPECT_EQ(l.variant.max_head_dim, 128);
+  EXPECT_EQ(l.variant.keys_per_tile(), 32);
+  EXPECT_EQ(l.blocks, unsigned(b * h));
+  l = plan(DType::F16, 40, 40, 72, autos, 90);
+  EXPECT_TRUE(l.variant.mma && l.variant.max_head_dim == 128) << "head_dim 72: the 128 bucket, zero columns past 72";
+  EXPECT_TRUE(plan(DType::F16, 1, 40, 64, mma, 90).variant.mma) << "choice mma: any query length";
+
+  EXPECT_FALSE(plan(DType::F16, 16, 40, 64, autos, 90).variant.mma) << "16 queries: the float source";
+  EXPECT_EQ(plan(DType::F16, 16, 40, 64, autos, 90).blocks, unsigned(b * h));
+  EXPECT_FALSE(plan(DType::F32, 100, 40, 64, autos, 90).variant.mma) << "f32";
+  EXPECT_FALSE(plan(DType::F16, 100, 40, 36, autos, 90).variant.mma) << "head_dim 36: not a multiple of 8";
+  EXPECT_FALSE(plan(DType::BF16, 100, 40, 200, mma, 90).variant.mma) << "head_dim 200";
+  EXPECT_FALSE(plan(DType::F16, 100, 40, 64, autos, 75).variant.mma) << "sm_75: no cp.async";
+  EXPECT_FALSE(plan(DType::F16, 100, 40, 64, simt, 90).variant.mma) << "choice simt";
+  EXPECT_FALSE(plan(DType::F16, 100, 40, 64, mma, 90, 8).variant.mma) << "q 8 bytes past a 16-byte boundary";
+
+  // Every variant's source says which it is.
+  for (const cuda::AttentionVariant& v : cuda::all_attention_variants()) {
+    EXPECT_EQ(cuda::attention_source(v).find("mma.sync") != std::string::npos, v.mma) << v.key();
+  }
+}
+
+TEST(CudaAttentionClaims, ChoiceVariableAndLoweringRule) {
+  using cuda::AttentionKernelChoice;
+  {
+    ScopedAttentionChoice unset(nullptr);
+    Expected<AttentionKernelChoice> c = cuda::attention_kernel_choice();
+    ASSERT_TRUE(c);
+    EXPECT_EQ(*c, AttentionKernelChoice::Auto);
+  }
+  for (const auto& [text, want] : {std::pair{"auto", AttentionKernelChoice::Auto}, std::pair{"", AttentionKernelChoice::Auto},
+                                   std::pair{"mma", AttentionKernelChoice::Mma}, std::pair{"simt", AttentionKernelChoice::Simt}}) {
+    ScopedAttentionChoice set(text);
+    Expected<AttentionKernelChoice> c = cuda::attention_kernel_choice();
+    ASSERT_TRUE(c) << text;
+    EXPECT_EQ(*c, want) << text;
+  }
+  {
+    ScopedAttentionChoice bad("tensor");
+    Expected<AttentionKernelChoice> c = cuda::attention_kernel_choice();
+    ASSERT_FALSE(c);
+    EXPECT_NE(c.status().message().find("FUSEBOX_CUDA_ATTENTION is 'tensor'"), std::string::npos) << c.status().message();
+  }
+
+  // The lowering keeps what a fused kernel runs faster than the unfused form.
+  auto pays = [](const std::string& ty, int64_t head_dim, AttentionKernelChoice choice, int arch) {
+    const Graph g = testing::parse_or_fail("func @a(%q: " + ty + ", %k: " + ty + ", %v: " + ty + ") -> " + ty + " {\n" +
+                                           "  %a = fused_attention %q, %k, %v {heads = 2, head_dim = " +
+                                           std::to_string(head_dim) + ", scale = 0.125} : " + ty + "\n  return %a\n}");
+    return cuda::attention_kernel_pays(g, g.nodes()[0], choice, arch);
+  };
+  EXPECT_TRUE(pays("f16[2,1024,128]", 64, AttentionKernelChoice::Auto, 90));
+  EXPECT_TRUE(pays("bf16[2,T,256]", 128, AttentionKernelChoice::Auto, 90)) << "a run-time length";
+  EXPECT_FALSE(pays("f16[2,1024,128]", 64, AttentionKernelChoice::Simt, 90));
+  EXPECT_FALSE(pays("f16[2,1024,128]", 64, AttentionKernelChoice::Auto, 75));
+  EXPECT_FALSE(pays("f32[2,1024,128]", 64, AttentionKernelChoice::Auto, 90));
+  EXPECT_FALSE(pays("f16[2,40,400]", 200, AttentionKernelChoice::Auto, 90));
+  EXPECT_TRUE(pays("f16[2,16,128]", 64, AttentionKernelChoice::Simt, 90)) << "16 queries: the float source pays";
+  EXPECT_TRUE(pays("f32[2,16,128]", 64, AttentionKernelChoice::Auto, 90));
 }
 
 TEST(CudaAttentionClaims, ClaimsAcceptWhatTheKernelsRunAndSayWhyNot) {
@@ -223,6 +330,72 @@ TEST(CudaAttention, EveryCaseMatchesTheReferenceOnTheDevice) {
       const std::vector<Array> in = attention_operands(c, d, seed += 10);
       expect_matches_reference(Op::FusedAttention, in, attention_attrs(c.heads, c.d, c.causal, c.merge), attention_tolerance(d),
                                c.name + " " + std::string(dtype_name(d)));
+    }
+  }
+}
+
+// Sizes that are no multiple of the tensor-core source's tiles (64 queries, 64 or 32 keys), head
+// dims of both buckets and below them, the mask shapes, causality, both layouts.
+std::vector<AttentionCase> mma_attention_cases() {
+  return {
+      {"one query d=64", 2, 3, 1, 77, 64},
+      {"Tq=17 Tk=100 d=64 causal", 2, 3, 17, 100, 64, true},
+      {"Tq=100 Tk=17 d=128 causal (first rows see no key)", 1, 2, 100, 17, 128, true},
+      {"Tq=257 Tk=257 d=128 causal, heads split in and out", 1, 2, 257, 257, 128, true, false, true},
+      {"Tq=100 Tk=257 d=64 split inputs, merged result, mask [B,1,Tq,Tk]", 2, 2, 100, 257, 64, false, true, true, {2, 1, 100, 257}},
+      {"Tq=17 Tk=100 d=40 mask [Tq,Tk] with -inf rows", 1, 3, 17, 100, 40, false, true, false, {17, 100}, true},
+      {"Tq=33 Tk=65 d=72 mask [B,H,1,Tk] (padding)", 2, 2, 33, 65, 72, false, false, true, {2, 2, 1, 65}},
+      {"Tq=65 Tk=65 d=128 mask [1,H,Tq,Tk] with -inf rows, causal", 1, 4, 65, 65, 128, true, true, false, {1, 4, 65, 65}, true},
+      {"Tq=100 Tk=1 d=64", 1, 2, 100, 1, 64},
+      {"Tq=64 Tk=1000 d=64", 1, 2, 64, 1000, 64},
+      {"Tq=130 Tk=300 d=8 causal", 2, 2, 130, 300, 8, true},
+  };
+}
+
+// The tensor-core source (chosen for every query length with FUSEBOX_CUDA_ATTENTION=mma, and by
+// default for the cases above 16 queries) against the reference, f16 and bf16, at the float
+// source's tolerances: it also rounds the probabilities to the dtype before the second product,
+// one rounding of weights the reference rounds too.
+TEST(CudaAttention, TensorCoreSourceMatchesTheReferenceOnTheDevice) {
+  if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
+  for (const char* choice : {"mma", "auto"}) {
+    ScopedAttentionChoice set(choice);
+    uint64_t seed = 900;
+    for (const AttentionCase& c : mma_attention_cases()) {
+      for (DType d : {DType::F16, DType::BF16}) {
+        const std::vector<Array> in = attention_operands(c, d, seed += 10);
+        expect_matches_reference(Op::FusedAttention, in, attention_attrs(c.heads, c.d, c.causal, c.merge),
+                                 attention_tolerance(d), c.name + " " + std::string(dtype_name(d)) + " (" + choice + ")");
+      }
+    }
+  }
+}
+
+// f16 attention of any length stays one fused_attention (the tensor-core source) and matches the
+// reference; with FUSEBOX_CUDA_ATTENTION=simt a long one is lowered to the unfused form again.
+TEST(CudaAttention, HalfAttentionStaysOneKernelAtAnyLength) {
+  if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
+  for (const char* choice : {"auto", "simt"}) {
+    ScopedAttentionChoice set(choice);
+    for (const char* t : {"200", "T"}) {
+      SCOPED_TRACE(std::string(choice) + " " + t);
+      const std::string ty = std::string("f16[2,") + t + ",128]";
+      const Graph g = testing::parse_or_fail("func @a(%q: " + ty + ", %k: " + ty + ", %v: " + ty + ") -> " + ty + " {\n" +
+                                             "  %a = fused_attention %q, %k, %v {heads = 2, head_dim = 64, causal = true, "
+                                             "scale = 0.125} : " + ty + "\n  return %a\n}");
+      CompileOptions dev;
+      dev.target = FusionTarget::Cuda;
+      dev.fuse = false;
+      Expected<testing::OracleAndPlan> exes = testing::compile_against_reference(g, dev);
+      ASSERT_TRUE(exes) << exes.status().message();
+      const bool fused = std::string(choice) == "auto";
+      EXPECT_EQ(testing::backend_of(exes->plan, Op::FusedAttention), fused ? "cuda" : "absent");
+      const int64_t tq = std::string(t) == "T" ? 333 : 200;
+      std::vector<Array> in;
+      for (int i = 0; i < 3; ++i) in.push_back(testing::random_array(DType::F16, {2, tq, 128}, 180 + uint64_t(i)));
+      Expected<std::vector<Array>> want = exes->reference.run(in), got = exes->plan.run(in);
+      ASSERT_TRUE(want && got);
+      EXPECT_TRUE(testing::arrays_close((*got)[0], (*want)[0], attention_tolerance(DType::F16), attention_tolerance(DType::F16)));
     }
   }
 }

@@ -21,16 +21,6 @@ constexpr std::string_view kBody = R"CUDA(
 #define FB_BQ (FB_WARPS * FB_QW)
 #define FB_XS (FB_DMAX / 32)
 
-// attention_kernel.h's AttentionArgs, field for field.
-struct FbAttention {
-  i64 batch, heads, tq, tk, d;
-  i64 q[3], k[3], v[3], o[3];
-  i64 m[4];
-  i64 causal;
-  double scale;
-};
-
-__device__ __forceinline__ float fb_neg_inf() { return __int_as_float(0xff800000); }
 __device__ __forceinline__ float fb_warp_max(float x) {
 #pragma unroll
   for (int o = 16; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
@@ -135,20 +125,39 @@ extern "C" __global__ void __launch_bounds__(FB_WARPS * 32) fb_attention(
 }  // namespace
 
 std::string AttentionVariant::key() const {
-  return std::string(dtype_name(dtype)) + "/d" + std::to_string(max_head_dim);
+  return std::string(dtype_name(dtype)) + "/d" + std::to_string(max_head_dim) + (mma ? "/mma" : "");
 }
 
-std::string attention_source(const AttentionVariant& v) {
-  FUSEBOX_CHECK(v.dtype == DType::F32 || v.dtype == DType::F16 || v.dtype == DType::BF16) << "attention kernel dtype";
-  FUSEBOX_CHECK(v.max_head_dim == 64 || v.max_head_dim == 128 || v.max_head_dim == 256) << "attention head-dim bucket";
+std::string attention_source_head(const AttentionVariant& v) {
   std::ostringstream os;
   os << prelude_source();
   os << "\n// ---- attention kernel " << v.key() << "\n";
   os << "#define FB_DMAX " << v.max_head_dim << "\n";
   os << "#define FB_BK " << v.keys_per_tile() << "\n";
-  os << "#define FB_QW " << v.queries_per_warp() << "\n";
   os << "#define FB_WARPS " << kAttentionWarps << "\n";
   os << float_storage_defines(v.dtype);
+  os << R"CUDA(
+// attention_kernel.h's AttentionArgs, field for field.
+struct FbAttention {
+  i64 batch, heads, tq, tk, d;
+  i64 q[3], k[3], v[3], o[3];
+  i64 m[4];
+  i64 causal;
+  double scale;
+};
+
+__device__ __forceinline__ float fb_neg_inf() { return __int_as_float(0xff800000); }
+)CUDA";
+  return os.str();
+}
+
+std::string attention_source(const AttentionVariant& v) {
+  if (v.mma) return attention_mma_source(v);
+  FUSEBOX_CHECK(v.dtype == DType::F32 || v.dtype == DType::F16 || v.dtype == DType::BF16) << "attention kernel dtype";
+  FUSEBOX_CHECK(v.max_head_dim == 64 || v.max_head_dim == 128 || v.max_head_dim == 256) << "attention head-dim bucket";
+  std::ostringstream os;
+  os << attention_source_head(v);
+  os << "#define FB_QW " << v.queries_per_warp() << "\n";
   os << kBody;
   return os.str();
 }
@@ -157,6 +166,9 @@ std::vector<AttentionVariant> all_attention_variants() {
   std::vector<AttentionVariant> all;
   for (DType d : {DType::F32, DType::F16, DType::BF16}) {
     for (int dim : {64, 128, 256}) all.push_back({d, dim});
+  }
+  for (DType d : {DType::F16, DType::BF16}) {
+    for (int dim : {64, 128}) all.push_back({d, dim, true});
   }
   return all;
 }
