@@ -100,6 +100,10 @@ extern "C" __global__ void __launch_bounds__(FB_WARPS * 32) fb_attention(
   const i64 shift = a.tk - a.tq;  // causal: query i sees key j when j <= i + shift
   const i64 w0 = i0 + warp * 16;  // the warp's first query
   const i64 rows[2] = {w0 + g, w0 + g + 8};  // the queries of this thread's C rows
+  // Their mask rows (null: no mask, or a row past Tq).
+  const fb_t* mrow[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) mrow[r] = mb && rows[r] < a.tq ? mb + rows[r] * a.m[2] : nullptr;
 
   // The warp's queries as A fragments: a[2·half + r] holds row g + 8r, columns x + 8·half.
   u32 qa[FB_DMAX / 16][4];
@@ -120,6 +124,11 @@ extern "C" __global__ void __launch_bounds__(FB_WARPS * 32) fb_attention(
   i64 kend = a.tk;
   if (a.causal) kend = min(kend, min(i0 + FB_BQ, a.tq) + shift);
   const i64 tiles = kend > 0 ? (kend + FB_BK - 1) / FB_BK : 0;
+  // Shared addresses: stage st of ks starts at ks0 + st * FB_STAGE bytes, of vs at vs0 + ...
+  const u32 ks0 = fb_shared_address(&ks[0][0][0]), vs0 = fb_shared_address(&vs[0][0][0]);
+#define FB_STAGE (FB_BK * FB_PITCH * 2)
+  // Thread copy e of a tile: row `c / FB_CHUNKS`, 8 columns from `(c % FB_CHUNKS) * 8`, with c =
+  // threadIdx.x + e * FB_WARPS * 32 (consecutive threads copy consecutive 16 bytes of a row).
   const auto load_tile = [&](i64 j0, int stage) {
 #pragma unroll
     for (int e = 0; e < FB_BK * FB_CHUNKS / (FB_WARPS * 32); ++e) {
@@ -127,10 +136,15 @@ extern "C" __global__ void __launch_bounds__(FB_WARPS * 32) fb_attention(
       const int r = c / FB_CHUNKS, x = (c % FB_CHUNKS) * 8;
       const i64 j = j0 + r;
       const bool in = j < a.tk && x < d;
-      fb_cp_async16(fb_shared_address(&ks[stage][r][x]), in ? kb + j * a.k[2] + x : kb, in);
-      fb_cp_async16(fb_shared_address(&vs[stage][r][x]), in ? vb + j * a.v[2] + x : vb, in);
+      const u32 at = u32(stage * FB_STAGE + (r * FB_PITCH + x) * 2);
+      fb_cp_async16(ks0 + at, in ? kb + j * a.k[2] + x : kb, in);
+      fb_cp_async16(vs0 + at, in ? vb + j * a.v[2] + x : vb, in);
     }
   };
+  // This lane's ldmatrix row addresses (bytes from a stage's start; the header draws them) for
+  // keys 0 .. 15, dims 0 .. 15: a K tile without .trans, a V tile with it.
+  const u32 k_lane = u32(((lane & 7) + (lane >> 4) * 8) * FB_PITCH + ((lane >> 3) & 1) * 8) * 2;
+  const u32 v_lane = u32(((lane & 7) + ((lane >> 3) & 1) * 8) * FB_PITCH + (lane >> 4) * 8) * 2;
 
   float o[FB_DMAX / 8][4];
 #pragma unroll
@@ -160,26 +174,33 @@ extern "C" __global__ void __launch_bounds__(FB_WARPS * 32) fb_attention(
 #pragma unroll
         for (int nn = 0; nn < FB_BK / 16; ++nn) {
           u32 bk[4];
-          fb_ldmatrix_x4(bk, fb_shared_address(&ks[stage][nn * 16 + (lane & 7) + (lane >> 4) * 8][kk * 16 + ((lane >> 3) & 1) * 8]));
+          fb_ldmatrix_x4(bk, ks0 + stage * FB_STAGE + k_lane + (nn * 16 * FB_PITCH + kk * 16) * 2);
           fb_mma(s[2 * nn], qa[kk], bk[0], bk[1]);
           fb_mma(s[2 * nn + 1], qa[kk], bk[2], bk[3]);
         }
       }
       // q·k · scale + mask as the unfused steps order them; -inf past Tk and for keys the causal
-      // rule hides. s[n][e] is row rows[e / 2], key j0 + 8n + 2t + e % 2.
+      // rule hides: row r sees the tile's keys before seen[r]. s[n][e] is row rows[e / 2], key
+      // j0 + c with c = 8n + 2t + e % 2.
+      int seen[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const i64 end = a.causal ? min(a.tk, rows[r] + shift + 1) : a.tk;
+        seen[r] = int(max(i64(0), min(end - j0, i64(FB_BK))));
+      }
       float mx[2] = {fb_neg_inf(), fb_neg_inf()};
 #pragma unroll
       for (int n = 0; n < FB_BK / 8; ++n) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const i64 i = rows[e >> 1], j = j0 + n * 8 + 2 * t + (e & 1);
+          const int r = e >> 1, c = n * 8 + 2 * t + (e & 1);
           float x = fb_neg_inf();
-          if (j < a.tk && (!a.causal || j <= i + shift)) {
+          if (c < seen[r]) {
             x = s[n][e] * scale;
-            if (mb && i < a.tq) x += FB_LOAD(mb[i * a.m[2] + j * a.m[3]]);
+            if (mrow[r]) x += FB_LOAD(mrow[r][(j0 + c) * a.m[3]]);
           }
           s[n][e] = x;
-          mx[e >> 1] = fmaxf(mx[e >> 1], x);
+          mx[r] = fmaxf(mx[r], x);
         }
       }
       // The four threads of a row (lanes 4g .. 4g+3) agree on its max; a row that has seen no
@@ -217,7 +238,7 @@ extern "C" __global__ void __launch_bounds__(FB_WARPS * 32) fb_attention(
         for (int dn = 0; dn < FB_DMAX / 16; ++dn) {
           if (dn * 16 >= d) break;
           u32 bv[4];
-          fb_ldmatrix_x4_trans(bv, fb_shared_address(&vs[stage][kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8][dn * 16 + (lane >> 4) * 8]));
+          fb_ldmatrix_x4_trans(bv, vs0 + stage * FB_STAGE + v_lane + (kk * 16 * FB_PITCH + dn * 16) * 2);
           fb_mma(o[2 * dn], pa, bv[0], bv[1]);
           fb_mma(o[2 * dn + 1], pa, bv[2], bv[3]);
         }
