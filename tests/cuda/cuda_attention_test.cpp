@@ -25,10 +25,12 @@
 //                  carried through silu·up: f32 1e-4, f16 1e-2, bf16 6e-2.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <optional>
+#include <random>
 
 #include "backends/cuda/attention_kernel.h"
 #include "backends/cuda/cublaslt.h"
@@ -226,6 +228,170 @@ TEST(CudaAttentionClaims, ChoiceVariableAndLoweringRule) {
   EXPECT_TRUE(pays("f32[2,16,128]", 64, AttentionKernelChoice::Auto, 90));
 }
 
+// A host model of one warp of the tensor-core source: ldmatrix and mma.sync m16n8k16 as the PTX
+// ISA defines them (fragment tables in attention_mma_source.cpp), fed through the source's
+// address and packing formulas (k_lane, v_lane, the query fragments, P's A fragment), must give
+// the plain products S = Q·Kᵀ and O = P·V. Values are small integers (products exact).
+namespace fragments {
+
+constexpr int kD = 64, kBK = 64, kPitch = kD + 8;  // the 64 bucket's tile
+using Regs = std::array<std::array<uint32_t, 4>, 32>;  // per lane, up to four 32-bit registers
+
+uint32_t pack(int16_t lo, int16_t hi) { return uint32_t(uint16_t(lo)) | uint32_t(uint16_t(hi)) << 16; }
+int16_t lo_of(uint32_t r) { return int16_t(uint16_t(r & 0xffff)); }
+int16_t hi_of(uint32_t r) { return int16_t(uint16_t(r >> 16)); }
+
+// ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16: lane L names row L % 8 of matrix L / 8 (an
+// element offset into `smem`); register i of lane L gets matrix i's (row L/4, cols 2(L%4), +1),
+// or with .trans its (rows 2(L%4), +1, col L/4).
+Regs ldmatrix_x4(const std::vector<int16_t>& smem, const std::array<int, 32>& row_at, bool trans) {
+  Regs r{};
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    for (int i = 0; i < 4; ++i) {
+      auto at = [&](int row, int col) { return smem[size_t(row_at[size_t(8 * i + row)] + col)]; };
+      r[size_t(lane)][size_t(i)] = trans ? pack(at(2 * t, g), at(2 * t + 1, g)) : pack(at(g, 2 * t), at(g, 2 * t + 1));
+    }
+  }
+  return r;
+}
+
+// c (16x8) += a (16x16) · b (16x8) from the lanes' fragments: a[0..3] = (g, 2t), (g+8, 2t),
+// (g, 2t+8), (g+8, 2t+8) pairs; b[0..1] = rows (2t, 2t+1), (2t+8, 2t+9) of column g; c[e] =
+// (g + 8·(e/2), 2t + e%2).
+void mma(std::array<std::array<double, 4>, 32>& c, const Regs& a, const Regs& b, int b0, int b1) {
+  double A[16][16], B[16][8];
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    const auto& ra = a[size_t(lane)];
+    for (int half = 0; half < 2; ++half) {
+      for (int r = 0; r < 2; ++r) {
+        const uint32_t v = ra[size_t(2 * half + r)];
+        A[g + 8 * r][2 * t + 8 * half] = lo_of(v);
+        A[g + 8 * r][2 * t + 8 * half + 1] = hi_of(v);
+      }
+    }
+    const uint32_t v0 = b[size_t(lane)][size_t(b0)], v1 = b[size_t(lane)][size_t(b1)];
+    B[2 * t][g] = lo_of(v0);
+    B[2 * t + 1][g] = hi_of(v0);
+    B[2 * t + 8][g] = lo_of(v1);
+    B[2 * t + 9][g] = hi_of(v1);
+  }
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    for (int e = 0; e < 4; ++e) {
+      const int row = g + 8 * (e / 2), col = 2 * t + e % 2;
+      for (int x = 0; x < 16; ++x) c[size_t(lane)][size_t(e)] += A[row][x] * B[x][col];
+    }
+  }
+}
+
+}  // namespace fragments
+
+TEST(CudaAttentionFragments, TheSourcesFragmentIndexingGivesThePlainProducts) {
+  using namespace fragments;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> small(-8, 8);
+  // Q [16][kD] (a warp's rows), K and V tiles [kBK][kPitch] in "shared memory", P [16][kBK].
+  std::vector<int16_t> q(16 * kD), ks(kBK * kPitch, 0), vs(kBK * kPitch, 0), p(16 * kBK);
+  for (auto& x : q) x = int16_t(small(rng));
+  for (auto& x : p) x = int16_t(small(rng));
+  for (int j = 0; j < kBK; ++j) {
+    for (int x = 0; x < kD; ++x) {
+      ks[size_t(j * kPitch + x)] = int16_t(small(rng));
+      vs[size_t(j * kPitch + x)] = int16_t(small(rng));
+    }
+  }
+  // The query fragments: qa[kk][2·half + r] = row g + 8r, columns x, x + 1 with x = 16kk + 8half + 2t.
+  std::array<Regs, kD / 16> qa{};
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      for (int half = 0; half < 2; ++half) {
+        const int x = kk * 16 + 8 * half + 2 * t;
+        for (int r = 0; r < 2; ++r) {
+          const int row = g + 8 * r;
+          qa[size_t(kk)][size_t(lane)][size_t(2 * half + r)] = pack(q[size_t(row * kD + x)], q[size_t(row * kD + x + 1)]);
+        }
+      }
+    }
+  }
+  // The lanes' ldmatrix rows (in elements; the source's k_lane and v_lane are these times 2 bytes,
+  // its tile offsets below too: the source must still say so).
+  const std::string source = cuda::attention_mma_source({DType::F16, 64, true});
+  for (const char* formula : {"((lane & 7) + (lane >> 4) * 8) * FB_PITCH + ((lane >> 3) & 1) * 8",
+                              "((lane & 7) + ((lane >> 3) & 1) * 8) * FB_PITCH + (lane >> 4) * 8",
+                              "k_lane + (nn * 16 * FB_PITCH + kk * 16) * 2", "v_lane + (kk * 16 * FB_PITCH + dn * 16) * 2",
+                              "fb_mma(s[2 * nn], qa[kk], bk[0], bk[1])", "fb_mma(s[2 * nn + 1], qa[kk], bk[2], bk[3])",
+                              "fb_mma(o[2 * dn], pa, bv[0], bv[1])", "fb_mma(o[2 * dn + 1], pa, bv[2], bv[3])",
+                              "qa[kk][2 * half + r]", "const int x = kk * 16 + 8 * half + 2 * t;",
+                              "fb_pack2(s[2 * kk][0], s[2 * kk][1]), fb_pack2(s[2 * kk][2], s[2 * kk][3])",
+                              "fb_pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]), fb_pack2(s[2 * kk + 1][2], s[2 * kk + 1][3])"}) {
+    EXPECT_NE(source.find(formula), std::string::npos) << "the source no longer has: " << formula;
+  }
+  std::array<int, 32> k_lane{}, v_lane{};
+  for (int lane = 0; lane < 32; ++lane) {
+    k_lane[size_t(lane)] = ((lane & 7) + (lane >> 4) * 8) * kPitch + ((lane >> 3) & 1) * 8;
+    v_lane[size_t(lane)] = ((lane & 7) + ((lane >> 3) & 1) * 8) * kPitch + (lane >> 4) * 8;
+  }
+  auto shifted = [](const std::array<int, 32>& rows, int by) {
+    std::array<int, 32> r = rows;
+    for (int& x : r) x += by;
+    return r;
+  };
+
+  // S = Q·Kᵀ: s[n][e] is row g + 8(e/2), key 8n + 2t + e%2.
+  std::array<std::array<std::array<double, 4>, 32>, kBK / 8> s{};
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    for (int nn = 0; nn < kBK / 16; ++nn) {
+      const Regs bk = ldmatrix_x4(ks, shifted(k_lane, nn * 16 * kPitch + kk * 16), false);
+      mma(s[size_t(2 * nn)], qa[size_t(kk)], bk, 0, 1);
+      mma(s[size_t(2 * nn + 1)], qa[size_t(kk)], bk, 2, 3);
+    }
+  }
+  // O = P·V with P's A fragments taken from C-fragment positions, as the source packs them.
+  std::array<std::array<std::array<double, 4>, 32>, kD / 8> o{};
+  auto p_at = [&](int lane, int n, int e) {  // P at the C position (n, e) of `lane`
+    const int g = lane / 4, t = lane % 4;
+    return p[size_t((g + 8 * (e / 2)) * kBK + 8 * n + 2 * t + e % 2)];
+  };
+  for (int kk = 0; kk < kBK / 16; ++kk) {
+    Regs pa{};
+    for (int lane = 0; lane < 32; ++lane) {
+      pa[size_t(lane)] = {pack(p_at(lane, 2 * kk, 0), p_at(lane, 2 * kk, 1)), pack(p_at(lane, 2 * kk, 2), p_at(lane, 2 * kk, 3)),
+                          pack(p_at(lane, 2 * kk + 1, 0), p_at(lane, 2 * kk + 1, 1)),
+                          pack(p_at(lane, 2 * kk + 1, 2), p_at(lane, 2 * kk + 1, 3))};
+    }
+    for (int dn = 0; dn < kD / 16; ++dn) {
+      const Regs bv = ldmatrix_x4(vs, shifted(v_lane, kk * 16 * kPitch + dn * 16), true);
+      mma(o[size_t(2 * dn)], pa, bv, 0, 1);
+      mma(o[size_t(2 * dn + 1)], pa, bv, 2, 3);
+    }
+  }
+
+  int wrong_s = 0, wrong_o = 0;
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    for (int e = 0; e < 4; ++e) {
+      const int row = g + 8 * (e / 2);
+      for (int n = 0; n < kBK / 8; ++n) {
+        const int key = 8 * n + 2 * t + e % 2;
+        double want = 0;
+        for (int x = 0; x < kD; ++x) want += double(q[size_t(row * kD + x)]) * ks[size_t(key * kPitch + x)];
+        wrong_s += s[size_t(n)][size_t(lane)][size_t(e)] != want;
+      }
+      for (int n = 0; n < kD / 8; ++n) {
+        const int col = 8 * n + 2 * t + e % 2;
+        double want = 0;
+        for (int j = 0; j < kBK; ++j) want += double(p[size_t(row * kBK + j)]) * vs[size_t(j * kPitch + col)];
+        wrong_o += o[size_t(n)][size_t(lane)][size_t(e)] != want;
+      }
+    }
+  }
+  EXPECT_EQ(wrong_s, 0) << "of " << 16 * kBK << " scores";
+  EXPECT_EQ(wrong_o, 0) << "of " << 16 * kD << " outputs";
+}
+
 TEST(CudaAttentionClaims, ClaimsAcceptWhatTheKernelsRunAndSayWhyNot) {
   // The claim of a fused_attention over q = k = v of [1, 4, heads * head_dim].
   auto claim = [](DType d, int64_t heads, int64_t head_dim) {
@@ -349,6 +515,7 @@ std::vector<AttentionCase> mma_attention_cases() {
       {"Tq=100 Tk=1 d=64", 1, 2, 100, 1, 64},
       {"Tq=64 Tk=1000 d=64", 1, 2, 64, 1000, 64},
       {"Tq=130 Tk=300 d=8 causal", 2, 2, 130, 300, 8, true},
+      {"Tq=17 no keys (zeros)", 1, 2, 17, 0, 64},
   };
 }
 
