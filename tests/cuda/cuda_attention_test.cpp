@@ -1,11 +1,13 @@
 // fused_attention and fused_swiglu on the CUDA backend against the CPU reference (their unfused
 // primitives).
 //
-// Without a GPU: every attention source variant (f32, f16, bf16 x head dims up to 64, 128, 256)
-// and the swiglu gate kernel of each dtype compile with NVRTC for sm_90; causality, the mask and
-// merged or split heads are kernel arguments, so the launch plans are checked here instead (the
-// strides each layout gets); the claims accept what the kernels run and refuse the rest with a
-// reason. With a GPU: each case runs the node's kernel directly on random operands (never
+// Without a GPU: every attention source variant (the float source: f32, f16, bf16 x head dims up
+// to 64, 128, 256; the tensor-core source: f16, bf16 x 64, 128) and the swiglu gate kernel of
+// each dtype compile with NVRTC for sm_90; causality, the mask and merged or split heads are
+// kernel arguments, so the launch plans are checked here instead (the strides each layout gets,
+// which source runs, FUSEBOX_CUDA_ATTENTION and the lowering rule); a host model of the
+// tensor-core source's fragment indexing checks its products; the claims accept what the kernels
+// run and refuse the rest with a reason. With a GPU: each case runs the node's kernel directly on random operands (never
 // zeros), its result buffer poisoned first with NaN bytes (0xFF) and with finite ones (0x5A), so
 // an element the kernel does not write fails the comparison either way; a graph of both ops
 // compiles for the cuda target, runs there (backend_of) and matches, also when recorded as a
@@ -21,6 +23,8 @@
 //                         scores near 10) and the probabilities and product (one ulp each);
 //                         the kernel keeps them in float and rounds once.
 //   attention bf16 8e-2   the same roundings with bf16's 2^-8: ~4e-2 at scores near 10.
+//   The tensor-core source is held to the same: it also rounds the probabilities e^(s - max) to
+//   the dtype before P·V (2^-11 or 2^-8 relative each, averaging out over the keys).
 //   swiglu         the cuBLASLt tolerances of cuda_matmul_test.cpp (per sqrt(K), k = 64 here)
 //                  carried through silu·up: f32 1e-4, f16 1e-2, bf16 6e-2.
 #include <gtest/gtest.h>
@@ -69,6 +73,21 @@ Attrs attention_attrs(int64_t heads, int64_t head_dim, bool causal, bool merge_h
 }
 
 using testing::one_node;
+
+// `%a = fused_attention %q, %k, %v` over three operands of type `ty` (2 heads of `head_dim`).
+Graph attention_graph(const std::string& ty, int64_t head_dim, bool causal) {
+  return testing::parse_or_fail("func @a(%q: " + ty + ", %k: " + ty + ", %v: " + ty + ") -> " + ty + " {\n" +
+                                "  %a = fused_attention %q, %k, %v {heads = 2, head_dim = " + std::to_string(head_dim) +
+                                (causal ? ", causal = true" : "") + ", scale = 0.125} : " + ty + "\n  return %a\n}");
+}
+
+// `g` compiled for the cuda target as it is (no fusion passes), and for the reference backend.
+Expected<testing::OracleAndPlan> compile_for_cuda(const Graph& g) {
+  CompileOptions dev;
+  dev.target = FusionTarget::Cuda;
+  dev.fuse = false;
+  return testing::compile_against_reference(g, dev);
+}
 
 // The launch each layout gets: strides of merged [B,T,H*D] and split [B,H,T,D] operands, a
 // broadcast mask or none, causality and the head-dim bucket, from host views (no GPU needed).
@@ -213,9 +232,7 @@ TEST(CudaAttentionClaims, ChoiceVariableAndLoweringRule) {
 
   // The lowering keeps what a fused kernel runs faster than the unfused form.
   auto pays = [](const std::string& ty, int64_t head_dim, AttentionKernelChoice choice, int arch) {
-    const Graph g = testing::parse_or_fail("func @a(%q: " + ty + ", %k: " + ty + ", %v: " + ty + ") -> " + ty + " {\n" +
-                                           "  %a = fused_attention %q, %k, %v {heads = 2, head_dim = " +
-                                           std::to_string(head_dim) + ", scale = 0.125} : " + ty + "\n  return %a\n}");
+    const Graph g = attention_graph(ty, head_dim, false);
     return cuda::attention_kernel_pays(g, g.nodes()[0], choice, arch);
   };
   EXPECT_TRUE(pays("f16[2,1024,128]", 64, AttentionKernelChoice::Auto, 90));
@@ -546,14 +563,7 @@ TEST(CudaAttention, HalfAttentionStaysOneKernelAtAnyLength) {
     ScopedAttentionChoice set(choice);
     for (const char* t : {"200", "T"}) {
       SCOPED_TRACE(std::string(choice) + " " + t);
-      const std::string ty = std::string("f16[2,") + t + ",128]";
-      const Graph g = testing::parse_or_fail("func @a(%q: " + ty + ", %k: " + ty + ", %v: " + ty + ") -> " + ty + " {\n" +
-                                             "  %a = fused_attention %q, %k, %v {heads = 2, head_dim = 64, causal = true, "
-                                             "scale = 0.125} : " + ty + "\n  return %a\n}");
-      CompileOptions dev;
-      dev.target = FusionTarget::Cuda;
-      dev.fuse = false;
-      Expected<testing::OracleAndPlan> exes = testing::compile_against_reference(g, dev);
+      Expected<testing::OracleAndPlan> exes = compile_for_cuda(attention_graph(std::string("f16[2,") + t + ",128]", 64, true));
       ASSERT_TRUE(exes) << exes.status().message();
       const bool fused = std::string(choice) == "auto";
       EXPECT_EQ(testing::backend_of(exes->plan, Op::FusedAttention), fused ? "cuda" : "absent");
@@ -593,18 +603,13 @@ TEST(CudaAttention, LongQueriesAreLoweredToTheUnfusedForm) {
   if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
   for (const char* t : {"40", "T", "16"}) {
     SCOPED_TRACE(t);
-    const std::string ty = std::string("f32[2,") + t + ",128]";
-    const Graph g = testing::parse_or_fail("func @a(%q: " + ty + ", %k: " + ty + ", %v: " + ty + ") -> " + ty + " {\n" +
-                                           "  %a = fused_attention %q, %k, %v {heads = 2, head_dim = 64, scale = 0.125} : " +
-                                           ty + "\n  return %a\n}");
-    CompileOptions dev;
-    dev.target = FusionTarget::Cuda;
-    dev.fuse = false;
-    Expected<testing::OracleAndPlan> exes = testing::compile_against_reference(g, dev);
+    Expected<testing::OracleAndPlan> exes = compile_for_cuda(attention_graph(std::string("f32[2,") + t + ",128]", 64, false));
     ASSERT_TRUE(exes) << exes.status().message();
     const bool fused = std::string(t) == "16";
     EXPECT_EQ(testing::backend_of(exes->plan, Op::FusedAttention), fused ? "cuda" : "absent");
-    if (!fused) EXPECT_EQ(testing::backend_of(exes->plan, Op::Softmax), "cuda");
+    if (!fused) {
+      EXPECT_EQ(testing::backend_of(exes->plan, Op::Softmax), "cuda");
+    }
     const int64_t tq = std::string(t) == "T" ? 33 : std::atoi(t);
     std::vector<Array> in;
     for (int i = 0; i < 3; ++i) in.push_back(testing::random_array(DType::F32, {2, tq, 128}, 80 + uint64_t(i), -1.0, 1.0));

@@ -87,7 +87,8 @@ struct AttentionArgs {
 std::string attention_source(const AttentionVariant& v);  // either source, by v.mma
 std::string attention_mma_source(const AttentionVariant& v);
 // What both sources start with: the prelude, FB_DMAX, FB_BK, FB_WARPS, the dtype's storage,
-// the FbAttention argument struct and fb_neg_inf().
+// the FbAttention argument struct, fb_neg_inf() and fb_attention_block() (a block's queries and
+// operands).
 std::string attention_source_head(const AttentionVariant& v);
 // Every variant the backend can generate (the code generation test compiles each).
 std::vector<AttentionVariant> all_attention_variants();

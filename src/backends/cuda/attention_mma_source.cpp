@@ -86,17 +86,13 @@ extern "C" __global__ void __launch_bounds__(FB_WARPS * 32) fb_attention(
   static_assert(FB_BK * FB_CHUNKS % (FB_WARPS * 32) == 0, "whole copy rounds");
   __shared__ __align__(16) fb_t ks[2][FB_BK][FB_PITCH];
   __shared__ __align__(16) fb_t vs[2][FB_BK][FB_PITCH];
-  const i64 qtiles = (a.tq + FB_BQ - 1) / FB_BQ;
-  const i64 bh = i64(blockIdx.x) / qtiles, i0 = (i64(blockIdx.x) % qtiles) * FB_BQ;
-  const i64 b = bh / a.heads, h = bh % a.heads;
+  const FbAttentionBlock blk = fb_attention_block(a, FB_BQ, q, k, v, mask, out);
+  const i64 i0 = blk.i0;
+  const fb_t *qb = blk.q, *kb = blk.k, *vb = blk.v, *mb = blk.m;
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
   const int g = lane / 4, t = lane % 4;
   const int d = int(a.d);
   const float scale = float(a.scale);
-  const fb_t* qb = q + b * a.q[0] + h * a.q[1];
-  const fb_t* kb = k + b * a.k[0] + h * a.k[1];
-  const fb_t* vb = v + b * a.v[0] + h * a.v[1];
-  const fb_t* mb = mask ? mask + b * a.m[0] + h * a.m[1] : mask;
   const i64 shift = a.tk - a.tq;  // causal: query i sees key j when j <= i + shift
   const i64 w0 = i0 + warp * 16;  // the warp's first query
   const i64 rows[2] = {w0 + g, w0 + g + 8};  // the queries of this thread's C rows
@@ -249,7 +245,7 @@ extern "C" __global__ void __launch_bounds__(FB_WARPS * 32) fb_attention(
   fb_cp_async_wait_all();
 
   // out = accumulator / sum: 0 / 0 = NaN for a query that saw no key; zeros when Tk = 0.
-  fb_t* ob = out + b * a.o[0] + h * a.o[1];
+  fb_t* ob = blk.o;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float sum = l[r];
