@@ -1,5 +1,7 @@
 #include "backends/cuda/cuda_backend.h"
 
+#include <algorithm>
+
 #include "backends/cuda/attention_kernel.h"
 #include "backends/cuda/batch_kernel.h"
 #include "backends/cuda/batch_norm_kernel.h"
@@ -150,6 +152,7 @@ class CudaBackend final : public Backend {
   // (docs/cuda.md). FUSEBOX_CUDA_ATTENTION=simt restores that rule for every dtype.
   Expected<Graph> lower(const Graph& g) const override {
     Graph out = g;
+    if (std::none_of(g.nodes().begin(), g.nodes().end(), [](const Node& n) { return n.op == Op::FusedAttention; })) return out;
     FUSEBOX_ASSIGN_OR_RETURN(AttentionKernelChoice choice, attention_kernel_choice());
     const int arch = context_->arch();
     FUSEBOX_RETURN_IF_ERROR(
