@@ -56,11 +56,12 @@ struct AttentionVariant {
 };
 
 // Which source runs a fused_attention both could run, from FUSEBOX_CUDA_ATTENTION (read when a
-// graph is lowered and when a kernel is made):
+// graph with fused_attention is lowered and when a kernel is made):
 //   auto (unset or empty)  the tensor-core source for f16/bf16 with more than
 //                          kAttentionKernelMaxQueries queries (known at each run), the float
-//                          source for fewer (decoding); the lowering keeps every fused_attention
-//                          the tensor-core source covers, whatever its query length
+//                          source for at most that many (decoding); the lowering keeps every
+//                          fused_attention the tensor-core source covers, whatever its query
+//                          length
 //   mma                    the tensor-core source wherever it covers the node, any query length
 //   simt                   the float source only: long queries are lowered to the unfused form
 //                          again (cuBLASLt products and the row softmax), as before the
