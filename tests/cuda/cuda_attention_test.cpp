@@ -24,7 +24,8 @@
 //                         the kernel keeps them in float and rounds once.
 //   attention bf16 8e-2   the same roundings with bf16's 2^-8: ~4e-2 at scores near 10.
 //   The tensor-core source is held to the same: it also rounds the probabilities e^(s - max) to
-//   the dtype before P·V (2^-11 or 2^-8 relative each, averaging out over the keys).
+//   the dtype before P·V (2^-11 or 2^-8 relative each, averaging out over the keys), and takes
+//   e^x as ex2.approx (about 2^-22 relative).
 //   swiglu         the cuBLASLt tolerances of cuda_matmul_test.cpp (per sqrt(K), k = 64 here)
 //                  carried through silu·up: f32 1e-4, f16 1e-2, bf16 6e-2.
 #include <gtest/gtest.h>

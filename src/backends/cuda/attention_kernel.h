@@ -18,7 +18,8 @@
 // does both products on tensor cores (attention_mma_source.cpp draws it): a block owns 64
 // queries, each warp 16 of them, and loops over tiles of keys staged in shared memory as the
 // dtype; the products are mma.sync m16n8k16 (f32 accumulation), the softmax the same online
-// form in float, and the probabilities are rounded to the dtype before the second product.
+// form in float (e^x as ex2.approx of x·log2 e), and the probabilities are rounded to the dtype
+// before the second product.
 // AttentionKernelChoice says when it runs.
 //
 // Accuracy: f32, f16 and bf16 operands, every sum and the softmax in float (CUDA's expf, no

@@ -41,6 +41,7 @@ constexpr std::string_view kMmaBody = R"CUDA(
 #define FB_BQ (FB_WARPS * 16)
 #define FB_PITCH (FB_DMAX + 8)
 #define FB_CHUNKS (FB_DMAX / 8)  // 16-byte copies per row
+#define FB_LOG2E 1.4426950408889634f
 
 __device__ __forceinline__ u32 fb_shared_address(const void* p) {
   u32 a;
@@ -70,6 +71,12 @@ __device__ __forceinline__ void fb_mma(float* c, const u32* a, u32 b0, u32 b1) {
       "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// 2^x (the MUFU unit's approximation, relative error about 2^-22; results below 2^-126 are 0).
+__device__ __forceinline__ float fb_ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
 }
 // Two floats rounded to the dtype (to nearest even) in one register, `lo` in the lower half:
 // cvt's first source goes to the upper half.
@@ -201,14 +208,15 @@ extern "C" __global__ void __launch_bounds__(FB_WARPS * 32) fb_attention(
       }
       // The four threads of a row (lanes 4g .. 4g+3) agree on its max; a row that has seen no
       // key yet (max -inf) subtracts 0, so its weights are e^-inf = 0 and nothing is added.
+      // e^(x - base) is 2^(x·log2 e - base·log2 e): one fma and ex2 (FB_LOG2E).
       float base[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
         const float m_new = fmaxf(m[r], mx[r]);
-        base[r] = m_new == fb_neg_inf() ? 0.0f : m_new;
-        const float rescale = expf(m[r] - base[r]);
+        base[r] = m_new == fb_neg_inf() ? 0.0f : m_new * FB_LOG2E;
+        const float rescale = fb_ex2(fmaf(m[r], FB_LOG2E, -base[r]));
         l[r] *= rescale;
 #pragma unroll
         for (int n = 0; n < FB_DMAX / 8; ++n) {
@@ -221,7 +229,7 @@ extern "C" __global__ void __launch_bounds__(FB_WARPS * 32) fb_attention(
       for (int n = 0; n < FB_BK / 8; ++n) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          s[n][e] = expf(s[n][e] - base[e >> 1]);
+          s[n][e] = fb_ex2(fmaf(s[n][e], FB_LOG2E, -base[e >> 1]));
           l[e >> 1] += s[n][e];
         }
       }
