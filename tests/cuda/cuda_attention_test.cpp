@@ -1,11 +1,13 @@
 // fused_attention and fused_swiglu on the CUDA backend against the CPU reference (their unfused
 // primitives).
 //
-// Without a GPU: every attention source variant (f32, f16, bf16 x head dims up to 64, 128, 256)
-// and the swiglu gate kernel of each dtype compile with NVRTC for sm_90; causality, the mask and
-// merged or split heads are kernel arguments, so the launch plans are checked here instead (the
-// strides each layout gets); the claims accept what the kernels run and refuse the rest with a
-// reason. With a GPU: each case runs the node's kernel directly on random operands (never
+// Without a GPU: every attention source variant (the float source: f32, f16, bf16 x head dims up
+// to 64, 128, 256; the tensor-core source: f16, bf16 x 64, 128) and the swiglu gate kernel of
+// each dtype compile with NVRTC for sm_90; causality, the mask and merged or split heads are
+// kernel arguments, so the launch plans are checked here instead (the strides each layout gets,
+// which source runs, FUSEBOX_CUDA_ATTENTION and the lowering rule); a host model of the
+// tensor-core source's fragment indexing checks its products; the claims accept what the kernels
+// run and refuse the rest with a reason. With a GPU: each case runs the node's kernel directly on random operands (never
 // zeros), its result buffer poisoned first with NaN bytes (0xFF) and with finite ones (0x5A), so
 // an element the kernel does not write fails the comparison either way; a graph of both ops
 // compiles for the cuda target, runs there (backend_of) and matches, also when recorded as a
@@ -21,12 +23,19 @@
 //                         scores near 10) and the probabilities and product (one ulp each);
 //                         the kernel keeps them in float and rounds once.
 //   attention bf16 8e-2   the same roundings with bf16's 2^-8: ~4e-2 at scores near 10.
+//   The tensor-core source is held to the same: it also rounds the probabilities e^(s - max) to
+//   the dtype before P·V (2^-11 or 2^-8 relative each, averaging out over the keys), and takes
+//   e^x as ex2.approx (about 2^-22 relative).
 //   swiglu         the cuBLASLt tolerances of cuda_matmul_test.cpp (per sqrt(K), k = 64 here)
 //                  carried through silu·up: f32 1e-4, f16 1e-2, bf16 6e-2.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <optional>
+#include <random>
 
 #include "backends/cuda/attention_kernel.h"
 #include "backends/cuda/cublaslt.h"
@@ -47,11 +56,14 @@ double swiglu_tolerance(DType d) { return d == DType::F16 ? 1e-2 : d == DType::B
 TEST(CudaAttentionCodegen, EveryVariantCompilesWithNvrtc) {
   if (Expected<std::string> v = cuda::nvrtc_version(); !v) GTEST_SKIP() << v.status().message();
   const std::vector<cuda::AttentionVariant> variants = cuda::all_attention_variants();
-  EXPECT_EQ(variants.size(), 9u);  // 3 dtypes x 3 head-dim buckets
+  EXPECT_EQ(variants.size(), 13u);  // float source: 3 dtypes x 3 buckets; tensor cores: f16, bf16 x 64, 128
   for (const cuda::AttentionVariant& v : variants) {
-    Expected<std::string> cubin = cuda::compile_cubin(cuda::attention_source(v), "attention_" + v.key() + ".cu", 90);
-    ASSERT_TRUE(cubin) << v.key() << ": " << cubin.status().message();
-    EXPECT_GT(cubin->size(), 1000u) << v.key();
+    // The tensor-core source runs from sm_80 (mma_attention_covers): its oldest target too.
+    for (int arch : v.mma ? std::vector<int>{80, 90} : std::vector<int>{90}) {
+      Expected<std::string> cubin = cuda::compile_cubin(cuda::attention_source(v), "attention_" + v.key() + ".cu", arch);
+      ASSERT_TRUE(cubin) << v.key() << " sm_" << arch << ": " << cubin.status().message();
+      EXPECT_GT(cubin->size(), 1000u) << v.key();
+    }
   }
   for (DType d : kDTypes) {
     Expected<std::string> cubin = cuda::compile_cubin(cuda::swiglu_gate_source(d), "swiglu_gate.cu", 90);
@@ -65,6 +77,21 @@ Attrs attention_attrs(int64_t heads, int64_t head_dim, bool causal, bool merge_h
 }
 
 using testing::one_node;
+
+// `%a = fused_attention %q, %k, %v` over three operands of type `ty` (2 heads of `head_dim`).
+Graph attention_graph(const std::string& ty, int64_t head_dim, bool causal) {
+  return testing::parse_or_fail("func @a(%q: " + ty + ", %k: " + ty + ", %v: " + ty + ") -> " + ty + " {\n" +
+                                "  %a = fused_attention %q, %k, %v {heads = 2, head_dim = " + std::to_string(head_dim) +
+                                (causal ? ", causal = true" : "") + ", scale = 0.125} : " + ty + "\n  return %a\n}");
+}
+
+// `g` compiled for the cuda target as it is (no fusion passes), and for the reference backend.
+Expected<testing::OracleAndPlan> compile_for_cuda(const Graph& g) {
+  CompileOptions dev;
+  dev.target = FusionTarget::Cuda;
+  dev.fuse = false;
+  return testing::compile_against_reference(g, dev);
+}
 
 // The launch each layout gets: strides of merged [B,T,H*D] and split [B,H,T,D] operands, a
 // broadcast mask or none, causality and the head-dim bucket, from host views (no GPU needed).
@@ -117,6 +144,273 @@ TEST(CudaAttentionClaims, LaunchesFollowTheLayouts) {
   Expected<cuda::AttentionLaunch> refused = cuda::plan_attention_launch(g.nodes()[0], bad, host_view(out));
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.status().message().find("does not broadcast"), std::string::npos) << refused.status().message();
+}
+
+// Sets FUSEBOX_CUDA_ATTENTION for a scope (unset: `value` null) and restores what was there.
+class ScopedAttentionChoice {
+ public:
+  explicit ScopedAttentionChoice(const char* value) {
+    if (const char* old = std::getenv(kName)) old_ = old;
+    value ? ::setenv(kName, value, 1) : ::unsetenv(kName);
+  }
+  ~ScopedAttentionChoice() { old_ ? ::setenv(kName, old_->c_str(), 1) : ::unsetenv(kName); }
+
+ private:
+  static constexpr const char* kName = "FUSEBOX_CUDA_ATTENTION";
+  std::optional<std::string> old_;
+};
+
+// Which source each launch gets: the tensor-core one for f16/bf16 with head dims up to 128 (a
+// multiple of 8) and more than 16 queries on sm_80 and later with 16-byte aligned buffers, or
+// always where it covers the node with the choice mma; the float one otherwise.
+TEST(CudaAttentionClaims, TensorCoreSourceIsPlannedWhereItRuns) {
+  using cuda::AttentionKernelChoice;
+  const int64_t b = 2, h = 3;
+  // The launch of q, k, v of [b, t, h * d] (k and v with tk rows) and a merged result.
+  auto plan = [&](DType dt, int64_t tq, int64_t tk, int64_t d, AttentionKernelChoice choice, int arch,
+                  size_t misalign = 0) -> cuda::AttentionLaunch {
+    const Array q(dt, {b, tq, h * d}), kv(dt, {b, tk, h * d}), out(dt, {b, tq, h * d});
+    const Graph g = one_node(Op::FusedAttention, {q, kv, kv}, attention_attrs(h, d, false, true),
+                             TensorType{dt, make_shape(out.shape())});
+    std::vector<BufferView> in = {host_view(q), host_view(kv), host_view(kv)};
+    BufferView o = host_view(out);
+    if (misalign) in[0].data = static_cast<char*>(in[0].data) + misalign;
+    Expected<cuda::AttentionLaunch> l = cuda::plan_attention_launch(g.nodes()[0], in, o, choice, arch);
+    EXPECT_TRUE(l) << l.status().message();
+    return l ? *l : cuda::AttentionLaunch{};
+  };
+  const AttentionKernelChoice autos = AttentionKernelChoice::Auto, mma = AttentionKernelChoice::Mma,
+                              simt = AttentionKernelChoice::Simt;
+  cuda::AttentionLaunch l = plan(DType::F16, 100, 257, 64, autos, 90);
+  EXPECT_TRUE(l.variant.mma);
+  EXPECT_EQ(l.variant.max_head_dim, 64);
+  EXPECT_EQ(l.variant.keys_per_tile(), 64);
+  EXPECT_EQ(l.variant.key(), "f16/d64/mma");
+  EXPECT_EQ(l.blocks, unsigned(b * h * 2));  // 100 queries: two tiles of 64
+  EXPECT_EQ(l.threads, 128u);
+  l = plan(DType::BF16, 17, 5, 128, autos, 80);
+  EXPECT_TRUE(l.variant.mma);
+  EXPECT_EQ(l.variant.max_head_dim, 128);
+  EXPECT_EQ(l.variant.keys_per_tile(), 32);
+  EXPECT_EQ(l.blocks, unsigned(b * h));
+  l = plan(DType::F16, 40, 40, 72, autos, 90);
+  EXPECT_TRUE(l.variant.mma && l.variant.max_head_dim == 128) << "head_dim 72: the 128 bucket, zero columns past 72";
+  EXPECT_TRUE(plan(DType::F16, 1, 40, 64, mma, 90).variant.mma) << "choice mma: any query length";
+
+  EXPECT_FALSE(plan(DType::F16, 16, 40, 64, autos, 90).variant.mma) << "16 queries: the float source";
+  EXPECT_EQ(plan(DType::F16, 16, 40, 64, autos, 90).blocks, unsigned(b * h));
+  EXPECT_FALSE(plan(DType::F32, 100, 40, 64, autos, 90).variant.mma) << "f32";
+  EXPECT_FALSE(plan(DType::F16, 100, 40, 36, autos, 90).variant.mma) << "head_dim 36: not a multiple of 8";
+  EXPECT_FALSE(plan(DType::BF16, 100, 40, 200, mma, 90).variant.mma) << "head_dim 200";
+  EXPECT_FALSE(plan(DType::F16, 100, 40, 64, autos, 75).variant.mma) << "sm_75: no cp.async";
+  EXPECT_FALSE(plan(DType::F16, 100, 40, 64, simt, 90).variant.mma) << "choice simt";
+  EXPECT_FALSE(plan(DType::F16, 100, 40, 64, mma, 90, 8).variant.mma) << "q 8 bytes past a 16-byte boundary";
+
+  // Every variant's source says which it is.
+  for (const cuda::AttentionVariant& v : cuda::all_attention_variants()) {
+    EXPECT_EQ(cuda::attention_source(v).find("mma.sync") != std::string::npos, v.mma) << v.key();
+  }
+}
+
+TEST(CudaAttentionClaims, ChoiceVariableAndLoweringRule) {
+  using cuda::AttentionKernelChoice;
+  {
+    ScopedAttentionChoice unset(nullptr);
+    Expected<AttentionKernelChoice> c = cuda::attention_kernel_choice();
+    ASSERT_TRUE(c);
+    EXPECT_EQ(*c, AttentionKernelChoice::Auto);
+  }
+  for (const auto& [text, want] : {std::pair{"auto", AttentionKernelChoice::Auto}, std::pair{"", AttentionKernelChoice::Auto},
+                                   std::pair{"mma", AttentionKernelChoice::Mma}, std::pair{"simt", AttentionKernelChoice::Simt}}) {
+    ScopedAttentionChoice set(text);
+    Expected<AttentionKernelChoice> c = cuda::attention_kernel_choice();
+    ASSERT_TRUE(c) << text;
+    EXPECT_EQ(*c, want) << text;
+  }
+  {
+    ScopedAttentionChoice bad("tensor");
+    Expected<AttentionKernelChoice> c = cuda::attention_kernel_choice();
+    ASSERT_FALSE(c);
+    EXPECT_NE(c.status().message().find("FUSEBOX_CUDA_ATTENTION is 'tensor'"), std::string::npos) << c.status().message();
+  }
+
+  // The lowering keeps what a fused kernel runs faster than the unfused form.
+  auto pays = [](const std::string& ty, int64_t head_dim, AttentionKernelChoice choice, int arch) {
+    const Graph g = attention_graph(ty, head_dim, false);
+    return cuda::attention_kernel_pays(g, g.nodes()[0], choice, arch);
+  };
+  EXPECT_TRUE(pays("f16[2,1024,128]", 64, AttentionKernelChoice::Auto, 90));
+  EXPECT_TRUE(pays("bf16[2,T,256]", 128, AttentionKernelChoice::Auto, 90)) << "a run-time length";
+  EXPECT_FALSE(pays("f16[2,1024,128]", 64, AttentionKernelChoice::Simt, 90));
+  EXPECT_FALSE(pays("f16[2,1024,128]", 64, AttentionKernelChoice::Auto, 75));
+  EXPECT_FALSE(pays("f32[2,1024,128]", 64, AttentionKernelChoice::Auto, 90));
+  EXPECT_FALSE(pays("f16[2,40,400]", 200, AttentionKernelChoice::Auto, 90));
+  EXPECT_TRUE(pays("f16[2,16,128]", 64, AttentionKernelChoice::Simt, 90)) << "16 queries: the float source pays";
+  EXPECT_TRUE(pays("f32[2,16,128]", 64, AttentionKernelChoice::Auto, 90));
+}
+
+// A host model of one warp of the tensor-core source: ldmatrix and mma.sync m16n8k16 as the PTX
+// ISA defines them (fragment tables in attention_mma_source.cpp), fed through the source's
+// address and packing formulas (k_lane, v_lane, the query fragments, P's A fragment), must give
+// the plain products S = Q·Kᵀ and O = P·V. Values are small integers (products exact).
+namespace fragments {
+
+constexpr int kD = 64, kBK = 64, kPitch = kD + 8;  // the 64 bucket's tile
+using Regs = std::array<std::array<uint32_t, 4>, 32>;  // per lane, up to four 32-bit registers
+
+uint32_t pack(int16_t lo, int16_t hi) { return uint32_t(uint16_t(lo)) | uint32_t(uint16_t(hi)) << 16; }
+int16_t lo_of(uint32_t r) { return int16_t(uint16_t(r & 0xffff)); }
+int16_t hi_of(uint32_t r) { return int16_t(uint16_t(r >> 16)); }
+
+// ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16: lane L names row L % 8 of matrix L / 8 (an
+// element offset into `smem`); register i of lane L gets matrix i's (row L/4, cols 2(L%4), +1),
+// or with .trans its (rows 2(L%4), +1, col L/4).
+Regs ldmatrix_x4(const std::vector<int16_t>& smem, const std::array<int, 32>& row_at, bool trans) {
+  Regs r{};
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    for (int i = 0; i < 4; ++i) {
+      auto at = [&](int row, int col) { return smem[size_t(row_at[size_t(8 * i + row)] + col)]; };
+      r[size_t(lane)][size_t(i)] = trans ? pack(at(2 * t, g), at(2 * t + 1, g)) : pack(at(g, 2 * t), at(g, 2 * t + 1));
+    }
+  }
+  return r;
+}
+
+// c (16x8) += a (16x16) · b (16x8) from the lanes' fragments: a[0..3] = (g, 2t), (g+8, 2t),
+// (g, 2t+8), (g+8, 2t+8) pairs; b[0..1] = rows (2t, 2t+1), (2t+8, 2t+9) of column g; c[e] =
+// (g + 8·(e/2), 2t + e%2).
+void mma(std::array<std::array<double, 4>, 32>& c, const Regs& a, const Regs& b, int b0, int b1) {
+  double A[16][16], B[16][8];
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    const auto& ra = a[size_t(lane)];
+    for (int half = 0; half < 2; ++half) {
+      for (int r = 0; r < 2; ++r) {
+        const uint32_t v = ra[size_t(2 * half + r)];
+        A[g + 8 * r][2 * t + 8 * half] = lo_of(v);
+        A[g + 8 * r][2 * t + 8 * half + 1] = hi_of(v);
+      }
+    }
+    const uint32_t v0 = b[size_t(lane)][size_t(b0)], v1 = b[size_t(lane)][size_t(b1)];
+    B[2 * t][g] = lo_of(v0);
+    B[2 * t + 1][g] = hi_of(v0);
+    B[2 * t + 8][g] = lo_of(v1);
+    B[2 * t + 9][g] = hi_of(v1);
+  }
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    for (int e = 0; e < 4; ++e) {
+      const int row = g + 8 * (e / 2), col = 2 * t + e % 2;
+      for (int x = 0; x < 16; ++x) c[size_t(lane)][size_t(e)] += A[row][x] * B[x][col];
+    }
+  }
+}
+
+}  // namespace fragments
+
+TEST(CudaAttentionFragments, TheSourcesFragmentIndexingGivesThePlainProducts) {
+  using namespace fragments;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> small(-8, 8);
+  // Q [16][kD] (a warp's rows), K and V tiles [kBK][kPitch] in "shared memory", P [16][kBK].
+  std::vector<int16_t> q(16 * kD), ks(kBK * kPitch, 0), vs(kBK * kPitch, 0), p(16 * kBK);
+  for (auto& x : q) x = int16_t(small(rng));
+  for (auto& x : p) x = int16_t(small(rng));
+  for (int j = 0; j < kBK; ++j) {
+    for (int x = 0; x < kD; ++x) {
+      ks[size_t(j * kPitch + x)] = int16_t(small(rng));
+      vs[size_t(j * kPitch + x)] = int16_t(small(rng));
+    }
+  }
+  // The query fragments: qa[kk][2·half + r] = row g + 8r, columns x, x + 1 with x = 16kk + 8half + 2t.
+  std::array<Regs, kD / 16> qa{};
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      for (int half = 0; half < 2; ++half) {
+        const int x = kk * 16 + 8 * half + 2 * t;
+        for (int r = 0; r < 2; ++r) {
+          const int row = g + 8 * r;
+          qa[size_t(kk)][size_t(lane)][size_t(2 * half + r)] = pack(q[size_t(row * kD + x)], q[size_t(row * kD + x + 1)]);
+        }
+      }
+    }
+  }
+  // The lanes' ldmatrix rows (in elements; the source's k_lane and v_lane are these times 2 bytes,
+  // its tile offsets below too: the source must still say so).
+  const std::string source = cuda::attention_mma_source({DType::F16, 64, true});
+  for (const char* formula : {"((lane & 7) + (lane >> 4) * 8) * FB_PITCH + ((lane >> 3) & 1) * 8",
+                              "((lane & 7) + ((lane >> 3) & 1) * 8) * FB_PITCH + (lane >> 4) * 8",
+                              "k_lane + (nn * 16 * FB_PITCH + kk * 16) * 2", "v_lane + (kk * 16 * FB_PITCH + dn * 16) * 2",
+                              "fb_mma(s[2 * nn], qa[kk], bk[0], bk[1])", "fb_mma(s[2 * nn + 1], qa[kk], bk[2], bk[3])",
+                              "fb_mma(o[2 * dn], pa, bv[0], bv[1])", "fb_mma(o[2 * dn + 1], pa, bv[2], bv[3])",
+                              "qa[kk][2 * half + r]", "const int x = kk * 16 + 8 * half + 2 * t;",
+                              "fb_pack2(s[2 * kk][0], s[2 * kk][1]), fb_pack2(s[2 * kk][2], s[2 * kk][3])",
+                              "fb_pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]), fb_pack2(s[2 * kk + 1][2], s[2 * kk + 1][3])"}) {
+    EXPECT_NE(source.find(formula), std::string::npos) << "the source no longer has: " << formula;
+  }
+  std::array<int, 32> k_lane{}, v_lane{};
+  for (int lane = 0; lane < 32; ++lane) {
+    k_lane[size_t(lane)] = ((lane & 7) + (lane >> 4) * 8) * kPitch + ((lane >> 3) & 1) * 8;
+    v_lane[size_t(lane)] = ((lane & 7) + ((lane >> 3) & 1) * 8) * kPitch + (lane >> 4) * 8;
+  }
+  auto shifted = [](const std::array<int, 32>& rows, int by) {
+    std::array<int, 32> r = rows;
+    for (int& x : r) x += by;
+    return r;
+  };
+
+  // S = Q·Kᵀ: s[n][e] is row g + 8(e/2), key 8n + 2t + e%2.
+  std::array<std::array<std::array<double, 4>, 32>, kBK / 8> s{};
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    for (int nn = 0; nn < kBK / 16; ++nn) {
+      const Regs bk = ldmatrix_x4(ks, shifted(k_lane, nn * 16 * kPitch + kk * 16), false);
+      mma(s[size_t(2 * nn)], qa[size_t(kk)], bk, 0, 1);
+      mma(s[size_t(2 * nn + 1)], qa[size_t(kk)], bk, 2, 3);
+    }
+  }
+  // O = P·V with P's A fragments taken from C-fragment positions, as the source packs them.
+  std::array<std::array<std::array<double, 4>, 32>, kD / 8> o{};
+  auto p_at = [&](int lane, int n, int e) {  // P at the C position (n, e) of `lane`
+    const int g = lane / 4, t = lane % 4;
+    return p[size_t((g + 8 * (e / 2)) * kBK + 8 * n + 2 * t + e % 2)];
+  };
+  for (int kk = 0; kk < kBK / 16; ++kk) {
+    Regs pa{};
+    for (int lane = 0; lane < 32; ++lane) {
+      pa[size_t(lane)] = {pack(p_at(lane, 2 * kk, 0), p_at(lane, 2 * kk, 1)), pack(p_at(lane, 2 * kk, 2), p_at(lane, 2 * kk, 3)),
+                          pack(p_at(lane, 2 * kk + 1, 0), p_at(lane, 2 * kk + 1, 1)),
+                          pack(p_at(lane, 2 * kk + 1, 2), p_at(lane, 2 * kk + 1, 3))};
+    }
+    for (int dn = 0; dn < kD / 16; ++dn) {
+      const Regs bv = ldmatrix_x4(vs, shifted(v_lane, kk * 16 * kPitch + dn * 16), true);
+      mma(o[size_t(2 * dn)], pa, bv, 0, 1);
+      mma(o[size_t(2 * dn + 1)], pa, bv, 2, 3);
+    }
+  }
+
+  int wrong_s = 0, wrong_o = 0;
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    for (int e = 0; e < 4; ++e) {
+      const int row = g + 8 * (e / 2);
+      for (int n = 0; n < kBK / 8; ++n) {
+        const int key = 8 * n + 2 * t + e % 2;
+        double want = 0;
+        for (int x = 0; x < kD; ++x) want += double(q[size_t(row * kD + x)]) * ks[size_t(key * kPitch + x)];
+        wrong_s += s[size_t(n)][size_t(lane)][size_t(e)] != want;
+      }
+      for (int n = 0; n < kD / 8; ++n) {
+        const int col = 8 * n + 2 * t + e % 2;
+        double want = 0;
+        for (int j = 0; j < kBK; ++j) want += double(p[size_t(row * kBK + j)]) * vs[size_t(j * kPitch + col)];
+        wrong_o += o[size_t(n)][size_t(lane)][size_t(e)] != want;
+      }
+    }
+  }
+  EXPECT_EQ(wrong_s, 0) << "of " << 16 * kBK << " scores";
+  EXPECT_EQ(wrong_o, 0) << "of " << 16 * kD << " outputs";
 }
 
 TEST(CudaAttentionClaims, ClaimsAcceptWhatTheKernelsRunAndSayWhyNot) {
@@ -227,6 +521,66 @@ TEST(CudaAttention, EveryCaseMatchesTheReferenceOnTheDevice) {
   }
 }
 
+// Sizes that are no multiple of the tensor-core source's tiles (64 queries, 64 or 32 keys), head
+// dims of both buckets and below them, the mask shapes, causality, both layouts.
+std::vector<AttentionCase> mma_attention_cases() {
+  return {
+      {"one query d=64", 2, 3, 1, 77, 64},
+      {"Tq=17 Tk=100 d=64 causal", 2, 3, 17, 100, 64, true},
+      {"Tq=100 Tk=17 d=128 causal (first rows see no key)", 1, 2, 100, 17, 128, true},
+      {"Tq=257 Tk=257 d=128 causal, heads split in and out", 1, 2, 257, 257, 128, true, false, true},
+      {"Tq=100 Tk=257 d=64 split inputs, merged result, mask [B,1,Tq,Tk]", 2, 2, 100, 257, 64, false, true, true, {2, 1, 100, 257}},
+      {"Tq=17 Tk=100 d=40 mask [Tq,Tk] with -inf rows", 1, 3, 17, 100, 40, false, true, false, {17, 100}, true},
+      {"Tq=33 Tk=65 d=72 mask [B,H,1,Tk] (padding)", 2, 2, 33, 65, 72, false, false, true, {2, 2, 1, 65}},
+      {"Tq=65 Tk=65 d=128 mask [1,H,Tq,Tk] with -inf rows, causal", 1, 4, 65, 65, 128, true, true, false, {1, 4, 65, 65}, true},
+      {"Tq=100 Tk=1 d=64", 1, 2, 100, 1, 64},
+      {"Tq=64 Tk=1000 d=64", 1, 2, 64, 1000, 64},
+      {"Tq=130 Tk=300 d=8 causal", 2, 2, 130, 300, 8, true},
+      {"Tq=17 no keys (zeros)", 1, 2, 17, 0, 64},
+  };
+}
+
+// The tensor-core source (chosen for every query length with FUSEBOX_CUDA_ATTENTION=mma, and by
+// default for the cases above 16 queries) against the reference, f16 and bf16, at the float
+// source's tolerances: it also rounds the probabilities to the dtype before the second product,
+// one rounding of weights the reference rounds too.
+TEST(CudaAttention, TensorCoreSourceMatchesTheReferenceOnTheDevice) {
+  if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
+  for (const char* choice : {"mma", "auto"}) {
+    ScopedAttentionChoice set(choice);
+    uint64_t seed = 900;
+    for (const AttentionCase& c : mma_attention_cases()) {
+      for (DType d : {DType::F16, DType::BF16}) {
+        const std::vector<Array> in = attention_operands(c, d, seed += 10);
+        expect_matches_reference(Op::FusedAttention, in, attention_attrs(c.heads, c.d, c.causal, c.merge),
+                                 attention_tolerance(d), c.name + " " + std::string(dtype_name(d)) + " (" + choice + ")");
+      }
+    }
+  }
+}
+
+// f16 attention of any length stays one fused_attention (the tensor-core source) and matches the
+// reference; with FUSEBOX_CUDA_ATTENTION=simt a long one is lowered to the unfused form again.
+TEST(CudaAttention, HalfAttentionStaysOneKernelAtAnyLength) {
+  if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
+  for (const char* choice : {"auto", "simt"}) {
+    ScopedAttentionChoice set(choice);
+    for (const char* t : {"200", "T"}) {
+      SCOPED_TRACE(std::string(choice) + " " + t);
+      Expected<testing::OracleAndPlan> exes = compile_for_cuda(attention_graph(std::string("f16[2,") + t + ",128]", 64, true));
+      ASSERT_TRUE(exes) << exes.status().message();
+      const bool fused = std::string(choice) == "auto";
+      EXPECT_EQ(testing::backend_of(exes->plan, Op::FusedAttention), fused ? "cuda" : "absent");
+      const int64_t tq = std::string(t) == "T" ? 333 : 200;
+      std::vector<Array> in;
+      for (int i = 0; i < 3; ++i) in.push_back(testing::random_array(DType::F16, {2, tq, 128}, 180 + uint64_t(i)));
+      Expected<std::vector<Array>> want = exes->reference.run(in), got = exes->plan.run(in);
+      ASSERT_TRUE(want && got);
+      EXPECT_TRUE(testing::arrays_close((*got)[0], (*want)[0], attention_tolerance(DType::F16), attention_tolerance(DType::F16)));
+    }
+  }
+}
+
 TEST(CudaSwiglu, EachGateHalfWithAndWithoutBiasMatchesTheReferenceOnTheDevice) {
   if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
   uint64_t seed = 500;
@@ -253,18 +607,13 @@ TEST(CudaAttention, LongQueriesAreLoweredToTheUnfusedForm) {
   if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
   for (const char* t : {"40", "T", "16"}) {
     SCOPED_TRACE(t);
-    const std::string ty = std::string("f32[2,") + t + ",128]";
-    const Graph g = testing::parse_or_fail("func @a(%q: " + ty + ", %k: " + ty + ", %v: " + ty + ") -> " + ty + " {\n" +
-                                           "  %a = fused_attention %q, %k, %v {heads = 2, head_dim = 64, scale = 0.125} : " +
-                                           ty + "\n  return %a\n}");
-    CompileOptions dev;
-    dev.target = FusionTarget::Cuda;
-    dev.fuse = false;
-    Expected<testing::OracleAndPlan> exes = testing::compile_against_reference(g, dev);
+    Expected<testing::OracleAndPlan> exes = compile_for_cuda(attention_graph(std::string("f32[2,") + t + ",128]", 64, false));
     ASSERT_TRUE(exes) << exes.status().message();
     const bool fused = std::string(t) == "16";
     EXPECT_EQ(testing::backend_of(exes->plan, Op::FusedAttention), fused ? "cuda" : "absent");
-    if (!fused) EXPECT_EQ(testing::backend_of(exes->plan, Op::Softmax), "cuda");
+    if (!fused) {
+      EXPECT_EQ(testing::backend_of(exes->plan, Op::Softmax), "cuda");
+    }
     const int64_t tq = std::string(t) == "T" ? 33 : std::atoi(t);
     std::vector<Array> in;
     for (int i = 0; i < 3; ++i) in.push_back(testing::random_array(DType::F32, {2, tq, 128}, 80 + uint64_t(i), -1.0, 1.0));

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
+#include <cstdlib>
 
 #include "ir/check.h"
 
@@ -36,13 +38,16 @@ HeadStrides head_strides(const std::vector<int64_t>& shape, int64_t head_dim) {
 
 int bucket_of(int64_t head_dim) { return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256; }
 
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 class AttentionKernel final : public Kernel {
  public:
-  AttentionKernel(std::shared_ptr<Context> context, Node node) : context_(std::move(context)), node_(std::move(node)) {}
+  AttentionKernel(std::shared_ptr<Context> context, Node node, AttentionKernelChoice choice)
+      : context_(std::move(context)), node_(std::move(node)), choice_(choice) {}
 
   Status run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const override {
     FUSEBOX_CHECK(out.size() == 1) << "fused_attention results";
-    FUSEBOX_ASSIGN_OR_RETURN(AttentionLaunch l, plan_attention_launch(node_, in, out[0]));
+    FUSEBOX_ASSIGN_OR_RETURN(AttentionLaunch l, plan_attention_launch(node_, in, out[0], choice_, context_->arch()));
     if (!l.blocks) return Status::ok();
     FUSEBOX_ASSIGN_OR_RETURN(CUfunction f, functions_.get(*context_, l.variant.key(), kAttentionEntry,
                                                           [&] { return attention_source(l.variant); }));
@@ -57,12 +62,29 @@ class AttentionKernel final : public Kernel {
  private:
   std::shared_ptr<Context> context_;
   Node node_;  // a copy: kernels outlive the graph they were compiled from
+  AttentionKernelChoice choice_;
   mutable FunctionCache functions_;  // by AttentionVariant::key()
 };
 
 }  // namespace
 
-Expected<AttentionLaunch> plan_attention_launch(const Node& n, std::span<const BufferView> in, const BufferView& out) {
+Expected<AttentionKernelChoice> attention_kernel_choice() {
+  const char* e = std::getenv("FUSEBOX_CUDA_ATTENTION");
+  const std::string_view v = e ? e : "";
+  if (v.empty() || v == "auto") return AttentionKernelChoice::Auto;
+  if (v == "mma") return AttentionKernelChoice::Mma;
+  if (v == "simt") return AttentionKernelChoice::Simt;
+  return Status::invalid("fused_attention on cuda: FUSEBOX_CUDA_ATTENTION is '" + std::string(v) +
+                         "', not one of auto, mma, simt");
+}
+
+bool mma_attention_covers(DType dtype, int64_t head_dim, int arch) {
+  return arch >= 80 && (dtype == DType::F16 || dtype == DType::BF16) && head_dim > 0 && head_dim <= 128 &&
+         head_dim % 8 == 0;
+}
+
+Expected<AttentionLaunch> plan_attention_launch(const Node& n, std::span<const BufferView> in, const BufferView& out,
+                                                AttentionKernelChoice choice, int arch) {
   FUSEBOX_CHECK(in.size() == 3 || in.size() == 4) << "fused_attention operands";
   const BufferView &q = in[0], &k = in[1], &v = in[2];
   AttentionLaunch l;
@@ -101,7 +123,12 @@ Expected<AttentionLaunch> plan_attention_launch(const Node& n, std::span<const B
     }
     l.mask = m.data;
   }
-  l.variant = AttentionVariant{q.dtype, bucket_of(a.head_dim)};
+  // cp.async copies 16 bytes: rows start 16-byte aligned when the head dim is a multiple of 8
+  // and the buffers are (the pool's are; a view into one need not be).
+  const bool mma = choice != AttentionKernelChoice::Simt && mma_attention_covers(q.dtype, a.head_dim, arch) &&
+                   (choice == AttentionKernelChoice::Mma || a.tq > kAttentionKernelMaxQueries) && aligned16(q.data) &&
+                   aligned16(k.data) && aligned16(v.data) && aligned16(out.data);
+  l.variant = AttentionVariant{q.dtype, bucket_of(a.head_dim), mma};
   l.q = q.data;
   l.k = k.data;
   l.v = v.data;
@@ -135,10 +162,14 @@ Claim claim_attention(const Graph& g, const Node& n) {
 
 Expected<std::shared_ptr<const Kernel>> make_attention_kernel(std::shared_ptr<Context> context, const Graph& g, const Node& n) {
   if (Claim c = claim_attention(g, n); !c) return Status::unimplemented(c.reason);
-  return std::shared_ptr<const Kernel>(std::make_shared<AttentionKernel>(std::move(context), n));
+  FUSEBOX_ASSIGN_OR_RETURN(AttentionKernelChoice choice, attention_kernel_choice());
+  return std::shared_ptr<const Kernel>(std::make_shared<AttentionKernel>(std::move(context), n, choice));
 }
 
-bool attention_kernel_pays(const Graph& g, const Node& n) {
+bool attention_kernel_pays(const Graph& g, const Node& n, AttentionKernelChoice choice, int arch) {
+  if (choice != AttentionKernelChoice::Simt && mma_attention_covers(g.type(n.inputs[0]).dtype, n.attr_i64("head_dim"), arch)) {
+    return true;
+  }
   // The result is [B, Tq, H*D] with heads merged, [B, H, Tq, D] without: Tq is next to last.
   const Shape& y = g.type(n.outputs[0]).shape;
   if (y.size() < 2) return false;

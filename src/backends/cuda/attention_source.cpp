@@ -21,16 +21,6 @@ constexpr std::string_view kBody = R"CUDA(
 #define FB_BQ (FB_WARPS * FB_QW)
 #define FB_XS (FB_DMAX / 32)
 
-// attention_kernel.h's AttentionArgs, field for field.
-struct FbAttention {
-  i64 batch, heads, tq, tk, d;
-  i64 q[3], k[3], v[3], o[3];
-  i64 m[4];
-  i64 causal;
-  double scale;
-};
-
-__device__ __forceinline__ float fb_neg_inf() { return __int_as_float(0xff800000); }
 __device__ __forceinline__ float fb_warp_max(float x) {
 #pragma unroll
   for (int o = 16; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
@@ -48,16 +38,12 @@ extern "C" __global__ void __launch_bounds__(FB_WARPS * 32) fb_attention(
   __shared__ float qs[FB_BQ][FB_DMAX];
   __shared__ float ks[FB_BK][FB_DMAX + 1];
   __shared__ float vs[FB_BK][FB_DMAX];
-  const i64 qtiles = (a.tq + FB_BQ - 1) / FB_BQ;
-  const i64 bh = i64(blockIdx.x) / qtiles, i0 = (i64(blockIdx.x) % qtiles) * FB_BQ;
-  const i64 b = bh / a.heads, h = bh % a.heads;
+  const FbAttentionBlock w = fb_attention_block(a, FB_BQ, q, k, v, mask, out);
+  const i64 i0 = w.i0;
+  const fb_t *qb = w.q, *kb = w.k, *vb = w.v, *mb = w.m;
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
   const int d = int(a.d);
   const float scale = float(a.scale);
-  const fb_t* qb = q + b * a.q[0] + h * a.q[1];
-  const fb_t* kb = k + b * a.k[0] + h * a.k[1];
-  const fb_t* vb = v + b * a.v[0] + h * a.v[1];
-  const fb_t* mb = mask ? mask + b * a.m[0] + h * a.m[1] : mask;
   const i64 shift = a.tk - a.tq;  // causal: query i sees key j when j <= i + shift
 
   for (int e = threadIdx.x; e < FB_BQ * FB_DMAX; e += blockDim.x) {
@@ -118,7 +104,7 @@ extern "C" __global__ void __launch_bounds__(FB_WARPS * 32) fb_attention(
     }
   }
 
-  fb_t* ob = out + b * a.o[0] + h * a.o[1];
+  fb_t* ob = w.o;
 #pragma unroll
   for (int r = 0; r < FB_QW; ++r) {
     const i64 i = i0 + warp * FB_QW + r;
@@ -135,20 +121,62 @@ extern "C" __global__ void __launch_bounds__(FB_WARPS * 32) fb_attention(
 }  // namespace
 
 std::string AttentionVariant::key() const {
-  return std::string(dtype_name(dtype)) + "/d" + std::to_string(max_head_dim);
+  return std::string(dtype_name(dtype)) + "/d" + std::to_string(max_head_dim) + (mma ? "/mma" : "");
 }
 
-std::string attention_source(const AttentionVariant& v) {
-  FUSEBOX_CHECK(v.dtype == DType::F32 || v.dtype == DType::F16 || v.dtype == DType::BF16) << "attention kernel dtype";
-  FUSEBOX_CHECK(v.max_head_dim == 64 || v.max_head_dim == 128 || v.max_head_dim == 256) << "attention head-dim bucket";
+std::string attention_source_head(const AttentionVariant& v) {
   std::ostringstream os;
   os << prelude_source();
   os << "\n// ---- attention kernel " << v.key() << "\n";
   os << "#define FB_DMAX " << v.max_head_dim << "\n";
   os << "#define FB_BK " << v.keys_per_tile() << "\n";
-  os << "#define FB_QW " << v.queries_per_warp() << "\n";
   os << "#define FB_WARPS " << kAttentionWarps << "\n";
   os << float_storage_defines(v.dtype);
+  os << R"CUDA(
+// attention_kernel.h's AttentionArgs, field for field.
+struct FbAttention {
+  i64 batch, heads, tq, tk, d;
+  i64 q[3], k[3], v[3], o[3];
+  i64 m[4];
+  i64 causal;
+  double scale;
+};
+
+__device__ __forceinline__ float fb_neg_inf() { return __int_as_float(0xff800000); }
+
+// The work of block blockIdx.x for tiles of `bq` queries: its first query and the operands and
+// result of its (batch, head). The blocks of one (batch, head) are adjacent (they share its keys
+// in L2).
+struct FbAttentionBlock {
+  i64 i0;
+  const fb_t *q, *k, *v, *m;  // m: null without a mask
+  fb_t* o;
+};
+__device__ __forceinline__ FbAttentionBlock fb_attention_block(const FbAttention& a, int bq, const fb_t* q, const fb_t* k,
+                                                               const fb_t* v, const fb_t* mask, fb_t* out) {
+  const i64 qtiles = (a.tq + bq - 1) / bq;
+  const i64 bh = i64(blockIdx.x) / qtiles;
+  const i64 b = bh / a.heads, h = bh % a.heads;
+  FbAttentionBlock w;
+  w.i0 = (i64(blockIdx.x) % qtiles) * bq;
+  w.q = q + b * a.q[0] + h * a.q[1];
+  w.k = k + b * a.k[0] + h * a.k[1];
+  w.v = v + b * a.v[0] + h * a.v[1];
+  w.m = mask ? mask + b * a.m[0] + h * a.m[1] : mask;
+  w.o = out + b * a.o[0] + h * a.o[1];
+  return w;
+}
+)CUDA";
+  return os.str();
+}
+
+std::string attention_source(const AttentionVariant& v) {
+  if (v.mma) return attention_mma_source(v);
+  FUSEBOX_CHECK(v.dtype == DType::F32 || v.dtype == DType::F16 || v.dtype == DType::BF16) << "attention kernel dtype";
+  FUSEBOX_CHECK(v.max_head_dim == 64 || v.max_head_dim == 128 || v.max_head_dim == 256) << "attention head-dim bucket";
+  std::ostringstream os;
+  os << attention_source_head(v);
+  os << "#define FB_QW " << v.queries_per_warp() << "\n";
   os << kBody;
   return os.str();
 }
@@ -157,6 +185,9 @@ std::vector<AttentionVariant> all_attention_variants() {
   std::vector<AttentionVariant> all;
   for (DType d : {DType::F32, DType::F16, DType::BF16}) {
     for (int dim : {64, 128, 256}) all.push_back({d, dim});
+  }
+  for (DType d : {DType::F16, DType::BF16}) {
+    for (int dim : {64, 128}) all.push_back({d, dim, true});
   }
   return all;
 }

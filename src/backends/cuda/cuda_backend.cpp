@@ -1,5 +1,7 @@
 #include "backends/cuda/cuda_backend.h"
 
+#include <algorithm>
+
 #include "backends/cuda/attention_kernel.h"
 #include "backends/cuda/batch_kernel.h"
 #include "backends/cuda/batch_norm_kernel.h"
@@ -143,14 +145,19 @@ class CudaBackend final : public Backend {
   std::string_view name() const override { return "cuda"; }
   Device device() const override { return context_->device(); }
 
-  // fused_attention runs as one kernel only for a few queries (decoding): that kernel has no
-  // tensor cores, and for long sequences the unfused form (two cuBLASLt products and a row
-  // softmax) is faster. On the H200, 8 x 16 heads x 1024 queries x 64 in f16 took 4.1 ms fused
-  // and 0.88 ms unfused (docs/cuda.md).
+  // fused_attention stays one kernel where the tensor-core source covers it (f16/bf16, head dims
+  // up to 128) and, on the float source, for a few queries (decoding). Other long sequences run
+  // faster unfused (two cuBLASLt products and a row softmax) than on the float source: on the
+  // H200, 8 x 16 heads x 1024 queries x 64 in f16 took 4.1 ms there and 0.88 ms unfused
+  // (docs/cuda.md). FUSEBOX_CUDA_ATTENTION=simt restores that rule for every dtype.
   Expected<Graph> lower(const Graph& g) const override {
     Graph out = g;
-    FUSEBOX_RETURN_IF_ERROR(unfuse_attention(out, [](const Graph& h, const Node& n) { return !attention_kernel_pays(h, n); })
-                                .status());
+    if (std::none_of(g.nodes().begin(), g.nodes().end(), [](const Node& n) { return n.op == Op::FusedAttention; })) return out;
+    FUSEBOX_ASSIGN_OR_RETURN(AttentionKernelChoice choice, attention_kernel_choice());
+    const int arch = context_->arch();
+    FUSEBOX_RETURN_IF_ERROR(
+        unfuse_attention(out, [&](const Graph& h, const Node& n) { return !attention_kernel_pays(h, n, choice, arch); })
+            .status());
     return out;
   }
 
