@@ -149,7 +149,21 @@ void gather_bytes(size_t esize, const void* base, const std::vector<int64_t>& sh
   }
 }
 
+template <typename T>
+void fill_typed(void* dst, const void* element, int64_t n) {
+  T v;
+  std::memcpy(&v, element, sizeof(T));
+  std::fill_n(static_cast<T*>(dst), n, v);
+}
+
 void fill_repeated(void* dst, const void* element, size_t esize, int64_t n) {
+  switch (esize) {
+    case 1: return fill_typed<uint8_t>(dst, element, n);
+    case 2: return fill_typed<uint16_t>(dst, element, n);
+    case 4: return fill_typed<uint32_t>(dst, element, n);
+    case 8: return fill_typed<uint64_t>(dst, element, n);
+    default: break;
+  }
   auto* d = static_cast<uint8_t*>(dst);
   for (int64_t i = 0; i < n; ++i) std::memcpy(d + size_t(i) * esize, element, esize);
 }
