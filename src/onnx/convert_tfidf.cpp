@@ -42,13 +42,16 @@ Expected<TfIdfSpec> read_spec(OnnxNode& n) {
   TfIdfSpec spec;
   std::optional<int64_t> min_gram = n.attr_int("min_gram_length"), max_gram = n.attr_int("max_gram_length"),
                          max_skip = n.attr_int("max_skip_count");
-  std::optional<std::vector<int64_t>> counts = n.attr_ints("ngram_counts"), indexes = n.attr_ints("ngram_indexes");
+  std::optional<std::vector<int64_t>> counts = n.attr_ints("ngram_counts"),
+                                      indexes = n.attr_ints("ngram_indexes");
   std::optional<std::vector<int64_t>> pool = n.attr_ints("pool_int64s");
   std::optional<std::vector<std::string>> pool_strings = n.attr_strings("pool_strings");
   spec.mode = n.attr_string("mode", "");
   spec.weights = n.attr_floats("weights");
   FUSEBOX_RETURN_IF_ERROR(n.status());
-  if (pool_strings) return n.error("attribute 'pool_strings' is not supported (fusebox tensors hold no strings); use pool_int64s");
+  if (pool_strings)
+    return n.error(
+        "attribute 'pool_strings' is not supported (fusebox tensors hold no strings); use pool_int64s");
   if (!pool) return n.error("attribute 'pool_int64s' is missing");
   if (!min_gram || !max_gram || !max_skip) {
     return n.error("attributes 'min_gram_length', 'max_gram_length' and 'max_skip_count' are required");
@@ -58,10 +61,11 @@ Expected<TfIdfSpec> read_spec(OnnxNode& n) {
     return n.error("attribute 'mode' = \"" + spec.mode + "\" is not supported (TF, IDF or TFIDF)");
   }
   if (*min_gram < 1 || *max_gram < *min_gram) {
-    return n.error("attributes 'min_gram_length' = " + std::to_string(*min_gram) + " and 'max_gram_length' = " +
-                   std::to_string(*max_gram) + " need 1 <= min <= max");
+    return n.error("attributes 'min_gram_length' = " + std::to_string(*min_gram) +
+                   " and 'max_gram_length' = " + std::to_string(*max_gram) + " need 1 <= min <= max");
   }
-  if (*max_skip < 0) return n.error("attribute 'max_skip_count' must be >= 0, got " + std::to_string(*max_skip));
+  if (*max_skip < 0)
+    return n.error("attribute 'max_skip_count' must be >= 0, got " + std::to_string(*max_skip));
   spec.min_gram = *min_gram;
   spec.max_gram = *max_gram;
   spec.max_skip = *max_skip;
@@ -77,22 +81,24 @@ Expected<TfIdfSpec> read_spec(OnnxNode& n) {
     }
     if ((end - begin) % length != 0) {
       return n.error("attribute 'ngram_counts': the " + std::to_string(length) + "-grams span " +
-                     std::to_string(end - begin) + " pool items, not a multiple of " + std::to_string(length));
+                     std::to_string(end - begin) + " pool items, not a multiple of " +
+                     std::to_string(length));
     }
     total_grams += (end - begin) / length;
   }
   if (static_cast<int64_t>(indexes->size()) != total_grams) {
-    return n.error("attribute 'ngram_indexes' has " + std::to_string(indexes->size()) + " entries, the pool holds " +
-                   std::to_string(total_grams) + " n-grams");
+    return n.error("attribute 'ngram_indexes' has " + std::to_string(indexes->size()) +
+                   " entries, the pool holds " + std::to_string(total_grams) + " n-grams");
   }
-  if (indexes->empty()) return n.error("attribute 'ngram_indexes' is empty: the output would have no columns");
+  if (indexes->empty())
+    return n.error("attribute 'ngram_indexes' is empty: the output would have no columns");
   for (int64_t c : *indexes) {
     if (c < 0) return n.error("attribute 'ngram_indexes' holds the negative index " + std::to_string(c));
     spec.outputs = std::max(spec.outputs, c + 1);
   }
   if (spec.weights && static_cast<int64_t>(spec.weights->size()) < spec.outputs) {
-    return n.error("attribute 'weights' has " + std::to_string(spec.weights->size()) + " entries, the output has " +
-                   std::to_string(spec.outputs) + " columns");
+    return n.error("attribute 'weights' has " + std::to_string(spec.weights->size()) +
+                   " entries, the output has " + std::to_string(spec.outputs) + " columns");
   }
   for (size_t i = 0; i < counts->size(); ++i) {
     const int64_t begin = (*counts)[i], end = i + 1 < counts->size() ? (*counts)[i + 1] : pool_size;
@@ -122,7 +128,8 @@ Expected<TfIdfSpec> read_spec(OnnxNode& n) {
 
 // [N, m] f32: how often each gram of `set` occurs in the rows of x3 ([N, C, 1] int64) over every
 // allowed skip distance; kNoValue when no gram fits in C items.
-Expected<ValueId> gram_counts(ImportContext& ctx, OnnxNode& n, ValueId x3, int64_t c, const GramSet& set, int64_t max_skip) {
+Expected<ValueId> gram_counts(ImportContext& ctx, OnnxNode& n, ValueId x3, int64_t c, const GramSet& set,
+                              int64_t max_skip) {
   const int64_t m = set.count(), len = set.length;
   // The j-th item of every gram, [m].
   std::vector<ValueId> items;
@@ -140,8 +147,10 @@ Expected<ValueId> gram_counts(ImportContext& ctx, OnnxNode& n, ValueId x3, int64
     for (int64_t j = 0; j < len; ++j) {
       ValueId at = x3;
       if (starts != c) {
-        at = ctx.emit(Op::Slice, {x3}, {{"starts", std::vector<int64_t>{j * d}}, {"ends", std::vector<int64_t>{j * d + starts}},
-                                         {"axes", std::vector<int64_t>{1}}});
+        at = ctx.emit(Op::Slice, {x3},
+                      {{"starts", std::vector<int64_t>{j * d}},
+                       {"ends", std::vector<int64_t>{j * d + starts}},
+                       {"axes", std::vector<int64_t>{1}}});
       }
       ValueId eq = ctx.emit(Op::Equal, {at, items[size_t(j)]});
       hit = j == 0 ? eq : ctx.emit(Op::And, {hit, eq});
@@ -163,9 +172,11 @@ Status convert_tfidf_vectorizer(ImportContext& ctx, OnnxNode& n) {
   if (xt.dtype != DType::I32 && xt.dtype != DType::I64) {
     return n.error("input X must be int32 or int64 token ids, got " + xt.to_string());
   }
-  if (xt.rank() != 1 && xt.rank() != 2) return n.error("input X must be [C] or [N, C], got " + xt.to_string());
+  if (xt.rank() != 1 && xt.rank() != 2)
+    return n.error("input X must be [C] or [N, C], got " + xt.to_string());
   const Dim& cdim = xt.shape.back();
-  if (!cdim.is_static()) return n.error("input X needs a static sequence length (last dim), got " + xt.to_string());
+  if (!cdim.is_static())
+    return n.error("input X needs a static sequence length (last dim), got " + xt.to_string());
   const int64_t c = cdim.value();
   const Dim rows = xt.rank() == 2 ? xt.shape[0] : Dim(1);
   // x as int64 [N, C, 1]: pool items are int64, and a position's comparisons run along the last axis.
@@ -183,7 +194,8 @@ Status convert_tfidf_vectorizer(ImportContext& ctx, OnnxNode& n) {
   ValueId counts;
   if (parts.empty()) {
     // No gram of the pool fits: all counts are zero.
-    if (!rows.is_static()) return n.error("no pool n-gram fits in the input and its batch size is not static: " + xt.to_string());
+    if (!rows.is_static())
+      return n.error("no pool n-gram fits in the input and its batch size is not static: " + xt.to_string());
     Array zeros(DType::F32, {rows.value(), spec.outputs});
     zeros.fill_bytes(0);
     counts = ctx.builder().constant(zeros);
@@ -191,7 +203,8 @@ Status convert_tfidf_vectorizer(ImportContext& ctx, OnnxNode& n) {
     ValueId grams = parts.size() == 1 ? parts[0] : ctx.emit(Op::Concat, parts, {{"axis", int64_t(1)}});
     Array scatter(DType::F32, {static_cast<int64_t>(columns.size()), spec.outputs});
     scatter.fill_bytes(0);
-    for (size_t i = 0; i < columns.size(); ++i) scatter.set_f64(static_cast<int64_t>(i) * spec.outputs + columns[i], 1.0);
+    for (size_t i = 0; i < columns.size(); ++i)
+      scatter.set_f64(static_cast<int64_t>(i) * spec.outputs + columns[i], 1.0);
     counts = ctx.emit(Op::MatMul, {grams, ctx.builder().constant(scatter)});
   }
   ValueId y = counts;

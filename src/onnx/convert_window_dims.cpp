@@ -108,8 +108,8 @@ Status convert_conv_transpose_3d(ImportContext& ctx, OnnxNode& n, ValueId x, Val
     if (win.stride[i] < 1 || win.dilation[i] < 1) return n.error("strides and dilations must be >= 1");
   }
   if (!s[2].is_static() || !wt.shape[1].is_static()) {
-    return n.error("a 3-D ConvTranspose needs a static input depth and weight dim 1, the input is " + xt.to_string() +
-                   ", the weight " + wt.to_string());
+    return n.error("a 3-D ConvTranspose needs a static input depth and weight dim 1, the input is " +
+                   xt.to_string() + ", the weight " + wt.to_string());
   }
   const int64_t depth = s[2].value(), per_group = wt.shape[1].value(), kd = win.kernel[0];
   // Negative pads extend the output after the products.
@@ -124,26 +124,31 @@ Status convert_conv_transpose_3d(ImportContext& ctx, OnnxNode& n, ValueId x, Val
   // 1. (H, W) for every input depth and kernel depth.
   ValueId xd = ctx.emit(Op::Transpose, {x}, {{"perm", std::vector<int64_t>{0, 2, 1, 3, 4}}});
   if (xd == kNoValue) return ctx.set_output(n, 0, xd);
-  FUSEBOX_ASSIGN_OR_RETURN(ValueId planes, ctx.reshape(n, xd, Shape{dim_product(s[0], s[2]), s[1], s[3], s[4]}));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId planes,
+                           ctx.reshape(n, xd, Shape{dim_product(s[0], s[2]), s[1], s[3], s[4]}));
   ValueId wd = ctx.emit(Op::Transpose, {w}, {{"perm", std::vector<int64_t>{0, 2, 1, 3, 4}}});
   if (wd == kNoValue) return ctx.set_output(n, 0, wd);
-  FUSEBOX_ASSIGN_OR_RETURN(ValueId w2, ctx.reshape(n, wd, Shape{wt.shape[0], Dim(kd * per_group), wt.shape[3], wt.shape[4]}));
+  FUSEBOX_ASSIGN_OR_RETURN(
+      ValueId w2, ctx.reshape(n, wd, Shape{wt.shape[0], Dim(kd * per_group), wt.shape[3], wt.shape[4]}));
   Attrs hw_attrs{{"stride", std::vector<int64_t>{win.stride[1], win.stride[2]}},
                  {"pad", std::vector<int64_t>{pads[1], pads[2], pads[4], pads[5]}},
                  {"dilation", std::vector<int64_t>{win.dilation[1], win.dilation[2]}},
                  {"groups", groups},
                  {"output_padding", std::vector<int64_t>{out_pad[1], out_pad[2]}}};
   ValueId hw = pad_on(ctx.emit(Op::ConvTranspose2d, {planes, w2}, std::move(hw_attrs)),
-                     {0, 0, extend[1], extend[2], 0, 0, extend[4], extend[5]});
+                      {0, 0, extend[1], extend[2], 0, 0, extend[4], extend[5]});
   if (hw == kNoValue) return ctx.set_output(n, 0, hw);
   const Dim oh = ctx.type(hw).shape[2], ow = ctx.type(hw).shape[3];
   // 2. Placement over D: columns [N*C*OH*OW, kD, D, 1] against the identity.
-  FUSEBOX_ASSIGN_OR_RETURN(ValueId split, ctx.reshape(n, hw, Shape{s[0], Dim(depth), Dim(groups), Dim(kd), Dim(per_group), oh, ow}));
+  FUSEBOX_ASSIGN_OR_RETURN(
+      ValueId split,
+      ctx.reshape(n, hw, Shape{s[0], Dim(depth), Dim(groups), Dim(kd), Dim(per_group), oh, ow}));
   ValueId cols = ctx.emit(Op::Transpose, {split}, {{"perm", std::vector<int64_t>{0, 2, 4, 5, 6, 3, 1}}});
   if (cols == kNoValue) return ctx.set_output(n, 0, cols);
   const Dim channels(groups * per_group);
   const Dim column_count = dim_product(s[0], dim_product(channels, dim_product(oh, ow)));
-  FUSEBOX_ASSIGN_OR_RETURN(ValueId images, ctx.reshape(n, cols, Shape{column_count, Dim(kd), Dim(depth), Dim(1)}));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId images,
+                           ctx.reshape(n, cols, Shape{column_count, Dim(kd), Dim(depth), Dim(1)}));
   Array eye(xt.dtype, {kd, 1, kd, 1});
   eye.fill_bytes(0);
   for (int64_t i = 0; i < kd; ++i) eye.set_f64(i * kd + i, 1.0);
@@ -151,8 +156,9 @@ Status convert_conv_transpose_3d(ImportContext& ctx, OnnxNode& n, ValueId x, Val
                 {"pad", std::vector<int64_t>{pads[0], 0, pads[3], 0}},
                 {"dilation", std::vector<int64_t>{win.dilation[0], 1}},
                 {"output_padding", std::vector<int64_t>{out_pad[0], 0}}};
-  ValueId placed = pad_on(ctx.emit(Op::ConvTranspose2d, {images, ctx.builder().constant(eye)}, std::move(d_attrs)),
-                          {0, 0, extend[0], 0, 0, 0, extend[3], 0});
+  ValueId placed =
+      pad_on(ctx.emit(Op::ConvTranspose2d, {images, ctx.builder().constant(eye)}, std::move(d_attrs)),
+             {0, 0, extend[0], 0, 0, 0, extend[3], 0});
   if (placed == kNoValue) return ctx.set_output(n, 0, placed);
   const Dim od = ctx.type(placed).shape[2];
   FUSEBOX_ASSIGN_OR_RETURN(ValueId back, ctx.reshape(n, placed, Shape{s[0], channels, oh, ow, od}));

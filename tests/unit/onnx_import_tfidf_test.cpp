@@ -22,7 +22,8 @@ namespace {
 using TP = onnx::TensorProto;
 
 std::vector<Array> run_both(const OnnxModel& m, const NamedArrays& inputs) {
-  return run_fused_and_unfused(m, inputs, [](const Array& f, const Array& u) { return arrays_close(f, u, 1e-5, 1e-6); });
+  return run_fused_and_unfused(m, inputs,
+                               [](const Array& f, const Array& u) { return arrays_close(f, u, 1e-5, 1e-6); });
 }
 
 // ---- TfIdfVectorizer ----
@@ -30,9 +31,9 @@ std::vector<Array> run_both(const OnnxModel& m, const NamedArrays& inputs) {
 struct TfIdfCase {
   int64_t min_gram, max_gram, max_skip;
   std::string mode;
-  std::vector<std::vector<int64_t>> grams;  // grouped by length, shortest first
-  std::vector<int64_t> indexes;             // output column of each gram
-  std::vector<float> weights;               // empty: none
+  std::vector<std::vector<int64_t> > grams;  // grouped by length, shortest first
+  std::vector<int64_t> indexes;              // output column of each gram
+  std::vector<float> weights;                // empty: none
 };
 
 int64_t columns_of(const TfIdfCase& c) { return *std::max_element(c.indexes.begin(), c.indexes.end()) + 1; }
@@ -41,7 +42,8 @@ void set_tfidf_attrs(onnx::NodeProto& n, const TfIdfCase& c) {
   std::vector<int64_t> pool, counts;
   for (size_t len = 1, g = 0; g < c.grams.size(); ++len) {
     counts.push_back(static_cast<int64_t>(pool.size()));
-    for (; g < c.grams.size() && c.grams[g].size() == len; ++g) pool.insert(pool.end(), c.grams[g].begin(), c.grams[g].end());
+    for (; g < c.grams.size() && c.grams[g].size() == len; ++g)
+      pool.insert(pool.end(), c.grams[g].begin(), c.grams[g].end());
   }
   set_attr(n, "min_gram_length", c.min_gram);
   set_attr(n, "max_gram_length", c.max_gram);
@@ -56,7 +58,8 @@ void set_tfidf_attrs(onnx::NodeProto& n, const TfIdfCase& c) {
 // ONNX's definition: every gram of a length in [min, max] is counted at every start position
 // and every skip distance d (its items d apart, d = 1 .. max_skip + 1), unigrams once; the
 // counts land in the gram's output column, then the mode weighs them (weights by column).
-Array direct_tfidf(const Array& x, int64_t rows, int64_t len, const TfIdfCase& c, std::vector<int64_t> out_shape) {
+Array direct_tfidf(const Array& x, int64_t rows, int64_t len, const TfIdfCase& c,
+                   std::vector<int64_t> out_shape) {
   const int64_t cols = columns_of(c);
   std::vector<double> counts(size_t(rows * cols), 0.0);
   for (int64_t r = 0; r < rows; ++r) {
@@ -66,7 +69,8 @@ Array direct_tfidf(const Array& x, int64_t rows, int64_t len, const TfIdfCase& c
       for (int64_t d = 1; d <= (n == 1 ? 1 : c.max_skip + 1); ++d) {
         for (int64_t p = 0; p + (n - 1) * d < len; ++p) {
           bool match = true;
-          for (int64_t j = 0; j < n; ++j) match = match && x.get_i64(r * len + p + j * d) == c.grams[g][size_t(j)];
+          for (int64_t j = 0; j < n; ++j)
+            match = match && x.get_i64(r * len + p + j * d) == c.grams[g][size_t(j)];
           if (match) counts[size_t(r * cols + c.indexes[g])] += 1;
         }
       }
@@ -81,30 +85,29 @@ Array direct_tfidf(const Array& x, int64_t rows, int64_t len, const TfIdfCase& c
 }
 
 // Unigrams, bigrams and trigrams over the ids 0..4; column 7 is no gram's (it stays 0).
-const std::vector<std::vector<int64_t>> kGrams = {{1}, {3}, {4}, {1, 2}, {3, 3}, {0, 4}, {2, 1}, {1, 1, 2}, {4, 0, 3}};
+const std::vector<std::vector<int64_t> > kGrams = {{1},    {3},    {4},       {1, 2},   {3, 3},
+                                                   {0, 4}, {2, 1}, {1, 1, 2}, {4, 0, 3}};
 const std::vector<int64_t> kIndexes = {5, 0, 8, 2, 1, 6, 3, 4, 9};
 
 TEST(OnnxImportTfIdf, MatchesItsDefinition) {
   const std::vector<float> weights = {0.5f, 1.25f, 2.0f, 0.75f, 3.0f, 1.5f, 0.25f, 4.0f, 2.5f, 1.75f};
   const std::vector<TfIdfCase> cases = {
-      {1, 3, 2, "TF", kGrams, kIndexes, {}},
-      {1, 3, 2, "IDF", kGrams, kIndexes, weights},
-      {2, 3, 0, "TFIDF", kGrams, kIndexes, weights},
-      {1, 2, 3, "TFIDF", kGrams, kIndexes, {}},
-      {2, 2, 5, "IDF", kGrams, kIndexes, {}},
-      {3, 3, 1, "TF", kGrams, kIndexes, {}},
+      {1, 3, 2, "TF", kGrams, kIndexes, {}},         {1, 3, 2, "IDF", kGrams, kIndexes, weights},
+      {2, 3, 0, "TFIDF", kGrams, kIndexes, weights}, {1, 2, 3, "TFIDF", kGrams, kIndexes, {}},
+      {2, 2, 5, "IDF", kGrams, kIndexes, {}},        {3, 3, 1, "TF", kGrams, kIndexes, {}},
   };
   const int64_t rows = 3, len = 12;
   int seed = 100;
   for (const TfIdfCase& c : cases) {
     for (int32_t elem : {TP::INT32, TP::INT64}) {
-      SCOPED_TRACE(c.mode + " grams " + std::to_string(c.min_gram) + ".." + std::to_string(c.max_gram) + " skip " +
-                   std::to_string(c.max_skip) + (elem == TP::INT32 ? " int32" : " int64"));
+      SCOPED_TRACE(c.mode + " grams " + std::to_string(c.min_gram) + ".." + std::to_string(c.max_gram) +
+                   " skip " + std::to_string(c.max_skip) + (elem == TP::INT32 ? " int32" : " int64"));
       OnnxModel m(17);
       m.input("x", elem, {rows, len});
       set_tfidf_attrs(m.node("TfIdfVectorizer", {"x"}, {"y"}), c);
       m.output("y");
-      Array x = random_array(elem == TP::INT32 ? DType::I32 : DType::I64, {rows, len}, uint64_t(++seed), 0, 5);
+      Array x =
+          random_array(elem == TP::INT32 ? DType::I32 : DType::I64, {rows, len}, uint64_t(++seed), 0, 5);
       std::vector<Array> got = run_both(m, {{"x", x}});
       ASSERT_EQ(got.size(), 1u);
       EXPECT_TRUE(arrays_close(got[0], direct_tfidf(x, rows, len, c, {rows, columns_of(c)}), 0, 0));
@@ -141,7 +144,8 @@ TEST(OnnxImportTfIdf, OneRowAndRunTimeBatch) {
 TEST(OnnxImportTfIdf, RepeatedGramCountsAtItsLastListing) {
   OnnxModel m(17);
   m.input("x", TP::INT64, {6});
-  set_tfidf_attrs(m.node("TfIdfVectorizer", {"x"}, {"y"}), TfIdfCase{1, 1, 0, "TF", {{2}, {5}, {2}}, {0, 1, 2}, {}});
+  set_tfidf_attrs(m.node("TfIdfVectorizer", {"x"}, {"y"}),
+                  TfIdfCase{1, 1, 0, "TF", {{2}, {5}, {2}}, {0, 1, 2}, {}});
   m.output("y");
   std::vector<Array> got = run_both(m, {{"x", array_of_ints(DType::I64, {6}, {2, 5, 2, 7, 2, 5})}});
   ASSERT_EQ(got.size(), 1u);
@@ -188,12 +192,13 @@ TEST(OnnxImportTfIdf, UnsupportedInputsAreClearErrors) {
 // ONNX's definition: x[n, ci, i...] * w[ci, oc, k...] lands at o = i * stride + k * dilation -
 // pad_begin on every axis (when inside the output), in output channel group(ci) * Cg + oc; plus
 // the bias.
-Array direct_conv_transpose_3d(const Array& x, const Array& w, const Array& b, int64_t group, const std::vector<int64_t>& stride,
-                               const std::vector<int64_t>& dil, const std::vector<int64_t>& pad_begin,
-                               const std::vector<int64_t>& out) {
+Array direct_conv_transpose_3d(const Array& x, const Array& w, const Array& b, int64_t group,
+                               const std::vector<int64_t>& stride, const std::vector<int64_t>& dil,
+                               const std::vector<int64_t>& pad_begin, const std::vector<int64_t>& out) {
   const std::vector<int64_t>& xs = x.shape();
   const std::vector<int64_t>& ws = w.shape();
-  const int64_t batch = xs[0], ci_count = xs[1], cg = ws[1], co_count = cg * group, ci_per_group = ci_count / group;
+  const int64_t batch = xs[0], ci_count = xs[1], cg = ws[1], co_count = cg * group,
+                ci_per_group = ci_count / group;
   Array y(DType::F32, {batch, co_count, out[0], out[1], out[2]});
   const int64_t plane = out[0] * out[1] * out[2];
   for (int64_t i = 0; i < y.numel(); ++i) y.set_f64(i, b.get_f64((i / plane) % co_count));
@@ -213,7 +218,9 @@ Array direct_conv_transpose_3d(const Array& x, const Array& w, const Array& b, i
                     if (od < 0 || od >= out[0] || oh < 0 || oh >= out[1] || ow < 0 || ow >= out[2]) continue;
                     const int64_t co = (ci / ci_per_group) * cg + oc;
                     const int64_t at = (((n * co_count + co) * out[0] + od) * out[1] + oh) * out[2] + ow;
-                    y.set_f64(at, y.get_f64(at) + xv * w.get_f64((((ci * cg + oc) * ws[2] + kd) * ws[3] + kh) * ws[4] + kw));
+                    y.set_f64(at,
+                              y.get_f64(at) +
+                                  xv * w.get_f64((((ci * cg + oc) * ws[2] + kd) * ws[3] + kh) * ws[4] + kw));
                   }
           }
   return y;
@@ -238,8 +245,9 @@ TEST(OnnxImportTfIdf, ConvTranspose3dMatchesItsDefinition) {
   std::vector<Array> got = run_both(m, {{"x", x}});
   ASSERT_EQ(got.size(), 1u);
   // (in - 1) * stride + out_pad + (k - 1) * dil + 1 - pads: 6, 6, 9.
-  Array want = direct_conv_transpose_3d(x, random_array(DType::F32, ws, 41), random_array(DType::F32, {6}, 42), 2, stride, dil,
-                                        {1, 0, 1}, {6, 6, 9});
+  Array want =
+      direct_conv_transpose_3d(x, random_array(DType::F32, ws, 41), random_array(DType::F32, {6}, 42), 2,
+                               stride, dil, {1, 0, 1}, {6, 6, 9});
   EXPECT_TRUE(arrays_close(got[0], want, 1e-5, 1e-5));
 }
 
@@ -259,8 +267,9 @@ TEST(OnnxImportTfIdf, ConvTranspose3dOutputShape) {
   std::vector<Array> got = run_both(m, {{"x", x}});
   ASSERT_EQ(got.size(), 1u);
   // Full sizes 4, 6, 6; totals -2, 1, -1 split larger half first: begins -1, 1, 0.
-  Array want = direct_conv_transpose_3d(x, random_array(DType::F32, ws, 51), random_array(DType::F32, {2}, 52), 1, {2, 2, 2},
-                                        {1, 1, 1}, {-1, 1, 0}, {6, 5, 7});
+  Array want =
+      direct_conv_transpose_3d(x, random_array(DType::F32, ws, 51), random_array(DType::F32, {2}, 52), 1,
+                               {2, 2, 2}, {1, 1, 1}, {-1, 1, 0}, {6, 5, 7});
   EXPECT_TRUE(arrays_close(got[0], want, 1e-5, 1e-5));
 }
 
