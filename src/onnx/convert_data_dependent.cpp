@@ -50,6 +50,7 @@ Status convert_compress(ImportContext& ctx, OnnxNode& n) {
     bool is_static = std::all_of(xt.shape.begin(), xt.shape.end(), [](const Dim& d) { return d.is_static(); });
     Shape flat{is_static ? Dim(product(static_dims(xt.shape))) : Dim::dynamic()};
     FUSEBOX_ASSIGN_OR_RETURN(x, ctx.reshape(n, x, flat));
+    if (x == kNoValue) return ctx.set_output(n, 0, x);
   }
   const Dim size = ctx.type(x).shape[size_t(axis)];
   std::vector<int64_t> picked;

@@ -176,6 +176,22 @@ TEST(OnnxImportDataDependent, CompressConditionGivenAtRunTime) {
   EXPECT_EQ(unfused.specializations(), 2u);
 }
 
+// Without an axis over symbolic sizes: flattened to one inferred size; a true entry past a run-time
+// size is gather's run-time error.
+TEST(OnnxImportDataDependent, CompressFlattensSymbolicSizes) {
+  Array cond = array_of(DType::Bool, {7}, {0, 1, 1, 0, 1, 0, 1});
+  OnnxModel m = compress_model({"N", "M"}, std::nullopt, &cond, 7);
+  Array x = random_array(DType::F32, {2, 4}, 45);
+  std::vector<Array> out = run_constant_model(m, {{"x", x}});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].same_data(direct_compress(x, cond, std::nullopt)));
+  Expected<Executable> exe = Session().compile(import_model(m), CompileOptions{});
+  ASSERT_TRUE(exe.has_value()) << exe.status().to_string();
+  Expected<std::vector<Array>> small = exe->run({{"x", random_array(DType::F32, {2, 3}, 46)}});
+  ASSERT_FALSE(small.has_value());
+  EXPECT_CONTAINS(small.status().to_string(), "index 6 at indices[3] is out of range for axis 0 of size 6");
+}
+
 TEST(OnnxImportDataDependentErrors, CompressConditionFromALargeInputIsRefused) {
   const int64_t n = 70000;
   OnnxModel m = compress_model({n}, 0, nullptr, n);
