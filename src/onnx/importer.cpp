@@ -40,6 +40,7 @@ const ConverterTable& converters() {
     add_signal_converters(t);
     add_topk_converters(t);
     add_tfidf_converters(t);
+    add_data_dependent_converters(t);
     return t;
   }();
   return table;
