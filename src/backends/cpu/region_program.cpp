@@ -358,13 +358,18 @@ Expected<std::shared_ptr<const JitKernel>> RegionProgram::jit_kernel(JitVariant 
   return *kernel;
 }
 
+bool RegionProgram::worth_threads(int64_t total) const {
+  constexpr int64_t kParallelElementSteps = int64_t(1) << 17;
+  return total * std::max<int64_t>(1, int64_t(steps_.size())) >= kParallelElementSteps;
+}
+
 Status RegionProgram::run_generated(const JitKernel& kernel, std::span<const Array> inputs,
                                     std::span<Array> outputs) const {
   const RunLayout l = run_layout(inputs, outputs);
   const std::vector<OperandPlan>& plans = l.plans;
   const JitKernelFn fn = kernel.function();
   const int64_t chunks = (l.total + kJitChunk - 1) / kJitChunk;
-#pragma omp parallel if (chunks > 1)
+#pragma omp parallel if (chunks > 1 && worth_threads(l.total))
   {
     // Gathered operands get a chunk buffer each (8-byte elements cover every dtype), left
     // uninitialised: zeroing them would cost as much as a small run.
@@ -406,7 +411,7 @@ Status RegionProgram::run_interpreted(std::span<const Array> inputs, std::span<A
   const int64_t width = tiles == 1 ? std::min(kTile, (l.total + 63) / 64 * 64) : kTile;
   Status error;
   bool failed = false;
-#pragma omp parallel if (tiles > 1)
+#pragma omp parallel if (tiles > 1 && worth_threads(l.total))
   {
     // Registers hold up to 8-byte elements; +1 register of slack keeps vector tails in bounds.
     std::vector<uint64_t> storage(size_t(num_regs_ + 1) * size_t(width));
