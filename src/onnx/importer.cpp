@@ -39,6 +39,7 @@ const ConverterTable& converters() {
     add_training_converters(t);
     add_signal_converters(t);
     add_topk_converters(t);
+    add_control_converters(t);
     return t;
   }();
   return table;
@@ -178,7 +179,7 @@ Status convert_node(ImportContext& ctx, const Opsets& opsets, const onnx::NodePr
     n.accept_attr("consumed_inputs");  // legacy (opsets 1-5): in-place hints with no effect on values
   }
   for (int i = 0; i < proto.output_size(); ++i) {
-    if (!proto.output(i).empty() && ctx.defined(proto.output(i))) {
+    if (!proto.output(i).empty() && ctx.defined_here(proto.output(i))) {
       return n.error("output '" + proto.output(i) + "' is already defined");
     }
   }
@@ -208,6 +209,9 @@ Expected<Graph> import_model(const onnx::ModelProto& m, const std::string& name,
   if (g.sparse_initializer_size() > 0) return Status::unimplemented("sparse initializers are not supported");
   std::string graph_name = g.name().empty() ? std::filesystem::path(name).stem().string() : g.name();
   ImportContext ctx(graph_name, opsets.onnx, external);
+  ctx.set_node_converter([opsets](ImportContext& c, const onnx::NodeProto& p, int i) {
+    return convert_node(c, opsets, p, i);
+  });
   for (const onnx::TensorProto& t : g.initializer()) {
     if (t.name().empty()) return Status::invalid("an initializer has no name");
     std::string what = "initializer '" + t.name() + "'";
