@@ -11,6 +11,9 @@ TEST(OnnxImportControl, Skipped) {
 }
 #else
 
+#include <algorithm>
+#include <cmath>
+
 #include "onnx_run/onnx_executable.h"
 #include "onnx_test_model.h"
 #include "support/test_util.h"
@@ -202,6 +205,47 @@ TEST(OnnxImportControl, LoopTripCountFromAGraphInputSpecialisesPerValue) {
                  }));
   }
   EXPECT_EQ(exe->specializations(), 2u);
+}
+
+// Range's function body: the trip count ceil((limit - start) / delta) is computed from scalar
+// graph inputs (rank-0 float arithmetic folds once they are given), the loop adds delta.
+TEST(OnnxImportControl, LoopOfRangesFunctionBody) {
+  OnnxModel m(13);
+  for (const char* name : {"start", "limit", "delta"}) m.input(name, {});
+  m.node("Sub", {"limit", "start"}, {"diff"});
+  m.node("Div", {"diff", "delta"}, {"q"});
+  m.node("Ceil", {"q"}, {"qc"});
+  m.node("Relu", {"qc"}, {"count"});
+  set_attr(m.node("Cast", {"count"}, {"M"}), "to", int64_t(TP::INT64));
+  set_attr(m.node("Cast", {"count"}, {"cond"}), "to", int64_t(TP::BOOL));
+  OnnxModel body(13);
+  body.input("i", TP::INT64, {});
+  body.input("c", TP::BOOL, {});
+  body.input("prev", {});
+  body.node("Identity", {"c"}, {"c_out"});
+  body.node("Add", {"prev", "delta"}, {"next"});
+  body.node("Identity", {"prev"}, {"value"});
+  body.output("c_out");
+  body.output("next");
+  body.output("value");
+  set_attr(m.node("Loop", {"M", "cond", "start"}, {"last", "range"}, "loop"), "body", body);
+  m.output("range");
+  Expected<OnnxExecutable> exe = OnnxExecutable::compile_bytes(m.bytes(), "range.onnx", CompileOptions{});
+  ASSERT_TRUE(exe.has_value()) << exe.status().to_string();
+  Array r = random_array(DType::F32, {3, 2}, 61, -4, 4);
+  for (int64_t k = 0; k < 3; ++k) {
+    float start = float(r.get_f64(2 * k)), delta = k == 1 ? -0.7f : 0.6f;
+    float limit = start + float(r.get_f64(2 * k + 1)) * (delta < 0 ? -1.0f : 1.0f) + 3 * delta;
+    Expected<std::vector<Array>> got =
+        exe->run({{"start", scalar_f32(start)}, {"limit", scalar_f32(limit)}, {"delta", scalar_f32(delta)}});
+    ASSERT_TRUE(got.has_value()) << got.status().to_string();
+    int64_t count = int64_t(std::max(std::ceil((limit - start) / delta), 0.0f));
+    ASSERT_GT(count, 0);
+    std::vector<float> want{start};
+    while (int64_t(want.size()) < count) want.push_back(want.back() + delta);
+    expect_close((*got)[0], f32s(want));
+  }
+  EXPECT_EQ(exe->specializations(), 3u);
 }
 
 // ---- Scan ----
