@@ -53,6 +53,19 @@ void expect_close(const Array& got, const Array& want) {
 
 // ---- If ----
 
+// y = If(cond): Relu(x) or Neg(x) of the outer x.
+void add_relu_or_neg(OnnxModel& m, const std::string& cond) {
+  OnnxModel then_branch(13), else_branch(13);
+  then_branch.node("Relu", {"x"}, {"a"});
+  then_branch.output("a");
+  else_branch.node("Neg", {"x"}, {"b"});
+  else_branch.output("b");
+  auto& n = m.node("If", {cond}, {"y"}, "if");
+  set_attr(n, "then_branch", then_branch);
+  set_attr(n, "else_branch", else_branch);
+  m.output("y");
+}
+
 // x [2,3]; t = 2x; If(cond): then (x + 1), its own initializer and a `t` of its own that shadows
 // the outer one; else t * x, reading the outer t. out = If + t, which must read the outer t again.
 OnnxModel if_model(bool cond) {
@@ -95,15 +108,7 @@ TEST(OnnxImportControl, IfOnAGraphInputSpecialisesPerValue) {
   OnnxModel m(13);
   m.input("cond", TP::BOOL, {});
   m.input("x", {"N", 3});
-  OnnxModel then_branch(13), else_branch(13);
-  then_branch.node("Relu", {"x"}, {"a"});
-  then_branch.output("a");
-  else_branch.node("Neg", {"x"}, {"b"});
-  else_branch.output("b");
-  auto& n = m.node("If", {"cond"}, {"y"}, "if");
-  set_attr(n, "then_branch", then_branch);
-  set_attr(n, "else_branch", else_branch);
-  m.output("y");
+  add_relu_or_neg(m, "cond");
   Expected<OnnxExecutable> exe = OnnxExecutable::compile_bytes(m.bytes(), "if.onnx", CompileOptions{});
   ASSERT_TRUE(exe.has_value()) << exe.status().to_string();
   Array x = random_array(DType::F32, {4, 3}, 12);
@@ -121,6 +126,27 @@ TEST(OnnxImportControl, IfOnAGraphInputSpecialisesPerValue) {
 
 // ---- Loop ----
 
+// A Loop body taking the iteration number i, the condition c and one carried value y_in.
+OnnxModel loop_body(const std::vector<OnnxDim>& y_dims) {
+  OnnxModel body(13);
+  body.input("i", TP::INT64, {});
+  body.input("c", TP::BOOL, {});
+  body.input("y_in", y_dims);
+  return body;
+}
+
+// Finishes a loop_body whose nodes define c_out and y_out, scanning y_out when `scanned`, and adds
+// Loop(M, cond, x) -> y (, ys) named 'loop' to m.
+void add_loop(OnnxModel& m, OnnxModel& body, const std::string& cond, bool scanned) {
+  if (scanned) body.node("Identity", {"y_out"}, {"s_out"});
+  body.output("c_out");
+  body.output("y_out");
+  if (scanned) body.output("s_out");
+  auto& n = m.node("Loop", {"M", cond, "x"}, scanned ? std::vector<std::string>{"y", "ys"} : std::vector<std::string>{"y"},
+                   "loop");
+  set_attr(n, "body", body);
+}
+
 // Loop(M, cond, x): y = y * half + float(i), scanned; the body's condition is i < limit (outer
 // names half and limit), so the loop stops after iteration `limit` unless M stops it first.
 OnnxModel loop_model(int64_t trip, int64_t limit) {
@@ -130,21 +156,13 @@ OnnxModel loop_model(int64_t trip, int64_t limit) {
   m.initializer("cond", bool_scalar(true));
   m.initializer("half", scalar_f32(0.5f));
   m.initializer("limit", i64_scalar(limit));
-  OnnxModel body(13);
-  body.input("i", TP::INT64, {});
-  body.input("c", TP::BOOL, {});
-  body.input("y_in", {2, 3});
+  OnnxModel body = loop_body({2, 3});
   auto& cast = body.node("Cast", {"i"}, {"fi"});
   set_attr(cast, "to", int64_t(TP::FLOAT));
   body.node("Mul", {"y_in", "half"}, {"h"});
   body.node("Add", {"h", "fi"}, {"y_out"});
   body.node("Less", {"i", "limit"}, {"c_out"});
-  body.node("Identity", {"y_out"}, {"s_out"});
-  body.output("c_out");
-  body.output("y_out");
-  body.output("s_out");
-  auto& n = m.node("Loop", {"M", "cond", "x"}, {"y", "ys"}, "loop");
-  set_attr(n, "body", body);
+  add_loop(m, body, "cond", true);
   m.output("y");
   m.output("ys");
   return m;
@@ -178,18 +196,10 @@ TEST(OnnxImportControl, LoopTripCountFromAGraphInputSpecialisesPerValue) {
   OnnxModel m(13);
   m.input("M", TP::INT64, {});
   m.input("x", {"N", 3});
-  OnnxModel body(13);
-  body.input("i", TP::INT64, {});
-  body.input("c", TP::BOOL, {});
-  body.input("y_in", {"N", 3});
+  OnnxModel body = loop_body({"N", 3});
   body.node("Add", {"y_in", "x"}, {"y_out"});
   body.node("Identity", {"c"}, {"c_out"});
-  body.node("Identity", {"y_out"}, {"s_out"});
-  body.output("c_out");
-  body.output("y_out");
-  body.output("s_out");
-  auto& n = m.node("Loop", {"M", "", "x"}, {"y", "ys"}, "loop");
-  set_attr(n, "body", body);
+  add_loop(m, body, "", true);
   m.output("ys");
   Expected<OnnxExecutable> exe = OnnxExecutable::compile_bytes(m.bytes(), "loop.onnx", CompileOptions{});
   ASSERT_TRUE(exe.has_value()) << exe.status().to_string();
@@ -342,15 +352,7 @@ TEST(OnnxImportControl, RefusesAConditionComputedFromALargeInput) {
   auto& r = m.node("ReduceMax", {"x"}, {"mx"});
   set_attr(r, "keepdims", int64_t(0));
   m.node("Greater", {"mx", "zero"}, {"c"});
-  OnnxModel then_branch(13), else_branch(13);
-  then_branch.node("Relu", {"x"}, {"a"});
-  then_branch.output("a");
-  else_branch.node("Neg", {"x"}, {"b"});
-  else_branch.output("b");
-  auto& n = m.node("If", {"c"}, {"y"}, "if");
-  set_attr(n, "then_branch", then_branch);
-  set_attr(n, "else_branch", else_branch);
-  m.output("y");
+  add_relu_or_neg(m, "c");
   std::string needs;
   Expected<Graph> g = import_onnx_bytes(m.bytes(), "if.onnx", {}, &needs);
   ASSERT_FALSE(g.has_value());
@@ -376,16 +378,10 @@ TEST(OnnxImportControl, RefusesABodyWithAnUnsupportedOp) {
   OnnxModel m(13);
   m.input("x", {2, 3});
   m.initializer("M", i64_scalar(3));
-  OnnxModel body(13);
-  body.input("i", TP::INT64, {});
-  body.input("c", TP::BOOL, {});
-  body.input("y_in", {2, 3});
+  OnnxModel body = loop_body({2, 3});
   body.node("Bernoulli", {"y_in"}, {"y_out"}, "coin");
   body.node("Identity", {"c"}, {"c_out"});
-  body.output("c_out");
-  body.output("y_out");
-  auto& n = m.node("Loop", {"M", "", "x"}, {"y"}, "loop");
-  set_attr(n, "body", body);
+  add_loop(m, body, "", false);
   m.output("y");
   std::string e = import_error(m);
   EXPECT_CONTAINS(e, "Loop node 'loop' (iteration 0): Bernoulli node 'coin': op type 'Bernoulli' is not supported");
@@ -396,18 +392,12 @@ TEST(OnnxImportControl, RefusesALoopConditionKnownOnlyAtRunTime) {
   m.input("x", {2, 3});
   m.initializer("M", i64_scalar(3));
   m.initializer("zero", scalar_f32(0));
-  OnnxModel body(13);
-  body.input("i", TP::INT64, {});
-  body.input("c", TP::BOOL, {});
-  body.input("y_in", {2, 3});
+  OnnxModel body = loop_body({2, 3});
   body.node("Neg", {"y_in"}, {"y_out"});
   auto& r = body.node("ReduceSum", {"y_out"}, {"sum"});
   set_attr(r, "keepdims", int64_t(0));
   body.node("Greater", {"sum", "zero"}, {"c_out"});
-  body.output("c_out");
-  body.output("y_out");
-  auto& n = m.node("Loop", {"M", "", "x"}, {"y"}, "loop");
-  set_attr(n, "body", body);
+  add_loop(m, body, "", false);
   m.output("y");
   std::string e = import_error(m);
   EXPECT_CONTAINS(e, "Loop node 'loop'");
