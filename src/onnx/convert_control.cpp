@@ -38,7 +38,8 @@ OnnxValue constant_value(Array a, std::string origin) {
 
 // The value's data when it is known at import time.
 const Array* known(OnnxValue& v) {
-  if (!v.constant && v.ints && v.ints->all_numbers()) v.constant = std::make_shared<const Array>(v.ints->to_array());
+  if (!v.constant && v.ints && v.ints->all_numbers())
+    v.constant = std::make_shared<const Array>(v.ints->to_array());
   return v.constant.get();
 }
 
@@ -47,8 +48,8 @@ Expected<ValueId> as_value(ImportContext& ctx, OnnxNode& n, OnnxValue& v, const 
   if (v.id != kNoValue) return v.id;
   const Array* a = known(v);
   if (!a) {
-    return n.error(what + " (from " + v.origin + ") holds sizes known only at run time " + v.ints->to_string() +
-                   "; fusebox cannot use it as a tensor");
+    return n.error(what + " (from " + v.origin + ") holds sizes known only at run time " +
+                   v.ints->to_string() + "; fusebox cannot use it as a tensor");
   }
   v.id = ctx.builder().constant(*a);
   if (v.id == kNoValue) return ctx.builder_status(n);
@@ -79,11 +80,11 @@ Expected<const onnx::GraphProto*> graph_attr(OnnxNode& n, const std::string& nam
 // its outputs stand for. Errors inside name the node, `where` (the branch, the iteration) and the
 // body's node.
 Expected<std::vector<OnnxValue>> import_body(ImportContext& ctx, OnnxNode& n, const onnx::GraphProto& body,
-                                              const std::vector<OnnxValue>& inputs, const std::string& where) {
+                                             const std::vector<OnnxValue>& inputs, const std::string& where) {
   const std::string context = n.describe() + " (" + where + ")";
   if (body.input_size() != int(inputs.size())) {
-    return n.error("the body '" + body.name() + "' has " + std::to_string(body.input_size()) + " inputs, the op gives it " +
-                   std::to_string(inputs.size()));
+    return n.error("the body '" + body.name() + "' has " + std::to_string(body.input_size()) +
+                   " inputs, the op gives it " + std::to_string(inputs.size()));
   }
   if (body.sparse_initializer_size() > 0) return n.error("sparse initializers in a body are not supported");
   ctx.begin_scope();
@@ -102,7 +103,9 @@ Expected<std::vector<OnnxValue>> import_body(ImportContext& ctx, OnnxNode& n, co
     std::vector<OnnxValue> outputs;
     for (const onnx::ValueInfoProto& o : body.output()) {
       const OnnxValue* v = ctx.find(o.name());
-      if (!v) return n.error("the body's output '" + o.name() + "' is not produced by any of its nodes (" + where + ")");
+      if (!v)
+        return n.error("the body's output '" + o.name() + "' is not produced by any of its nodes (" + where +
+                       ")");
       outputs.push_back(*v);
     }
     return outputs;
@@ -133,8 +136,10 @@ Expected<ValueId> stack(ImportContext& ctx, OnnxNode& n, std::vector<ValueId> va
 
 // Element `index` of `axis` of v, that axis dropped.
 Expected<ValueId> element(ImportContext& ctx, OnnxNode& n, ValueId v, int64_t axis, int64_t index) {
-  ValueId s = ctx.emit(Op::Slice, {v}, {{"starts", std::vector<int64_t>{index}}, {"ends", std::vector<int64_t>{index + 1}},
-                                        {"axes", std::vector<int64_t>{axis}}});
+  ValueId s = ctx.emit(Op::Slice, {v},
+                       {{"starts", std::vector<int64_t>{index}},
+                        {"ends", std::vector<int64_t>{index + 1}},
+                        {"axes", std::vector<int64_t>{axis}}});
   if (s == kNoValue) return ctx.builder_status(n);
   Shape rest = ctx.type(s).shape;
   rest.erase(rest.begin() + axis);
@@ -146,7 +151,8 @@ Expected<ValueId> element(ImportContext& ctx, OnnxNode& n, ValueId v, int64_t ax
 Expected<ValueId> stack_scan_output(ImportContext& ctx, OnnxNode& n, std::vector<OnnxValue>& per_iteration,
                                     int64_t axis, bool reverse, const std::string& what) {
   if (per_iteration.empty()) {
-    return n.error(what + " has no iterations to stack; fusebox cannot give a scan output of zero iterations its shape");
+    return n.error(
+        what + " has no iterations to stack; fusebox cannot give a scan output of zero iterations its shape");
   }
   std::vector<ValueId> values;
   for (OnnxValue& v : per_iteration) {
@@ -154,7 +160,8 @@ Expected<ValueId> stack_scan_output(ImportContext& ctx, OnnxNode& n, std::vector
     values.push_back(id);
   }
   if (reverse) std::reverse(values.begin(), values.end());
-  FUSEBOX_ASSIGN_OR_RETURN(int a, normalize_onnx_axis(n, axis, ctx.type(values[0]).rank() + 1, what + "'s axis"));
+  FUSEBOX_ASSIGN_OR_RETURN(int a,
+                           normalize_onnx_axis(n, axis, ctx.type(values[0]).rank() + 1, what + "'s axis"));
   return stack(ctx, n, std::move(values), a);
 }
 
@@ -179,22 +186,25 @@ Status convert_if(ImportContext& ctx, OnnxNode& n) {
 
 Status convert_loop(ImportContext& ctx, OnnxNode& n) {
   FUSEBOX_ASSIGN_OR_RETURN(const onnx::GraphProto* body, graph_attr(n, "body"));
-  if (n.num_inputs() < 2) return n.error("Loop takes at least 2 inputs (M, cond), got " + std::to_string(n.num_inputs()));
+  if (n.num_inputs() < 2)
+    return n.error("Loop takes at least 2 inputs (M, cond), got " + std::to_string(n.num_inputs()));
   const int carried = n.num_inputs() - 2;
   const int scans = n.num_outputs() - carried;
   if (scans < 0) {
     return n.error("the node has " + std::to_string(n.num_outputs()) + " outputs, fewer than its " +
                    std::to_string(carried) + " loop-carried values");
   }
-  FUSEBOX_RETURN_IF_ERROR(check_count(n, "the body's outputs (cond, carried values, scan outputs)", body->output_size(),
-                                      1 + carried + scans));
+  FUSEBOX_RETURN_IF_ERROR(check_count(n, "the body's outputs (cond, carried values, scan outputs)",
+                                      body->output_size(), 1 + carried + scans));
   std::optional<int64_t> trip;
   if (n.has_input(0)) {
     FUSEBOX_ASSIGN_OR_RETURN(Array m, ctx.require_constant(n, 0, "the trip count M"));
-    if (m.numel() != 1 || !is_integer(m.dtype())) return n.error("the trip count M must be one integer, got " + m.type_string());
+    if (m.numel() != 1 || !is_integer(m.dtype()))
+      return n.error("the trip count M must be one integer, got " + m.type_string());
     trip = m.get_i64(0);
     if (*trip > kMaxIterations) {
-      return n.error("the trip count M = " + std::to_string(*trip) + " is above the " + std::to_string(kMaxIterations) +
+      return n.error("the trip count M = " + std::to_string(*trip) + " is above the " +
+                     std::to_string(kMaxIterations) +
                      " iterations fusebox unrolls (loops are unrolled at import)");
     }
   }
@@ -220,15 +230,16 @@ Status convert_loop(ImportContext& ctx, OnnxNode& n) {
     iter.set_i64(0, i);
     Array c(DType::Bool, {});
     c.data<bool>()[0] = true;
-    std::vector<OnnxValue> inputs = {constant_value(std::move(iter), "the iteration number of " + n.describe()),
-                                     constant_value(std::move(c), "the condition of " + n.describe())};
+    std::vector<OnnxValue> inputs = {
+        constant_value(std::move(iter), "the iteration number of " + n.describe()),
+        constant_value(std::move(c), "the condition of " + n.describe())};
     inputs.insert(inputs.end(), state.begin(), state.end());
     FUSEBOX_ASSIGN_OR_RETURN(std::vector<OnnxValue> out, import_body(ctx, n, *body, inputs, where));
     const Array* next = known(out[0]);
     if (!next) {
       ctx.note_needed(out[0]);
-      return n.error("the body's condition output '" + body->output(0).name() + "' (from " + out[0].origin + ", " +
-                     where + ") must be known at import time: fusebox unrolls loops at import");
+      return n.error("the body's condition output '" + body->output(0).name() + "' (from " + out[0].origin +
+                     ", " + where + ") must be known at import time: fusebox unrolls loops at import");
     }
     FUSEBOX_ASSIGN_OR_RETURN(cond, as_bool(n, *next, "the body's condition output"));
     state.assign(out.begin() + 1, out.begin() + 1 + carried);
@@ -276,8 +287,9 @@ struct ScanResult {
 };
 
 // The body over `length` elements of the scan inputs (their axes normalised in spec).
-Expected<ScanResult> unroll_scan(ImportContext& ctx, OnnxNode& n, const ScanSpec& spec, std::vector<OnnxValue> states,
-                                 const std::vector<OnnxValue>& xs, int64_t length, const std::string& where) {
+Expected<ScanResult> unroll_scan(ImportContext& ctx, OnnxNode& n, const ScanSpec& spec,
+                                 std::vector<OnnxValue> states, const std::vector<OnnxValue>& xs,
+                                 int64_t length, const std::string& where) {
   ScanResult r{std::move(states), std::vector<std::vector<OnnxValue>>(size_t(spec.scan_outputs))};
   for (int64_t t = 0; t < length; ++t) {
     std::vector<OnnxValue> inputs = r.states;
@@ -286,20 +298,24 @@ Expected<ScanResult> unroll_scan(ImportContext& ctx, OnnxNode& n, const ScanSpec
       FUSEBOX_ASSIGN_OR_RETURN(ValueId id, as_value(ctx, n, x, "scan input " + std::to_string(k)));
       int64_t index = spec.input_directions[size_t(k)] ? length - 1 - t : t;
       FUSEBOX_ASSIGN_OR_RETURN(ValueId e, element(ctx, n, id, spec.input_axes[size_t(k)], index));
-      inputs.push_back(graph_value(e, "element " + std::to_string(index) + " of scan input " + std::to_string(k) +
-                                          " of " + n.describe(), x.value_of_inputs));
+      inputs.push_back(graph_value(
+          e,
+          "element " + std::to_string(index) + " of scan input " + std::to_string(k) + " of " + n.describe(),
+          x.value_of_inputs));
     }
-    FUSEBOX_ASSIGN_OR_RETURN(std::vector<OnnxValue> out,
-                             import_body(ctx, n, *spec.body, inputs, where + "iteration " + std::to_string(t)));
+    FUSEBOX_ASSIGN_OR_RETURN(
+        std::vector<OnnxValue> out,
+        import_body(ctx, n, *spec.body, inputs, where + "iteration " + std::to_string(t)));
     r.states.assign(out.begin(), out.begin() + spec.states);
-    for (int k = 0; k < spec.scan_outputs; ++k) r.scanned[size_t(k)].push_back(std::move(out[size_t(spec.states + k)]));
+    for (int k = 0; k < spec.scan_outputs; ++k)
+      r.scanned[size_t(k)].push_back(std::move(out[size_t(spec.states + k)]));
   }
   return r;
 }
 
 // The sequence length: the scan inputs' static size along their axes, the same for all.
-Expected<int64_t> sequence_length(ImportContext& ctx, OnnxNode& n, const ScanSpec& spec, std::vector<OnnxValue>& xs,
-                                  int first_input) {
+Expected<int64_t> sequence_length(ImportContext& ctx, OnnxNode& n, const ScanSpec& spec,
+                                  std::vector<OnnxValue>& xs, int first_input) {
   int64_t length = -1;
   for (int k = 0; k < spec.scan_inputs; ++k) {
     FUSEBOX_ASSIGN_OR_RETURN(ValueId id, as_value(ctx, n, xs[size_t(k)], "scan input " + std::to_string(k)));
@@ -330,17 +346,20 @@ Status convert_scan(ImportContext& ctx, OnnxNode& n) {
   spec.scan_outputs = n.num_outputs() - spec.states;
   if (spec.scan_inputs < 1 || spec.states < 0 || spec.scan_outputs < 0) {
     return n.error("num_scan_inputs = " + std::to_string(*num_scan_inputs) + " does not fit the node's " +
-                   std::to_string(n.num_inputs()) + " inputs and " + std::to_string(n.num_outputs()) + " outputs");
+                   std::to_string(n.num_inputs()) + " inputs and " + std::to_string(n.num_outputs()) +
+                   " outputs");
   }
-  FUSEBOX_RETURN_IF_ERROR(check_count(n, "the body's outputs (states, scan outputs)", spec.body->output_size(),
-                                      spec.states + spec.scan_outputs));
+  FUSEBOX_RETURN_IF_ERROR(check_count(n, "the body's outputs (states, scan outputs)",
+                                      spec.body->output_size(), spec.states + spec.scan_outputs));
   if (batched) {
     FUSEBOX_ASSIGN_OR_RETURN(spec.input_directions, per_scan_attr(n, "directions", spec.scan_inputs));
   } else {
     FUSEBOX_ASSIGN_OR_RETURN(spec.input_axes, per_scan_attr(n, "scan_input_axes", spec.scan_inputs));
-    FUSEBOX_ASSIGN_OR_RETURN(spec.input_directions, per_scan_attr(n, "scan_input_directions", spec.scan_inputs));
+    FUSEBOX_ASSIGN_OR_RETURN(spec.input_directions,
+                             per_scan_attr(n, "scan_input_directions", spec.scan_inputs));
     FUSEBOX_ASSIGN_OR_RETURN(spec.output_axes, per_scan_attr(n, "scan_output_axes", spec.scan_outputs));
-    FUSEBOX_ASSIGN_OR_RETURN(spec.output_directions, per_scan_attr(n, "scan_output_directions", spec.scan_outputs));
+    FUSEBOX_ASSIGN_OR_RETURN(spec.output_directions,
+                             per_scan_attr(n, "scan_output_directions", spec.scan_outputs));
   }
   std::vector<OnnxValue> states, xs;
   for (int i = first; i < n.num_inputs(); ++i) {
@@ -351,14 +370,15 @@ Status convert_scan(ImportContext& ctx, OnnxNode& n) {
   if (batched) spec.input_axes.assign(size_t(spec.scan_inputs), 1);
   for (int k = 0; k < spec.scan_inputs; ++k) {
     FUSEBOX_ASSIGN_OR_RETURN(ValueId id, as_value(ctx, n, xs[size_t(k)], "scan input " + std::to_string(k)));
-    FUSEBOX_ASSIGN_OR_RETURN(int axis, normalize_onnx_axis(n, spec.input_axes[size_t(k)], ctx.type(id).rank(),
-                                                           "scan input " + std::to_string(first + spec.states + k) + "'s axis"));
+    FUSEBOX_ASSIGN_OR_RETURN(
+        int axis, normalize_onnx_axis(n, spec.input_axes[size_t(k)], ctx.type(id).rank(),
+                                      "scan input " + std::to_string(first + spec.states + k) + "'s axis"));
     spec.input_axes[size_t(k)] = axis;
   }
   FUSEBOX_ASSIGN_OR_RETURN(int64_t length, sequence_length(ctx, n, spec, xs, first + spec.states));
   if (length > kMaxIterations) {
-    return n.error("the sequence length " + std::to_string(length) + " is above the " + std::to_string(kMaxIterations) +
-                   " iterations fusebox unrolls");
+    return n.error("the sequence length " + std::to_string(length) + " is above the " +
+                   std::to_string(kMaxIterations) + " iterations fusebox unrolls");
   }
   if (!batched) {
     FUSEBOX_ASSIGN_OR_RETURN(ScanResult r, unroll_scan(ctx, n, spec, std::move(states), xs, length, ""));
@@ -367,9 +387,10 @@ Status convert_scan(ImportContext& ctx, OnnxNode& n) {
     }
     for (int k = 0; k < spec.scan_outputs; ++k) {
       if (!n.has_output(spec.states + k)) continue;
-      FUSEBOX_ASSIGN_OR_RETURN(ValueId y, stack_scan_output(ctx, n, r.scanned[size_t(k)], spec.output_axes[size_t(k)],
-                                                            spec.output_directions[size_t(k)] != 0,
-                                                            "scan output " + std::to_string(spec.states + k)));
+      FUSEBOX_ASSIGN_OR_RETURN(ValueId y,
+                               stack_scan_output(ctx, n, r.scanned[size_t(k)], spec.output_axes[size_t(k)],
+                                                 spec.output_directions[size_t(k)] != 0,
+                                                 "scan output " + std::to_string(spec.states + k)));
       FUSEBOX_RETURN_IF_ERROR(ctx.set_output(n, spec.states + k, y));
     }
     return Status::ok();
@@ -394,13 +415,15 @@ Status convert_scan(ImportContext& ctx, OnnxNode& n) {
   }
   std::vector<std::vector<ValueId>> final_states(size_t(spec.states)), outputs(size_t(spec.scan_outputs));
   for (int64_t b = 0; b < batch.value(); ++b) {
-    auto pick = [&](std::vector<OnnxValue>& values, const std::string& what) -> Expected<std::vector<OnnxValue>> {
+    auto pick = [&](std::vector<OnnxValue>& values,
+                    const std::string& what) -> Expected<std::vector<OnnxValue>> {
       std::vector<OnnxValue> picked;
       for (size_t k = 0; k < values.size(); ++k) {
         FUSEBOX_ASSIGN_OR_RETURN(ValueId id, as_value(ctx, n, values[k], what + " " + std::to_string(k)));
         FUSEBOX_ASSIGN_OR_RETURN(ValueId e, element(ctx, n, id, 0, b));
-        picked.push_back(graph_value(e, "batch " + std::to_string(b) + " of " + what + " " + std::to_string(k) + " of " +
-                                            n.describe(), values[k].value_of_inputs));
+        picked.push_back(graph_value(
+            e, "batch " + std::to_string(b) + " of " + what + " " + std::to_string(k) + " of " + n.describe(),
+            values[k].value_of_inputs));
       }
       return picked;
     };
@@ -409,12 +432,14 @@ Status convert_scan(ImportContext& ctx, OnnxNode& n) {
     FUSEBOX_ASSIGN_OR_RETURN(ScanResult r, unroll_scan(ctx, n, spec, std::move(bs), bx, length,
                                                        "batch " + std::to_string(b) + ", "));
     for (int k = 0; k < spec.states; ++k) {
-      FUSEBOX_ASSIGN_OR_RETURN(ValueId s, as_value(ctx, n, r.states[size_t(k)], "state " + std::to_string(k)));
+      FUSEBOX_ASSIGN_OR_RETURN(ValueId s,
+                               as_value(ctx, n, r.states[size_t(k)], "state " + std::to_string(k)));
       final_states[size_t(k)].push_back(s);
     }
     for (int k = 0; k < spec.scan_outputs; ++k) {
-      FUSEBOX_ASSIGN_OR_RETURN(ValueId y, stack_scan_output(ctx, n, r.scanned[size_t(k)], 0, false,
-                                                            "scan output " + std::to_string(spec.states + k)));
+      FUSEBOX_ASSIGN_OR_RETURN(ValueId y,
+                               stack_scan_output(ctx, n, r.scanned[size_t(k)], 0, false,
+                                                 "scan output " + std::to_string(spec.states + k)));
       outputs[size_t(k)].push_back(y);
     }
   }

@@ -24,7 +24,8 @@ namespace {
 using TP = onnx::TensorProto;
 
 std::vector<Array> run_both(const OnnxModel& m, const NamedArrays& inputs) {
-  return run_fused_and_unfused(m, inputs, [](const Array& f, const Array& u) { return arrays_close(f, u, 1e-6, 1e-6); });
+  return run_fused_and_unfused(m, inputs,
+                               [](const Array& f, const Array& u) { return arrays_close(f, u, 1e-6, 1e-6); });
 }
 
 Array bool_scalar(bool v) {
@@ -113,7 +114,7 @@ TEST(OnnxImportControl, IfOnAGraphInputSpecialisesPerValue) {
   ASSERT_TRUE(exe.has_value()) << exe.status().to_string();
   Array x = random_array(DType::F32, {4, 3}, 12);
   for (bool cond : {true, false, true}) {
-    Expected<std::vector<Array>> got = exe->run({{"cond", bool_scalar(cond)}, {"x", x}});
+    Expected<std::vector<Array> > got = exe->run({{"cond", bool_scalar(cond)}, {"x", x}});
     ASSERT_TRUE(got.has_value()) << got.status().to_string();
     expect_close((*got)[0], f32_of({4, 3}, [&](int64_t i) {
                    double v = x.get_f64(i);
@@ -142,8 +143,8 @@ void add_loop(OnnxModel& m, OnnxModel& body, const std::string& cond, bool scann
   body.output("c_out");
   body.output("y_out");
   if (scanned) body.output("s_out");
-  auto& n = m.node("Loop", {"M", cond, "x"}, scanned ? std::vector<std::string>{"y", "ys"} : std::vector<std::string>{"y"},
-                   "loop");
+  auto& n = m.node("Loop", {"M", cond, "x"},
+                   scanned ? std::vector<std::string>{"y", "ys"} : std::vector<std::string>{"y"}, "loop");
   set_attr(n, "body", body);
 }
 
@@ -205,7 +206,7 @@ TEST(OnnxImportControl, LoopTripCountFromAGraphInputSpecialisesPerValue) {
   ASSERT_TRUE(exe.has_value()) << exe.status().to_string();
   Array x = random_array(DType::F32, {5, 3}, 22);
   for (int64_t trip : {2, 4}) {
-    Expected<std::vector<Array>> got = exe->run({{"M", i64_scalar(trip)}, {"x", x}});
+    Expected<std::vector<Array> > got = exe->run({{"M", i64_scalar(trip)}, {"x", x}});
     ASSERT_TRUE(got.has_value()) << got.status().to_string();
     // Iteration k holds x * (k + 2), summed in f32 one addition at a time.
     expect_close((*got)[0], f32_of({trip, 5, 3}, [&](int64_t i) {
@@ -246,7 +247,7 @@ TEST(OnnxImportControl, LoopOfRangesFunctionBody) {
   for (int64_t k = 0; k < 3; ++k) {
     float start = float(r.get_f64(2 * k)), delta = k == 1 ? -0.7f : 0.6f;
     float limit = start + float(r.get_f64(2 * k + 1)) * (delta < 0 ? -1.0f : 1.0f) + 3 * delta;
-    Expected<std::vector<Array>> got =
+    Expected<std::vector<Array> > got =
         exe->run({{"start", scalar_f32(start)}, {"limit", scalar_f32(limit)}, {"delta", scalar_f32(delta)}});
     ASSERT_TRUE(got.has_value()) << got.status().to_string();
     int64_t count = int64_t(std::max(std::ceil((limit - start) / delta), 0.0f));
@@ -363,7 +364,7 @@ TEST(OnnxImportControl, RefusesAConditionComputedFromALargeInput) {
   // Run time: x is data (more elements than a shape-like input may have), never read as a value.
   Expected<OnnxExecutable> exe = OnnxExecutable::compile_bytes(m.bytes(), "if.onnx", CompileOptions{});
   ASSERT_TRUE(exe.has_value()) << exe.status().to_string();
-  Expected<std::vector<Array>> out = exe->run({{"x", random_array(DType::F32, {20000, 4}, 51)}});
+  Expected<std::vector<Array> > out = exe->run({{"x", random_array(DType::F32, {20000, 4}, 51)}});
   ASSERT_FALSE(out.has_value());
   EXPECT_CONTAINS(out.status().message(), "If node 'if'");
 }
@@ -384,7 +385,8 @@ TEST(OnnxImportControl, RefusesABodyWithAnUnsupportedOp) {
   add_loop(m, body, "", false);
   m.output("y");
   std::string e = import_error(m);
-  EXPECT_CONTAINS(e, "Loop node 'loop' (iteration 0): Bernoulli node 'coin': op type 'Bernoulli' is not supported");
+  EXPECT_CONTAINS(
+      e, "Loop node 'loop' (iteration 0): Bernoulli node 'coin': op type 'Bernoulli' is not supported");
 }
 
 TEST(OnnxImportControl, RefusesALoopConditionKnownOnlyAtRunTime) {
