@@ -78,13 +78,14 @@ Window Window::lifted() const {
 
 namespace {
 
-// The kernel size from the weight ([., ., k] or [., ., kh, kw], static), checked against
-// kernel_shape when given.
-Expected<std::vector<int64_t>> conv_kernel(OnnxNode& n, const TensorType& w) {
-  bool ok = w.rank() == 3 || w.rank() == 4;
+// The kernel size from the weight ([., ., k] or [., ., kh, kw], static; [., ., kd, kh, kw] too
+// when `allow_3d`), checked against kernel_shape when given.
+Expected<std::vector<int64_t>> conv_kernel(OnnxNode& n, const TensorType& w, bool allow_3d = false) {
+  bool ok = w.rank() == 3 || w.rank() == 4 || (allow_3d && w.rank() == 5);
   for (int i = 2; ok && i < w.rank(); ++i) ok = w.shape[i].is_static();
   if (!ok) {
-    return n.error("only 1-D and 2-D convolution with a static [.,.,k] or [.,.,kh,kw] weight is supported, the weight is " +
+    return n.error(std::string(allow_3d ? "only 1-D, 2-D and 3-D" : "only 1-D and 2-D") +
+                   " convolution with a static [.,.,k] or [.,.,kh,kw] weight is supported, the weight is " +
                    w.to_string());
   }
   std::vector<int64_t> k;
@@ -171,7 +172,7 @@ Status convert_conv_transpose(ImportContext& ctx, OnnxNode& n) {
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
   FUSEBOX_ASSIGN_OR_RETURN(ValueId w, ctx.value(n, 1));
   const TensorType xt = ctx.type(x);
-  FUSEBOX_ASSIGN_OR_RETURN(std::vector<int64_t> k, conv_kernel(n, ctx.type(w)));
+  FUSEBOX_ASSIGN_OR_RETURN(std::vector<int64_t> k, conv_kernel(n, ctx.type(w), /*allow_3d=*/true));
   if (xt.rank() != ctx.type(w).rank()) {
     return n.error("input " + xt.to_string() + " and weight " + ctx.type(w).to_string() + " differ in rank");
   }
@@ -196,6 +197,7 @@ Status convert_conv_transpose(ImportContext& ctx, OnnxNode& n) {
   if (out_shape || same) {
     FUSEBOX_RETURN_IF_ERROR(conv_transpose_pads(n, xt, k, stride, dil, out_pad, out_shape, auto_pad == "SAME_UPPER", pads));
   }
+  if (axes == 3) return convert_conv_transpose_3d(ctx, n, x, w, {k, stride, dil, pads}, out_pad);
   // Negative pads extend the output: the product runs unpadded there, then zeros are padded on
   // and the bias added over the whole result.
   std::vector<int64_t> extend(2 * axes, 0);

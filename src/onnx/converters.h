@@ -64,6 +64,10 @@ void add_spatial_converters(ConverterTable& table);
 inline constexpr std::string_view kTrainingDomain = "ai.onnx.preview.training";
 std::string converter_key(std::string_view domain, std::string_view op_type);
 
+// TfIdfVectorizer over integer token ids as comparisons with the constant pool of n-grams
+// (convert_tfidf.cpp).
+void add_tfidf_converters(ConverterTable& table);
+
 // Every converter, by ONNX op type (by converter_key for the training domain).
 const ConverterTable& converters();
 
@@ -92,6 +96,12 @@ Expected<ValueId> lift_1d(ImportContext& ctx, OnnxNode& n, ValueId x);
 Expected<ValueId> drop_lifted_axis(ImportContext& ctx, OnnxNode& n, ValueId y);
 // MaxPool and AveragePool over [N,C,D,H,W] as two 2-D pools, (H,W) then D (both are separable).
 Status convert_pool_3d(ImportContext& ctx, OnnxNode& n);
+// ConvTranspose over [N,C,D,H,W] (convert_window_dims.cpp): one 2-D transposed product over
+// (H, W) for every kernel depth at once, then one over D that places each depth's slice. `win`
+// holds the resolved kernel, strides, dilations and pads [d0,h0,w0,d1,h1,w1] (negative pads
+// extend the output with zeros); sets the node's output.
+Status convert_conv_transpose_3d(ImportContext& ctx, OnnxNode& n, ValueId x, ValueId w, const Window& win,
+                                 const std::vector<int64_t>& out_pad);
 // A rank-0 constant of `dtype` holding v (convert_decomposed.cpp).
 ValueId scalar_constant(ImportContext& ctx, DType dtype, double v);
 // Activations written as compositions, as ONNX defines the ops of the same names

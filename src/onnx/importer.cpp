@@ -39,6 +39,7 @@ const ConverterTable& converters() {
     add_training_converters(t);
     add_signal_converters(t);
     add_topk_converters(t);
+    add_tfidf_converters(t);
     add_control_converters(t);
     return t;
   }();

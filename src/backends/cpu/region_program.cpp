@@ -149,7 +149,21 @@ void gather_bytes(size_t esize, const void* base, const std::vector<int64_t>& sh
   }
 }
 
+template <typename T>
+void fill_typed(void* dst, const void* element, int64_t n) {
+  T v;
+  std::memcpy(&v, element, sizeof(T));
+  std::fill_n(static_cast<T*>(dst), n, v);
+}
+
 void fill_repeated(void* dst, const void* element, size_t esize, int64_t n) {
+  switch (esize) {
+    case 1: return fill_typed<uint8_t>(dst, element, n);
+    case 2: return fill_typed<uint16_t>(dst, element, n);
+    case 4: return fill_typed<uint32_t>(dst, element, n);
+    case 8: return fill_typed<uint64_t>(dst, element, n);
+    default: break;
+  }
   auto* d = static_cast<uint8_t*>(dst);
   for (int64_t i = 0; i < n; ++i) std::memcpy(d + size_t(i) * esize, element, esize);
 }
@@ -386,22 +400,26 @@ Status RegionProgram::run_interpreted(std::span<const Array> inputs, std::span<A
   const RunLayout l = run_layout(inputs, outputs);
   const std::vector<OperandPlan>& plans = l.plans;
   const int64_t tiles = (l.total + kTile - 1) / kTile;
+  // A run of one tile sizes its registers to the elements it has (rounded up to 64): a small
+  // tensor through a long chain would otherwise clear and fill kTile values per register and
+  // per repeated operand on every run (a 100-op chain on 16 elements spent most of its run there).
+  const int64_t width = tiles == 1 ? std::min(kTile, (l.total + 63) / 64 * 64) : kTile;
   Status error;
   bool failed = false;
 #pragma omp parallel if (tiles > 1)
   {
-    // Registers hold up to 8-byte elements; +1 tile of slack keeps vector tails in bounds.
-    std::vector<uint64_t> storage(size_t(num_regs_ + 1) * size_t(kTile));
+    // Registers hold up to 8-byte elements; +1 register of slack keeps vector tails in bounds.
+    std::vector<uint64_t> storage(size_t(num_regs_ + 1) * size_t(width));
     std::vector<void*> reg(static_cast<size_t>(num_regs_));
-    for (int r = 0; r < num_regs_; ++r) reg[size_t(r)] = storage.data() + size_t(r) * size_t(kTile);
+    for (int r = 0; r < num_regs_; ++r) reg[size_t(r)] = storage.data() + size_t(r) * size_t(width);
     std::vector<const void*> cur(static_cast<size_t>(num_regs_));
     for (int r = 0; r < num_regs_; ++r) cur[size_t(r)] = reg[size_t(r)];
     for (size_t c = 0; c < constant_regs_.size(); ++c) {
       const Array& v = *constant_arrays_[c];
-      fill_repeated(reg[size_t(constant_regs_[c])], v.raw(), size_t(dtype_size(v.dtype())), kTile);
+      fill_repeated(reg[size_t(constant_regs_[c])], v.raw(), size_t(dtype_size(v.dtype())), width);
     }
     for (size_t k = 0; k < plans.size(); ++k) {
-      if (plans[k].load == Load::Repeat) fill_repeated(reg[size_t(operand_reg_[k])], plans[k].base, plans[k].esize, kTile);
+      if (plans[k].load == Load::Repeat) fill_repeated(reg[size_t(operand_reg_[k])], plans[k].base, plans[k].esize, width);
     }
     std::vector<Array> in_views, out_view;
     const void* srcs[3] = {nullptr, nullptr, nullptr};

@@ -126,7 +126,7 @@ Expected<AttentionLaunch> plan_attention_launch(const Node& n, std::span<const B
   // cp.async copies 16 bytes: rows start 16-byte aligned when the head dim is a multiple of 8
   // and the buffers are (the pool's are; a view into one need not be).
   const bool mma = choice != AttentionKernelChoice::Simt && mma_attention_covers(q.dtype, a.head_dim, arch) &&
-                   (choice == AttentionKernelChoice::Mma || a.tq > kAttentionKernelMaxQueries) && aligned16(q.data) &&
+                   aligned16(q.data) &&
                    aligned16(k.data) && aligned16(v.data) && aligned16(out.data);
   l.variant = AttentionVariant{q.dtype, bucket_of(a.head_dim), mma};
   l.q = q.data;

@@ -146,7 +146,7 @@ class CudaBackend final : public Backend {
   Device device() const override { return context_->device(); }
 
   // fused_attention stays one kernel where the tensor-core source covers it (f16/bf16, head dims
-  // up to 128) and, on the float source, for a few queries (decoding). Other long sequences run
+  // up to 128, any query count) and, on the float source, for a few queries. Other long sequences run
   // faster unfused (two cuBLASLt products and a row softmax) than on the float source: on the
   // H200, 8 x 16 heads x 1024 queries x 64 in f16 took 4.1 ms there and 0.88 ms unfused
   // (docs/cuda.md). FUSEBOX_CUDA_ATTENTION=simt restores that rule for every dtype.
