@@ -375,6 +375,12 @@ TEST(OnnxImportControl, RefusesATripCountAboveTheUnrollLimit) {
   EXPECT_CONTAINS(e, "trip count M = 5000 is above the 1024");
 }
 
+// Zero iterations leave the stacked scan output without a shape (the body never ran).
+TEST(OnnxImportControl, RefusesAScanOutputOfZeroIterations) {
+  std::string e = import_error(loop_model(0, 5));
+  EXPECT_CONTAINS(e, "Loop node 'loop': scan output 1 has no iterations to stack");
+}
+
 TEST(OnnxImportControl, RefusesABodyWithAnUnsupportedOp) {
   OnnxModel m(13);
   m.input("x", {2, 3});
