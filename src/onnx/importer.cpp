@@ -5,6 +5,8 @@
 //             ─> for each node: converter(ctx, node) ─> refuse unread attributes/inputs,
 //                                                       undefined outputs
 //             ─> outputs (identity where a name must be kept) ─> verify
+// If, Loop and Scan convert their bodies' nodes through the same node conversion, in a scope of
+// the context (ImportContext::convert_node, convert_control.cpp).
 #include "onnx/importer.h"
 
 #include <climits>
