@@ -55,6 +55,10 @@ void add_topk_converters(ConverterTable& table);
 // over a known trip count or sequence length (convert_control.cpp).
 void add_control_converters(ConverterTable& table);
 
+// Compress, NonZero, Unique, NonMaxSuppression: output sizes fixed by input values known at import
+// (convert_data_dependent.cpp).
+void add_data_dependent_converters(ConverterTable& table);
+
 // GridSample, RoiAlign, MaxUnpool as gathers, scatters and element-wise math
 // (convert_spatial.cpp).
 void add_spatial_converters(ConverterTable& table);

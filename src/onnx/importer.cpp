@@ -42,6 +42,7 @@ const ConverterTable& converters() {
     add_signal_converters(t);
     add_topk_converters(t);
     add_tfidf_converters(t);
+    add_data_dependent_converters(t);
     add_control_converters(t);
     return t;
   }();
