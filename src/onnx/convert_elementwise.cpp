@@ -1,8 +1,9 @@
 // Element-wise ONNX ops. ONNX and fusebox agree on numpy broadcasting and on the element types
 // of these ops, so most map one to one; the exceptions are written next to their converter.
 // Integer shape arithmetic (Shape -> Gather -> Mul -> Concat ...) folds here when every operand
-// is known at import time.
+// is known at import time, and so does arithmetic on rank-0 float constants (fold_scalar).
 #include <cfloat>
+#include <cmath>
 #include <functional>
 #include <sstream>
 
@@ -107,6 +108,42 @@ std::optional<KnownInts> fold_binary(Op op, const KnownInts& a, const KnownInts&
   return r;
 }
 
+// Rank-0 f32/f64 constants fold through the ops whose result, computed in double and rounded to
+// the operands' type, is what the op computes in that type (+ - * / round once; the unary ops
+// here are exact). A Range function body computes its Loop's trip count from its scalar inputs
+// this way, and Loop needs that count at import.
+const Array* scalar_float(ImportContext& ctx, OnnxNode& n, int i) {
+  const Array* a = ctx.constant(n, i);
+  return a && a->rank() == 0 && (a->dtype() == DType::F32 || a->dtype() == DType::F64) ? a : nullptr;
+}
+
+std::optional<double> fold_scalar(Op op, double a, double b) {
+  switch (op) {
+    case Op::Add: return a + b;
+    case Op::Sub: return a - b;
+    case Op::Mul: return a * b;
+    case Op::Div: return a / b;
+    case Op::Neg: return -a;
+    case Op::Abs: return std::fabs(a);
+    case Op::Floor: return std::floor(a);
+    case Op::Ceil: return std::ceil(a);
+    case Op::Relu: return a < 0 ? 0.0 : a;
+    default: return std::nullopt;
+  }
+}
+
+// The folded rank-0 result of `op` on input 0 (and 1), or nullopt.
+std::optional<Array> fold_scalar_node(ImportContext& ctx, OnnxNode& n, Op op, bool binary) {
+  const Array* a = scalar_float(ctx, n, 0);
+  const Array* b = binary ? scalar_float(ctx, n, 1) : a;
+  if (!a || !b || a->dtype() != b->dtype()) return std::nullopt;
+  std::optional<double> r = fold_scalar(op, a->get_f64(0), b->get_f64(0));
+  if (!r) return std::nullopt;
+  Array out(a->dtype(), {});
+  out.set_f64(0, *r);
+  return out;
+}
+
 Status convert_unary(ImportContext& ctx, OnnxNode& n) {
   Op op = unary_ops().at(n.op_type());
   // Shape arithmetic negates too (LayerNormalization's function body: Neg(axis) ranks a shape).
@@ -114,6 +151,7 @@ Status convert_unary(ImportContext& ctx, OnnxNode& n) {
     for (IntElem& e : k->elems) e = e.is_number() ? IntElem::of(-e.number) : IntElem::unknown();
     return ctx.set_output_ints(n, 0, *k);
   }
+  if (std::optional<Array> r = fold_scalar_node(ctx, n, op, false)) return ctx.set_output_constant(n, 0, std::move(*r));
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
   return ctx.set_output(n, 0, ctx.emit(op, {x}));
 }
@@ -248,6 +286,18 @@ Status convert_cast(ImportContext& ctx, OnnxNode& n) {
       return ctx.set_output_constant(n, 0, std::move(a));
     }
   }
+  if (const Array* a = scalar_float(ctx, n, 0)) {
+    // Truncation toward zero, as ONNX casts float to integer, where the result fits.
+    double v = a->get_f64(0);
+    bool fits = std::isfinite(v) && (*to == DType::I64 ? std::fabs(v) < 0x1p62 : *to == DType::I32 && std::fabs(v) < 0x1p31);
+    if (fits || *to == DType::Bool || *to == DType::F32 || *to == DType::F64) {
+      Array r(*to, {});
+      if (*to == DType::Bool) r.data<bool>()[0] = v != 0;
+      else if (fits) r.set_i64(0, int64_t(std::trunc(v)));
+      else r.set_f64(0, v);
+      return ctx.set_output_constant(n, 0, std::move(r));
+    }
+  }
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
   if (ctx.type(x).dtype == *to) return ctx.set_output(n, 0, x);
   return ctx.set_output(n, 0, ctx.emit(Op::Cast, {x}, {{"to", *to}}));
@@ -261,6 +311,7 @@ Status convert_binary(ImportContext& ctx, OnnxNode& n) {
   if (a && b && op != Op::Pow && !fmod) {
     if (std::optional<KnownInts> r = fold_binary(op, *a, *b)) return ctx.set_output_ints(n, 0, *r);
   }
+  if (std::optional<Array> r = fold_scalar_node(ctx, n, op, true)) return ctx.set_output_constant(n, 0, std::move(*r));
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
   FUSEBOX_ASSIGN_OR_RETURN(ValueId y, ctx.value(n, 1));
   if (op == Op::Pow && ctx.type(y).dtype != ctx.type(x).dtype) {

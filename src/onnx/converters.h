@@ -51,6 +51,9 @@ void add_training_converters(ConverterTable& table);
 void add_signal_converters(ConverterTable& table);
 // TopK as rounds of argmax (convert_topk.cpp).
 void add_topk_converters(ConverterTable& table);
+// If, Loop, Scan resolved at import: the branch its known condition picks, the body unrolled
+// over a known trip count or sequence length (convert_control.cpp).
+void add_control_converters(ConverterTable& table);
 
 // Compress, NonZero, Unique, NonMaxSuppression: output sizes fixed by input values known at import
 // (convert_data_dependent.cpp).

@@ -107,7 +107,7 @@ Status ImportContext::add_input(const std::string& onnx_name, DType dtype, Shape
   ValueId v = b_.input(name, dtype, std::move(shape));
   if (v == kNoValue) return b_.status();
   value_names_[v] = name;
-  values_[onnx_name] = OnnxValue{v, nullptr, std::nullopt, "graph input", {onnx_name}};
+  define(onnx_name, OnnxValue{v, nullptr, std::nullopt, "graph input", {onnx_name}});
   return Status::ok();
 }
 
@@ -123,7 +123,7 @@ void ImportContext::add_constant(const std::string& onnx_name, Array value, std:
   OnnxValue ov;
   ov.constant = std::make_shared<const Array>(std::move(value));
   ov.origin = std::move(origin);
-  values_[onnx_name] = std::move(ov);
+  define(onnx_name, std::move(ov));
 }
 
 Expected<OnnxValue*> ImportContext::lookup(OnnxNode& n, int i) {
@@ -236,7 +236,7 @@ Status ImportContext::set_output(OnnxNode& n, int i, ValueId v) {
     auto it = n.has_input(k) ? values_.find(n.proto_input(k)) : values_.end();
     if (it != values_.end()) from.insert(it->second.value_of_inputs.begin(), it->second.value_of_inputs.end());
   }
-  values_[n.output(i)] = OnnxValue{v, nullptr, std::nullopt, n.describe(), std::move(from)};
+  define(n.output(i), OnnxValue{v, nullptr, std::nullopt, n.describe(), std::move(from)});
   name_value(v, n.output(i));
   return Status::ok();
 }
@@ -246,7 +246,7 @@ Status ImportContext::set_output_constant(OnnxNode& n, int i, Array a) {
   OnnxValue ov;
   ov.constant = std::make_shared<const Array>(std::move(a));
   ov.origin = n.describe();
-  values_[n.output(i)] = std::move(ov);
+  define(n.output(i), std::move(ov));
   return Status::ok();
 }
 
@@ -255,8 +255,43 @@ Status ImportContext::set_output_ints(OnnxNode& n, int i, KnownInts k) {
   OnnxValue ov;
   ov.ints = std::move(k);
   ov.origin = n.describe();
-  values_[n.output(i)] = std::move(ov);
+  define(n.output(i), std::move(ov));
   return Status::ok();
+}
+
+void ImportContext::define(const std::string& onnx_name, OnnxValue v) {
+  auto it = values_.find(onnx_name);
+  if (!scopes_.empty() && !scopes_.back().count(onnx_name)) {
+    scopes_.back()[onnx_name] = it == values_.end() ? std::nullopt : std::optional<OnnxValue>(it->second);
+  }
+  values_[onnx_name] = std::move(v);
+}
+
+void ImportContext::begin_scope() { scopes_.emplace_back(); }
+
+void ImportContext::end_scope() {
+  if (scopes_.empty()) return;
+  for (auto& [name, before] : scopes_.back()) {
+    if (before) values_[name] = std::move(*before);
+    else values_.erase(name);
+  }
+  scopes_.pop_back();
+}
+
+bool ImportContext::defined_here(const std::string& onnx_name) const {
+  return scopes_.empty() ? defined(onnx_name) : scopes_.back().count(onnx_name) > 0;
+}
+
+const OnnxValue* ImportContext::find(const std::string& onnx_name) const {
+  auto it = values_.find(onnx_name);
+  return it == values_.end() ? nullptr : &it->second;
+}
+
+void ImportContext::bind(const std::string& onnx_name, OnnxValue v) { define(onnx_name, std::move(v)); }
+
+Status ImportContext::convert_node(const onnx::NodeProto& proto, int index) {
+  if (!convert_node_) return Status::internal("no node converter for subgraphs");
+  return convert_node_(*this, proto, index);
 }
 
 ValueId ImportContext::emit(Op op, std::vector<ValueId> inputs, Attrs attrs) {

@@ -10,6 +10,7 @@
 //                     Slice, ... turn them into attributes
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -101,6 +102,8 @@ class ImportContext {
   // After a require_* failed on a value computed from graph inputs: the first such input (its
   // ONNX name), whose value would let the import go on; "" otherwise.
   const std::string& needs_value() const { return needs_value_; }
+  // Records that `v` had to be known at import time (for needs_value()), as require_* do.
+  void note_needed(const OnnxValue& v);
 
   // ---- a node's outputs ----
   // kNoValue (an emit that failed) returns the builder's error in the node's context.
@@ -117,6 +120,22 @@ class ImportContext {
   // x reshaped to `target`; one unknown dim becomes -1, more than one is an error.
   Expected<ValueId> reshape(OnnxNode& n, ValueId x, const Shape& target);
 
+  // ---- subgraphs (If, Loop, Scan; convert_control.cpp) ----
+  // A body's names live in a scope: inside it they shadow outer names of the same spelling, and
+  // end_scope() restores what every name defined since the matching begin_scope() stood for.
+  void begin_scope();
+  void end_scope();
+  // Whether `onnx_name` is defined in the innermost scope (the whole graph outside any body).
+  bool defined_here(const std::string& onnx_name) const;
+  // What `onnx_name` stands for (nullptr when undefined); bind() defines a name as another value
+  // (a body input bound to a loop-carried value; a node output bound to a body output).
+  const OnnxValue* find(const std::string& onnx_name) const;
+  void bind(const std::string& onnx_name, OnnxValue v);
+  // Converts one node of a body (the importer's node conversion, set by the importer).
+  using NodeConverter = std::function<Status(ImportContext&, const onnx::NodeProto&, int index)>;
+  void set_node_converter(NodeConverter f) { convert_node_ = std::move(f); }
+  Status convert_node(const onnx::NodeProto& proto, int index);
+
   // Marks `onnx_name` as a graph output (emitting an identity when its value already carries
   // another name) and builds the verified graph.
   Status add_output(const std::string& onnx_name);
@@ -124,9 +143,9 @@ class ImportContext {
 
  private:
   Expected<OnnxValue*> lookup(OnnxNode& n, int i);
-  void note_needed(const OnnxValue& v);
   void name_value(ValueId v, const std::string& onnx_name);
   std::string unique_name(const std::string& onnx_name);
+  void define(const std::string& onnx_name, OnnxValue v);
 
   GraphBuilder b_;
   int64_t opset_;
@@ -138,6 +157,9 @@ class ImportContext {
   std::map<std::string, std::string> symbols_;
   std::set<std::string> used_symbols_;
   std::string needs_value_;
+  // Per open scope: each name it defined and what the name stood for before (nullopt: nothing).
+  std::vector<std::map<std::string, std::optional<OnnxValue>>> scopes_;
+  NodeConverter convert_node_;
 };
 
 // "[A-Za-z0-9_]" form of an ONNX name (a leading digit gets a 'v' prefix; empty gives "v").

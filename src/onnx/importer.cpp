@@ -5,6 +5,8 @@
 //             ─> for each node: converter(ctx, node) ─> refuse unread attributes/inputs,
 //                                                       undefined outputs
 //             ─> outputs (identity where a name must be kept) ─> verify
+// If, Loop and Scan convert their bodies' nodes through the same node conversion, in a scope of
+// the context (ImportContext::convert_node, convert_control.cpp).
 #include "onnx/importer.h"
 
 #include <climits>
@@ -41,6 +43,7 @@ const ConverterTable& converters() {
     add_topk_converters(t);
     add_tfidf_converters(t);
     add_data_dependent_converters(t);
+    add_control_converters(t);
     return t;
   }();
   return table;
@@ -180,7 +183,7 @@ Status convert_node(ImportContext& ctx, const Opsets& opsets, const onnx::NodePr
     n.accept_attr("consumed_inputs");  // legacy (opsets 1-5): in-place hints with no effect on values
   }
   for (int i = 0; i < proto.output_size(); ++i) {
-    if (!proto.output(i).empty() && ctx.defined(proto.output(i))) {
+    if (!proto.output(i).empty() && ctx.defined_here(proto.output(i))) {
       return n.error("output '" + proto.output(i) + "' is already defined");
     }
   }
@@ -210,6 +213,9 @@ Expected<Graph> import_model(const onnx::ModelProto& m, const std::string& name,
   if (g.sparse_initializer_size() > 0) return Status::unimplemented("sparse initializers are not supported");
   std::string graph_name = g.name().empty() ? std::filesystem::path(name).stem().string() : g.name();
   ImportContext ctx(graph_name, opsets.onnx, external);
+  ctx.set_node_converter([opsets](ImportContext& c, const onnx::NodeProto& p, int i) {
+    return convert_node(c, opsets, p, i);
+  });
   for (const onnx::TensorProto& t : g.initializer()) {
     if (t.name().empty()) return Status::invalid("an initializer has no name");
     std::string what = "initializer '" + t.name() + "'";

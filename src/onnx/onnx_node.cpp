@@ -55,6 +55,7 @@ const AP* OnnxNode::get(const std::string& name, AP::AttributeType type) {
       case AP::TENSOR: ok = a.has_t(); break;
       case AP::INTS: ok = a.ints_size() > 0; break;
       case AP::FLOATS: ok = a.floats_size() > 0; break;
+      case AP::GRAPH: ok = a.has_g(); break;
       default: break;
     }
   }
@@ -109,6 +110,11 @@ std::optional<std::vector<std::string>> OnnxNode::attr_strings(const std::string
 const onnx::TensorProto* OnnxNode::attr_tensor(const std::string& name) {
   const AP* a = get(name, AP::TENSOR);
   return a ? &a->t() : nullptr;
+}
+
+const onnx::GraphProto* OnnxNode::attr_graph(const std::string& name) {
+  const AP* a = get(name, AP::GRAPH);
+  return a ? &a->g() : nullptr;
 }
 
 void OnnxNode::accept_attr(const std::string& name) {

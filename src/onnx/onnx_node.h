@@ -45,6 +45,8 @@ class OnnxNode {
   std::optional<std::vector<float>> attr_floats(const std::string& name);
   std::optional<std::vector<std::string>> attr_strings(const std::string& name);
   const onnx::TensorProto* attr_tensor(const std::string& name);
+  // A subgraph attribute (If's branches, Loop's and Scan's body); nullptr when absent.
+  const onnx::GraphProto* attr_graph(const std::string& name);
   // An attribute the converter accepts but that does not change the result (e.g. momentum of
   // an inference batch norm).
   void accept_attr(const std::string& name);

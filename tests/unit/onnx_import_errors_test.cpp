@@ -21,10 +21,10 @@ using TP = onnx::TensorProto;
 TEST(OnnxImportErrors, UnsupportedOpNamesOpTypeAndNode) {
   OnnxModel m(13);
   m.input("x", {1, 2, 3});
-  m.node("Scan", {"x"}, {"y"}, "scan_1");
+  m.node("StringNormalizer", {"x"}, {"y"}, "norm_1");
   m.output("y");
   std::string e = import_error(m);
-  EXPECT_CONTAINS(e, "Scan node 'scan_1'");
+  EXPECT_CONTAINS(e, "StringNormalizer node 'norm_1'");
   EXPECT_CONTAINS(e, "not supported");
 }
 

@@ -104,6 +104,7 @@ class OnnxModel {
   }
 
   onnx::ModelProto& proto() { return model_; }
+  const onnx::GraphProto& graph() const { return model_.graph(); }
   std::string bytes() const { return model_.SerializeAsString(); }
 
  private:
@@ -142,6 +143,15 @@ inline void set_attr(onnx::NodeProto& n, const std::string& name, const std::vec
   a->set_name(name);
   a->set_type(onnx::AttributeProto::FLOATS);
   for (float x : v) a->add_floats(x);
+}
+
+// A subgraph attribute (If's branches, Loop's and Scan's body): `body` is built like a model (its
+// inputs, nodes and outputs) and its graph becomes the attribute.
+inline void set_attr(onnx::NodeProto& n, const std::string& name, const OnnxModel& body) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::GRAPH);
+  *a->mutable_g() = body.graph();
 }
 
 inline Array i64s(std::vector<int64_t> v) {
