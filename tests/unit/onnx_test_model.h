@@ -207,7 +207,7 @@ using Agreement = std::function<::testing::AssertionResult(const Array& fused, c
 
 // Runs the model unfused on the reference kernels (import_and_run) and fused on the CPU pipeline;
 // every fused output must `agree` with the unfused one. The fused executable runs once on
-// poisoned inputs first (floats NaN, integers all bits set; its result is not looked at), so a
+// poisoned inputs first (floats NaN, integers all bits set, bools true; its result is not looked at), so a
 // result element the real run leaves unwritten shows stale data from the reused buffers.
 // Returns the unfused results.
 inline std::vector<Array> run_fused_and_unfused(const OnnxModel& m, const NamedArrays& inputs, const Agreement& agree) {
@@ -221,7 +221,7 @@ inline std::vector<Array> run_fused_and_unfused(const OnnxModel& m, const NamedA
   NamedArrays poisoned;
   for (const auto& [name, a] : inputs) {
     Array p(a.dtype(), a.shape());
-    p.fill_bytes(0xFF);
+    p.fill_bytes(a.dtype() == DType::Bool ? 0x01 : 0xFF);  // a bool holds only 0 or 1
     poisoned.emplace(name, std::move(p));
   }
   (void)exe->run(poisoned);
