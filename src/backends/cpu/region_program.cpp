@@ -359,8 +359,9 @@ Expected<std::shared_ptr<const JitKernel>> RegionProgram::jit_kernel(JitVariant 
 }
 
 bool RegionProgram::worth_threads(int64_t total) const {
-  constexpr int64_t kParallelElementSteps = int64_t(1) << 17;
-  return total * std::max<int64_t>(1, int64_t(steps_.size())) >= kParallelElementSteps;
+  constexpr int64_t kParallelElements = 8 * kTile;
+  constexpr int64_t kParallelElementSteps = int64_t(1) << 15;
+  return total >= kParallelElements && total * std::max<int64_t>(1, int64_t(steps_.size())) >= kParallelElementSteps;
 }
 
 Status RegionProgram::run_generated(const JitKernel& kernel, std::span<const Array> inputs,

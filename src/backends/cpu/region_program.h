@@ -74,10 +74,11 @@ class RegionProgram {
   Expected<std::shared_ptr<const JitKernel>> jit_kernel(JitVariant variant) const;
   Status run_interpreted(std::span<const Array> inputs, std::span<Array> outputs) const;
   Status run_generated(const JitKernel& kernel, std::span<const Array> inputs, std::span<Array> outputs) const;
-  // Whether `total` elements through every step are worth waking other threads: at least 2^17
-  // element-steps. Below that a parallel region costs more than it saves, and far more when the
-  // cores are busy with other processes (a sleeping worker is woken at the scheduler's pace:
-  // a one-op region over 1024 elements took milliseconds instead of microseconds on a loaded host).
+  // Whether `total` elements through every step are worth waking other threads: at least 8 tiles
+  // (4096 elements) and 2^15 element-steps. Below that a parallel region costs more than it
+  // saves, and far more when the cores are busy with other processes (a sleeping worker is woken
+  // at the scheduler's pace: a region over 1024 elements took milliseconds instead of
+  // microseconds on a loaded host).
   bool worth_threads(int64_t total) const;
 
   std::shared_ptr<const Graph> body_;
