@@ -147,8 +147,8 @@ Status convert_conv(ImportContext& ctx, OnnxNode& n) {
 
 // ConvTranspose's pads for output_shape or SAME auto_pad, as ONNX defines them: the total padding
 // that gives the requested size, split with the smaller half first for SAME_UPPER and the larger
-// half first otherwise (halves rounded down). A negative total (a requested size beyond what the product reaches)
-// gives negative pads: the output is extended there.
+// half first otherwise (halves rounded down). A negative total (a requested size beyond what the
+// product reaches) gives negative pads: the output is extended there.
 Status conv_transpose_pads(OnnxNode& n, const TensorType& xt, const std::vector<int64_t>& k,
                            const std::vector<int64_t>& stride, const std::vector<int64_t>& dil,
                            const std::vector<int64_t>& out_pad, const std::optional<std::vector<int64_t>>& out_shape,
