@@ -3,7 +3,7 @@
 //
 //   model_bench CACHE_DIR [--runs N] [--warmup W] [--min-ms T] [--profile-runs P] [--top K]
 //   model_bench CACHE_DIR --only CASE [--runs N]      (peak resident memory of the fused plan)
-//   ... [--cpu-layout auto|nchw|nchw8c|nchw16c]          (the cpu backend's activation layout, both plans)
+//   ... [--cpu-layout auto|nchw|nchw8c|nchw16c|nhwc]          (the cpu backend's activation layout, both plans)
 //
 // CACHE_DIR is the model cache of onnx_models_test (tests/models/fetch_models.sh prepares it);
 // its ref/manifest.txt lists the cases: <model>_<size>, the .onnx file, the input name, the
@@ -98,7 +98,7 @@ Settings parse_args(int argc, char** argv) {
     else if (a == "--cpu-layout") {
       if (i + 1 >= argc) usage("--cpu-layout needs a value");
       std::optional<int64_t> b = parse_cpu_layout(argv[++i]);
-      if (!b) usage("--cpu-layout takes auto, nchw, nchw8c or nchw16c");
+      if (!b) usage("--cpu-layout takes auto, nchw, nchw8c, nchw16c or nhwc");
       s.nchwc_block = *b;
     }
     else if (a == "--only") {

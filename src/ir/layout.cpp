@@ -1,6 +1,7 @@
 #include "ir/layout.h"
 
 #include <cstring>
+#include <string_view>
 
 #include "ir/check.h"
 
@@ -43,10 +44,18 @@ void move(const Array& from, Array& to, const std::vector<int64_t>& plain, int64
 
 }  // namespace
 
-bool has_nchwc_layout(const Node& n) {
+namespace {
+
+bool layout_is(const Node& n, std::string_view name) {
   const AttrValue* v = n.attrs.find("layout");
-  return v && std::holds_alternative<std::string>(*v) && std::get<std::string>(*v) == "nchwc";
+  return v && std::holds_alternative<std::string>(*v) && std::get<std::string>(*v) == name;
 }
+
+}  // namespace
+
+bool has_nchwc_layout(const Node& n) { return layout_is(n, "nchwc") || layout_is(n, "nhwc"); }
+
+bool has_nhwc_layout(const Node& n) { return layout_is(n, "nhwc"); }
 
 std::optional<Shape> nchwc_shape(const Shape& plain, int64_t block) {
   if (plain.size() != 4 || block < 1 || block > kMaxNchwcBlock) return std::nullopt;

@@ -774,7 +774,9 @@ Expected<Types> infer_fused_conv(const Ctx& c) {
 Expected<Types> infer_to_nchwc(const Ctx& c) {
   const TensorType& x = c.operand(0);
   int64_t b = c.node.attr_i64("block");
-  if (b < 1 || b > kMaxNchwcBlock) return c.fail("block " + std::to_string(b) + " is not in [1, 64]");
+  if (b < 1 || b > kMaxNchwcBlock) {
+    return c.fail("block " + std::to_string(b) + " is not in [1, " + std::to_string(kMaxNchwcBlock) + "]");
+  }
   std::optional<Shape> s = nchwc_shape(x.shape, b);
   if (!s) return c.fail("input must be [N,C,H,W] with a static C divisible by " + std::to_string(b) + ", got " + type_str(x));
   return Types{TensorType{x.dtype, *s}};
@@ -789,23 +791,32 @@ Expected<Types> infer_to_nchw(const Ctx& c) {
 
 // A node with layout = "nchwc" infers as its plain form: its activations (x, and the residual of
 // fused_conv_bias_act) are read as NCHW, and the result, blocked like x, must have a channel count
-// the block divides.
+// the block divides. With layout = "nhwc" each activation is one block of its channels
+// ([N,1,H,W,C]), the result too.
 template <typename Plain>
 Expected<Types> infer_in_layout(const Ctx& c, Plain plain) {
   if (!has_nchwc_layout(c.node)) return plain(c);
   std::vector<TensorType> logical(c.in.begin(), c.in.end());
   const bool residual = c.node.op == Op::FusedConvBiasAct && c.node.attr_bool("has_residual");
+  const bool nhwc = has_nhwc_layout(c.node);
   for (size_t i = 0; i < logical.size(); ++i) {
     if (i != 0 && !(residual && i + 1 == logical.size())) continue;
     std::optional<Shape> s = nchw_shape(logical[i].shape);
-    if (!s) return c.fail("layout nchwc: operand " + std::to_string(i) + " must be [N,C/b,H,W,b], got " + type_str(logical[i]));
+    if (!s || (nhwc && logical[i].shape[1] != Dim(1))) {
+      return c.fail(std::string("layout ") + (nhwc ? "nhwc: operand " + std::to_string(i) + " must be [N,1,H,W,C]"
+                                                    : "nchwc: operand " + std::to_string(i) + " must be [N,C/b,H,W,b]") +
+                    ", got " + type_str(logical[i]));
+    }
     logical[i].shape = *s;
   }
   const Dim& block = c.operand(0).shape[4];
   Ctx plain_ctx{c.node, logical, c.bindings};
   FUSEBOX_ASSIGN_OR_RETURN(Types out, plain(plain_ctx));
   for (TensorType& t : out) {
-    std::optional<Shape> s = nchwc_shape(t.shape, block.value());
+    if (nhwc && !(t.rank() == 4 && t.shape[1].is_static() && t.shape[1].value() >= 1)) {
+      return c.fail("layout nhwc: result " + type_str(t) + " has no static channel count");
+    }
+    std::optional<Shape> s = nchwc_shape(t.shape, nhwc ? t.shape[1].value() : block.value());
     if (!s) return c.fail("layout nchwc: result " + type_str(t) + " has no channel count divisible by " + block.to_string());
     t.shape = *s;
   }

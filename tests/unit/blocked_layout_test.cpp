@@ -7,7 +7,7 @@
 // values read by both blocked and plain consumers, graph outputs in the middle) are
 //  - lowered and run on the reference backend: bit-identical to the original, since every op
 //    computes the same values, only their place in memory changes;
-//  - compiled on the cpu backend with every block (0 = NCHW, 4, 8, 16; the blocks this host's
+//  - compiled on the cpu backend with every block (0 = NCHW, 4, 8, 16, NHWC; the blocks this host's
 //    oneDNN does not prefer take its slower kernels, so both paths run on any host) and compared
 //    with the reference within 1e-5 of max(1, max|expected|) (oneDNN accumulates in f32 in its
 //    own order).
@@ -164,7 +164,7 @@ TEST(BlockedLayout, ConversionsRoundTripAndPlaceEachChannel) {
 TEST(BlockedLayout, OneDnnReorderEqualsTheReferenceConversion) {
   if (!cpu::onednn::available()) GTEST_SKIP() << "built without oneDNN";
   Array x = random_array(DType::F32, {3, 32, 7, 9}, 5);
-  for (int64_t b : {8, 16}) {
+  for (int64_t b : {8, 16, 32}) {  // 32: one block of all channels, NHWC's order
     Array want = to_nchwc(x, b);
     Array got(DType::F32, want.shape());
     got.fill_bytes(0xFF);
@@ -194,6 +194,45 @@ func @f(%x: f32[1,16,4,4], %w: f32[16,16,1,1]) -> f32[1,16,4,4] {
 )");
   ASSERT_FALSE(m);
   EXPECT_NE(m.status().message().find("must be [N,C/b,H,W,b]"), std::string::npos) << m.status().message();
+  m = parse_module(R"(
+func @f(%x: f32[1,2,4,4,8], %w: f32[16,16,1,1]) -> f32[1,1,4,4,16] {
+  %0 = conv2d %x, %w {layout = "nhwc"} : f32[1,1,4,4,16]
+  return %0
+}
+)");
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.status().message().find("layout nhwc: operand 0 must be [N,1,H,W,C]"), std::string::npos)
+      << m.status().message();
+}
+
+// Channels-last: every value is one block of its own channels, so the convs whose channel counts
+// no block of 4, 8 or 16 divides (the squeeze-excite's 16->4->16) stay in it too, and a concat of
+// channels joins the last axis.
+TEST(BlockedLayout, NhwcKeepsEveryChannelCountChannelsLast) {
+  Graph g = parse_one(kSqueezeExcite);
+  Expected<Graph> lowered = cpu::assign_blocked_layout(g, cpu::kNhwcBlock);
+  ASSERT_TRUE(lowered) << lowered.status().to_string();
+  ASSERT_TRUE(verify(*lowered).is_ok()) << print_graph(*lowered);
+  int nhwc_convs = 0;
+  for (const Node& n : lowered->nodes()) {
+    if (n.op == Op::Conv2d) {
+      EXPECT_TRUE(has_nhwc_layout(n)) << print_graph(*lowered);
+      nhwc_convs += has_nhwc_layout(n);
+      EXPECT_EQ(lowered->type(n.outputs[0]).shape[1], Dim(1));
+    }
+    if (n.op == Op::Concat) {
+      EXPECT_EQ(n.attr_i64("axis"), 4);
+      EXPECT_EQ(lowered->type(n.outputs[0]).to_string(), "f32[1,1,6,6,32]");
+    }
+  }
+  EXPECT_EQ(nhwc_convs, 3);
+  cpu::LayoutSummary s = cpu::summarize_layout(*lowered);
+  EXPECT_EQ(s.block, cpu::kNhwcBlock);
+  EXPECT_EQ(s.to_string().rfind("nhwc: ", 0), 0u) << s.to_string();
+  // x enters once; the softmax over channels and the pooled output leave (the 16-channel value
+  // feeds both the pool and the softmax: one to_nchw for it).
+  EXPECT_EQ(s.to_nchwc, 1) << print_graph(*lowered);
+  EXPECT_EQ(s.to_nchw, 2) << print_graph(*lowered);
 }
 
 TEST(BlockedLayout, LoweringKeepsActivationsBlockedBetweenConvs) {
@@ -251,7 +290,7 @@ TEST(BlockedLayout, LoweredGraphsAreBitIdenticalOnTheReference) {
     Graph g = parse_one(text);
     NamedArrays in = random_inputs(g, 2, 3);
     std::vector<Array> want = run(g, in, "reference", false, 0);
-    for (int64_t b : {4, 8, 16}) {
+    for (int64_t b : {int64_t(4), int64_t(8), int64_t(16), cpu::kNhwcBlock}) {
       Expected<Graph> lowered = cpu::assign_blocked_layout(g, b);
       ASSERT_TRUE(lowered) << lowered.status().to_string();
       std::vector<Array> got = run(*lowered, in, "reference", false, 0);
@@ -270,7 +309,8 @@ TEST(BlockedLayout, CpuBackendEqualsTheReferenceWithEveryBlock) {
     for (int64_t n : {1, 3}) {
       NamedArrays in = random_inputs(g, n, 17 + uint64_t(n));
       std::vector<Array> want = run(g, in, "reference", false, 0);
-      for (int64_t b : {int64_t(0), int64_t(4), int64_t(8), int64_t(16), CpuBackendOptions::kAutoBlock}) {
+      for (int64_t b : {int64_t(0), int64_t(4), int64_t(8), int64_t(16), CpuBackendOptions::kNhwc,
+                        CpuBackendOptions::kAutoBlock}) {
         std::vector<Array> got = run(g, in, "cpu", true, b);
         ASSERT_EQ(got.size(), want.size());
         for (size_t i = 0; i < got.size(); ++i) {

@@ -101,7 +101,7 @@ int cmd_explain(const Args& args) {
                   {"--dim", "SYM=N", "size of a symbol for the byte estimate", true},
                   {"--passes", "", "also print the pass list"},
                   {"--backend", "B", "the backend whose placement is shown (cpu target; default cpu)"},
-                  {"--cpu-layout", "L", "the cpu backend's activation layout: auto (default), nchw, nchw8c, nchw16c"},
+                  {"--cpu-layout", "L", "the cpu backend's activation layout: auto (default), nchw, nchw8c, nchw16c, nhwc"},
                   {"--dot", "OUT.dot", "write the fused graph of the first (or --func) function as Graphviz"},
                   {"--svg", "OUT.svg", "with --dot: also render it with Graphviz's `dot -Tsvg`"}});
   if (std::optional<int> done = cl.parse(args)) return *done;
@@ -129,7 +129,7 @@ int cmd_explain(const Args& args) {
   CpuBackendOptions cpu_options;
   if (std::optional<std::string> layout = cl.value("--cpu-layout")) {
     std::optional<int64_t> b = parse_cpu_layout(*layout);
-    if (!b) return cl.usage_error("unknown --cpu-layout '" + *layout + "' (choices: auto, nchw, nchw4c, nchw8c, nchw16c)");
+    if (!b) return cl.usage_error("unknown --cpu-layout '" + *layout + "' (choices: auto, nchw, nchw4c, nchw8c, nchw16c, nhwc)");
     cpu_options.nchwc_block = *b;
   }
   SymbolBindings sizes;

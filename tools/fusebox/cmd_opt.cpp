@@ -40,7 +40,7 @@ CommandLine make_command_line() {
        {"--pipeline", "", "run the target's whole fusion pipeline (spec §3) instead of --passes"},
        {"--fusion-options", "LIST", "options for --pipeline and the passes, e.g. fusion_limits=8x4"},
        {"--stats", "", "print per-pass statistics to stderr"},
-       {"--cpu-layout", "L", "after the passes, the cpu backend's layout lowering: nchw8c, nchw16c, auto, ..."}});
+       {"--cpu-layout", "L", "after the passes, the cpu backend's layout lowering: nchw8c, nchw16c, nhwc, auto, ..."}});
 }
 
 struct OptOptions {
@@ -88,7 +88,7 @@ std::optional<int> parse_options(const Args& args, CommandLine& cl, OptOptions* 
   o->target = *parsed;
   if (std::optional<std::string> layout = cl.value("--cpu-layout")) {
     o->cpu_layout = parse_cpu_layout(*layout);
-    if (!o->cpu_layout) return cl.usage_error("unknown --cpu-layout '" + *layout + "' (choices: auto, nchw, nchw4c, nchw8c, nchw16c)");
+    if (!o->cpu_layout) return cl.usage_error("unknown --cpu-layout '" + *layout + "' (choices: auto, nchw, nchw4c, nchw8c, nchw16c, nhwc)");
   }
   o->pipeline = cl.has("--pipeline");
   o->stats = cl.has("--stats");

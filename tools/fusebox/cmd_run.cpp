@@ -237,7 +237,7 @@ std::optional<int> read_backend(const CommandLine& cl, CompileOptions* options) 
   }
   if (std::optional<std::string> layout = cl.value("--cpu-layout")) {
     std::optional<int64_t> b = parse_cpu_layout(*layout);
-    if (!b) return cl.usage_error("unknown --cpu-layout '" + *layout + "' (choices: auto, nchw, nchw4c, nchw8c, nchw16c)");
+    if (!b) return cl.usage_error("unknown --cpu-layout '" + *layout + "' (choices: auto, nchw, nchw4c, nchw8c, nchw16c, nhwc)");
     options->cpu.nchwc_block = *b;
   }
   options->cuda.allow_tf32 = cl.has("--cuda-tf32");
@@ -296,7 +296,7 @@ int cmd_run(const Args& args) {
                      {"--fusion-options", "LIST", "e.g. skip_fusion=1 or unfuse_elementwise_regions=1"},
                      {"--backend", "B", "cpu (default), reference (every op on its reference kernel) or cuda"},
                      {"--cpu-codegen", "C", "fused regions on cpu: auto (default), interpreter or jit"},
-                     {"--cpu-layout", "L", "CNN activations on cpu: auto (default: blocked as the host prefers), nchw or nchw8c/16c"},
+                     {"--cpu-layout", "L", "CNN activations on cpu: auto (default: as the host prefers), nchw, nchw8c/16c or nhwc"},
                      {"--executor", "E", "shorthand: cpu, cpu-interpreter, cpu-jit or reference"},
                      {"--cuda-tf32", "", "f32 matmuls and convolutions on cuda may use TF32 tensor cores (about 1e-3 relative error)"},
                      {"--profile", "RUNS", "run RUNS more times and print the time per op kind to stderr"},

@@ -29,7 +29,7 @@ bool elementwise_like(const Node& n) {
 class Lowering {
  public:
   Lowering(const Graph& g, int64_t block)
-      : g_(g), b_(block), out_(g.name()), plain_(g.num_values(), -1), blocked_(g.num_values(), -1),
+      : g_(g), b_(block), nhwc_(block == kNhwcBlock), out_(g.name()), plain_(g.num_values(), -1), blocked_(g.num_values(), -1),
         constant_(g.num_values(), nullptr) {}
 
   Expected<Graph> run() {
@@ -58,7 +58,11 @@ class Lowering {
 
   // ---- decisions ----------------------------------------------------------------------------
 
-  bool divisible(const Dim& c) const { return c.is_static() && c.value() % b_ == 0; }
+  // The block of a value with `c` channels: the lowering's b, or in NHWC all of them.
+  int64_t block_for(const Dim& c) const { return nhwc_ ? c.value() : b_; }
+  bool divisible(const Dim& c) const {
+    return c.is_static() && (nhwc_ ? c.value() >= 1 : c.value() % b_ == 0);
+  }
   // [N,C,1,1] with C divisible: nChw<b>c puts (n, c) at n*C + c, as NCHW does, so converting
   // it is a reshape, not a reorder (the squeeze-excite vectors of MobileNet-style blocks).
   bool one_pixel(const Shape& s) const {
@@ -124,7 +128,8 @@ class Lowering {
     } else {
       Shape sizes = n.attr_dims("sizes");
       if (sizes.size() != 4 || !divisible(sizes[1])) return emit_plain(n);
-      copy.attrs.set("sizes", Shape{sizes[0], Dim(sizes[1].value() / b_), sizes[2], sizes[3], Dim(b_)});
+      const int64_t b = block_for(sizes[1]);
+      copy.attrs.set("sizes", Shape{sizes[0], Dim(sizes[1].value() / b), sizes[2], sizes[3], Dim(b)});
     }
     FUSEBOX_ASSIGN_OR_RETURN(ValueId x, blocked(n.inputs[0]));
     copy.inputs = {x};
@@ -186,7 +191,13 @@ class Lowering {
   // they are; results blocked.
   Status emit_blocked(const Node& n, const std::vector<int>& activations) {
     Node copy = n;
-    if (n.op != Op::Concat && !elementwise_like(n)) copy.attrs.set("layout", std::string("nchwc"));
+    if (n.op != Op::Concat && !elementwise_like(n)) copy.attrs.set("layout", std::string(nhwc_ ? "nhwc" : "nchwc"));
+    if (n.op == Op::Concat) {
+      // The 4-D axis on the 5-D form: channels are the blocks' axis 1, or in NHWC the last.
+      int64_t axis = n.attr_i64("axis");
+      if (axis < 0) axis += 4;
+      copy.attrs.set("axis", axis == 1 && nhwc_ ? int64_t(4) : axis);
+    }
     std::vector<TensorType> in;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       ValueId v = n.inputs[i];
@@ -233,17 +244,19 @@ class Lowering {
     ValueId bv;
     if (const Array* c = constant_[size_t(v)]) {
       Array four = c->reshaped(static_dims(t));
-      Array converted = channels ? to_nchwc(four, b_) : four.reshaped({four.shape()[0], 1, four.shape()[2], four.shape()[3], 1});
+      Array converted = channels ? to_nchwc(four, block_for(t[1]))
+                                 : four.reshaped({four.shape()[0], 1, four.shape()[2], four.shape()[3], 1});
       bv = out_.add_node(Op::Constant, {}, {TensorType{c->dtype(), make_shape(converted.shape())}},
                          Attrs{{"value", std::make_shared<const Array>(converted)}})[0];
     } else if (channels && one_pixel(type(v).shape)) {
-      Shape five{t[0], Dim(t[1].value() / b_), Dim(1), Dim(1), Dim(b_)};
+      const int64_t b = block_for(t[1]);
+      Shape five{t[0], Dim(t[1].value() / b), Dim(1), Dim(1), Dim(b)};
       FUSEBOX_ASSIGN_OR_RETURN(bv, add(Op::Reshape, p, Attrs{{"shape", five}}));
     } else if (channels) {
       if (type(v).rank() < 4) {
         FUSEBOX_ASSIGN_OR_RETURN(p, add(Op::Reshape, p, Attrs{{"shape", t}}));
       }
-      FUSEBOX_ASSIGN_OR_RETURN(bv, add(Op::ToNchwc, p, Attrs{{"block", b_}}));
+      FUSEBOX_ASSIGN_OR_RETURN(bv, add(Op::ToNchwc, p, Attrs{{"block", block_for(t[1])}}));
     } else {
       Shape five{t[0], Dim(1), t[2], t[3], Dim(1)};
       FUSEBOX_ASSIGN_OR_RETURN(bv, add(Op::Reshape, p, Attrs{{"shape", five}}));
@@ -261,6 +274,7 @@ class Lowering {
 
   const Graph& g_;
   const int64_t b_;
+  const bool nhwc_;  // b_ is kNhwcBlock: every value one block of its channels
   Graph out_;
   std::vector<ValueId> plain_, blocked_;  // old value -> new value in that form, or -1
   std::vector<const Array*> constant_;    // old value -> its constant's data
@@ -269,8 +283,8 @@ class Lowering {
 }  // namespace
 
 Expected<Graph> assign_blocked_layout(const Graph& g, int64_t block) {
-  if (block != 4 && block != 8 && block != 16) {
-    return Status::invalid("assign_blocked_layout: block " + std::to_string(block) + " is not 4, 8 or 16");
+  if (block != 4 && block != 8 && block != 16 && block != kNhwcBlock) {
+    return Status::invalid("assign_blocked_layout: block " + std::to_string(block) + " is not 4, 8, 16 or NHWC");
   }
   return Lowering(g, block).run();
 }
@@ -280,12 +294,13 @@ LayoutSummary summarize_layout(const Graph& g) {
   for (const Node& n : g.nodes()) {
     if (n.op == Op::ToNchwc) {
       ++s.to_nchwc;
-      s.block = n.attr_i64("block");
+      if (s.block != kNhwcBlock) s.block = n.attr_i64("block");
     } else if (n.op == Op::ToNchw) {
       ++s.to_nchw;
     } else if (std::any_of(n.outputs.begin(), n.outputs.end(), [&](ValueId o) { return g.type(o).rank() == 5; }) &&
                n.op != Op::Constant && n.op != Op::Reshape) {
       ++s.blocked_nodes;
+      if (has_nhwc_layout(n)) s.block = kNhwcBlock;
       if (has_nchwc_layout(n) && !s.block) s.block = g.type(n.outputs[0]).shape[4].value();
     }
   }
@@ -295,7 +310,7 @@ LayoutSummary summarize_layout(const Graph& g) {
 std::string LayoutSummary::to_string() const {
   if (blocked_nodes == 0 && to_nchwc == 0 && to_nchw == 0) return "nchw";
   int reorders = to_nchwc + to_nchw;
-  return "nchw" + std::to_string(block) + "c: " + std::to_string(blocked_nodes) + " nodes blocked, " +
+  return (block == kNhwcBlock ? std::string("nhwc") : "nchw" + std::to_string(block) + "c") + ": " + std::to_string(blocked_nodes) + " nodes blocked, " +
          std::to_string(reorders) + " reorder" + (reorders == 1 ? "" : "s") + " (" + std::to_string(to_nchwc) +
          " to_nchwc, " + std::to_string(to_nchw) + " to_nchw)";
 }

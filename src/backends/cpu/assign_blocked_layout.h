@@ -1,5 +1,7 @@
 // assign_blocked_layout: the CPU backend's lowering that keeps CNN activations in oneDNN's
-// blocked layout nChw<b>c (ir/layout.h) from one contraction to the next.
+// blocked layout nChw<b>c (ir/layout.h) from one contraction to the next, or channels-last
+// (NHWC: every value one block of all its channels, [N,1,H,W,C]; conv and pooling with
+// layout = "nhwc").
 //
 // Matches: f32 conv2d / fused_conv_bias_act, dense or depthwise, whose input and output channel
 // counts the block divides (a dense 1x1 conv with no epilogue only when its input is already
@@ -26,8 +28,11 @@
 
 namespace fusebox::cpu {
 
+// The `block` that asks for NHWC.
+inline constexpr int64_t kNhwcBlock = -2;
+
 struct LayoutSummary {
-  int64_t block = 0;
+  int64_t block = 0;  // 4, 8, 16 or kNhwcBlock
   int blocked_nodes = 0;  // nodes that run on blocked activations
   int to_nchwc = 0;       // conversions into the blocked layout (constants excluded)
   int to_nchw = 0;        // conversions out of it
@@ -35,7 +40,9 @@ struct LayoutSummary {
   std::string to_string() const;
 };
 
-// block: 4, 8 or 16 (what oneDNN has formats for).
+// block: 4, 8 or 16 (what oneDNN has formats for), or kNhwcBlock. In NHWC every channel count is
+// its own block, so each conv whose weights are static qualifies (concat of channels joins the
+// last axis).
 Expected<Graph> assign_blocked_layout(const Graph& g, int64_t block);
 
 // Counts what a lowered graph holds.

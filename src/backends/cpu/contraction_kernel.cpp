@@ -188,6 +188,7 @@ Expected<std::shared_ptr<const Kernel>> make_onednn_kernel(const Graph& g, const
       }
       spec.ep = epilogue(n, roles.bias >= 0, roles.residual >= 0);
       spec.block = block_of(g, n);
+      spec.nhwc = has_nhwc_layout(n);
       return wrap(onednn::ConvKernel::create(spec, constant_of(g, n.inputs[1])), roles, n, tail);
     }
     case Op::MaxPool2d:
@@ -201,6 +202,7 @@ Expected<std::shared_ptr<const Kernel>> make_onednn_kernel(const Graph& g, const
       read_window(n, spec.stride, spec.pad, spec.max ? spec.dilation : nullptr);
       if (!spec.max) spec.count_include_pad = n.attr_bool("count_include_pad");
       spec.block = block_of(g, n);
+      spec.nhwc = has_nhwc_layout(n);
       Expected<std::unique_ptr<onednn::PoolKernel>> made = onednn::PoolKernel::create(spec);
       if (!made) {
         if (made.status().code() == StatusCode::kUnimplemented) return std::shared_ptr<const Kernel>();

@@ -37,11 +37,13 @@ std::optional<cpu::Codegen> parse_codegen(std::string_view name) {
 std::string cpu_layout_name(int64_t nchwc_block) {
   if (nchwc_block == CpuBackendOptions::kAutoBlock) return "auto";
   if (nchwc_block == 0) return "nchw";
+  if (nchwc_block == CpuBackendOptions::kNhwc) return "nhwc";
   return "nchw" + std::to_string(nchwc_block) + "c";
 }
 
 std::optional<int64_t> parse_cpu_layout(std::string_view name) {
-  for (int64_t b : {CpuBackendOptions::kAutoBlock, int64_t(0), int64_t(4), int64_t(8), int64_t(16)}) {
+  for (int64_t b : {CpuBackendOptions::kAutoBlock, int64_t(0), int64_t(4), int64_t(8), int64_t(16),
+                    CpuBackendOptions::kNhwc}) {
     if (cpu_layout_name(b) == name) return b;
   }
   return std::nullopt;
@@ -78,6 +80,8 @@ class TransformKernel final : public Kernel {
  private:
   std::shared_ptr<const TransformPlan> plan_;
 };
+
+static_assert(CpuBackendOptions::kNhwc == kNhwcBlock);
 
 class CpuBackend final : public HostBackend {
  public:

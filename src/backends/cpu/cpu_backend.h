@@ -21,16 +21,18 @@ struct CpuBackendOptions {
   // Matmul, convolution and pooling through oneDNN.
   bool onednn = true;
   // CNN activations kept in the blocked layout nChw<b>c between oneDNN convolutions
-  // (cpu/assign_blocked_layout.h; only with oneDNN): kAutoBlock picks the host's block (16 with
-  // AVX-512, else 8), 0 keeps every activation NCHW, 4, 8 or 16 force that block.
+  // (cpu/assign_blocked_layout.h; only with oneDNN): kAutoBlock picks the host's layout
+  // (onednn::preferred_nchwc_block), 0 keeps every activation NCHW, 4, 8 or 16 force that block,
+  // kNhwc channels-last (every value one block of all its channels).
   static constexpr int64_t kAutoBlock = -1;
+  static constexpr int64_t kNhwc = -2;  // = cpu::kNhwcBlock
   int64_t nchwc_block = kAutoBlock;
   bool operator==(const CpuBackendOptions&) const = default;
 };
 
 std::string_view codegen_name(cpu::Codegen c);  // "auto", "interpreter", "jit"
 std::optional<cpu::Codegen> parse_codegen(std::string_view name);
-// "auto", "nchw", "nchw8c", ... for CpuBackendOptions::nchwc_block; parse_cpu_layout reads them back.
+// "auto", "nchw", "nchw8c", ..., "nhwc" for CpuBackendOptions::nchwc_block; parse_cpu_layout reads them back.
 std::string cpu_layout_name(int64_t nchwc_block);
 std::optional<int64_t> parse_cpu_layout(std::string_view name);
 

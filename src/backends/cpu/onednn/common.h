@@ -34,8 +34,9 @@ Status from_dnnl(const dnnl::error& e, const std::string& what);
 
 dnnl::memory::dims to_dims(std::span<const int64_t> v);
 
-// The format tag of nChw<b>c (4, 8, 16), nullopt for another block.
-std::optional<dnnl::memory::format_tag> nchwc_tag(int64_t block);
+// The format tag of nChw<b>c (4, 8, 16), nullopt for another block; with nhwc, channels-last
+// (one block of all channels: [N,1,H,W,C] is NHWC's order), whatever the block.
+std::optional<dnnl::memory::format_tag> nchwc_tag(int64_t block, bool nhwc = false);
 // [N,C/b,H,W,b] -> the logical dims [N,C,H,W] oneDNN describes it by.
 std::vector<int64_t> logical_nchw(std::span<const int64_t> blocked);
 

@@ -158,7 +158,7 @@ struct ConvKernel::Impl {
     auto e = std::make_shared<ConvEntry>();
     Tag act_tag = Tag::nchw;
     if (spec.block) {
-      std::optional<Tag> t = nchwc_tag(spec.block);
+      std::optional<Tag> t = nchwc_tag(spec.block, spec.nhwc);
       if (!t) return Status::unimplemented("onednn conv2d: no format for block " + std::to_string(spec.block));
       act_tag = *t;
     }
@@ -258,10 +258,15 @@ Status ConvKernel::run(const Array& x, const Array& w, const Array* bias, const 
     return Status::invalid(std::string(op) + ": weights " + w.type_string() + " differ from the constant weights " +
                            impl_->constant_weights->type_string());
   }
-  if (spec.block && (spec.transposed || x.rank() != 5 || out.rank() != 5 || x.shape()[4] != spec.block ||
-                     out.shape()[4] != spec.block)) {
-    return Status::invalid(std::string(op) + ": nChw" + std::to_string(spec.block) + "c operands expected, got " +
-                           x.type_string() + " -> " + out.type_string());
+  if (spec.block) {
+    bool fits = !spec.transposed && x.rank() == 5 && out.rank() == 5 &&
+                (spec.nhwc ? x.shape()[1] == 1 && out.shape()[1] == 1 && x.shape()[4] == spec.block
+                           : x.shape()[4] == spec.block && out.shape()[4] == spec.block);
+    if (!fits) {
+      return Status::invalid(std::string(op) + ": " +
+                             (spec.nhwc ? std::string("[N,1,H,W,C]") : "nChw" + std::to_string(spec.block) + "c") +
+                             " operands expected, got " + x.type_string() + " -> " + out.type_string());
+    }
   }
   // The geometry speaks of logical NCHW dims; blocked data is described by its format tag.
   const Array x_dims = spec.block ? Array::view(x.dtype(), logical_nchw(x.shape()), data_ptr(x)) : x;

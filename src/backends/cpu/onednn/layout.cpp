@@ -28,8 +28,9 @@ int64_t preferred_nchwc_block() {
   }
 }
 
-std::optional<dnnl::memory::format_tag> nchwc_tag(int64_t block) {
+std::optional<dnnl::memory::format_tag> nchwc_tag(int64_t block, bool nhwc) {
   using Tag = dnnl::memory::format_tag;
+  if (nhwc) return Tag::nhwc;
   switch (block) {
     case 4: return Tag::nChw4c;
     case 8: return Tag::nChw8c;
@@ -50,7 +51,8 @@ Status reorder_layout(const Array& in, Array& out) {
   if (blocked.rank() != 5 || plain.rank() != 4 || logical_nchw(blocked.shape()) != plain.shape()) {
     return Status::invalid("onednn reorder: " + in.type_string() + " -> " + out.type_string() + " is not a layout change");
   }
-  std::optional<dnnl::memory::format_tag> tag = nchwc_tag(blocked.shape()[4]);
+  // One block of all channels is NHWC's order, whatever the block (tags exist for 4, 8, 16 only).
+  std::optional<dnnl::memory::format_tag> tag = nchwc_tag(blocked.shape()[4], blocked.shape()[1] == 1);
   if (!tag) return Status::unimplemented("onednn reorder: no format for block " + std::to_string(blocked.shape()[4]));
   if (out.numel() == 0) return Status::ok();
   try {

@@ -74,8 +74,10 @@ struct ConvSpec {
   int64_t stride[2] = {1, 1}, pad[4] = {0, 0, 0, 0} /* top, left, bottom, right */, dilation[2] = {1, 1};
   int64_t groups = 1, output_padding[2] = {0, 0};
   // 0: x, the residual and out are NCHW. b: they are nChw<b>c ([N,C/b,H,W,b], ir/layout.h), read
-  // and written as they are (conv2d only, not transposed).
+  // and written as they are (conv2d only, not transposed); with `nhwc`, each is instead one block
+  // of all its channels ([N,1,H,W,C], channels-last) and `block` is x's channel count.
   int64_t block = 0;
+  bool nhwc = false;
   Epilogue ep;
 };
 
@@ -112,6 +114,7 @@ struct PoolSpec {
   int64_t dilation[2] = {1, 1};  // max pool only
   bool count_include_pad = false;  // avg pool only
   int64_t block = 0;               // as ConvSpec::block: x and out are nChw<b>c when set
+  bool nhwc = false;               // as ConvSpec::nhwc
 };
 
 class PoolKernel {

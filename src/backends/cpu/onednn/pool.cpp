@@ -75,14 +75,15 @@ Status PoolKernel::run(const Array& x, Array& out) const {
   }
   const int rank = s.block ? 5 : 4;
   if (x.rank() != rank || out.rank() != rank || x.shape()[0] != out.shape()[0] || x.shape()[1] != out.shape()[1] ||
-      (s.block && (x.shape()[4] != s.block || out.shape()[4] != s.block))) {
+      (s.block && (x.shape()[4] != s.block || out.shape()[4] != s.block)) ||
+      (s.nhwc && (x.shape()[1] != 1 || out.shape()[1] != 1))) {
     return Status::invalid(std::string(op) + ": " + x.type_string() + " -> " + out.type_string() + " is not " +
                            (s.block ? "nChw" + std::to_string(s.block) + "c" : std::string("NCHW")) + " pooling");
   }
   // Blocked operands are read and written as they are; plain ones are reordered to nChw8c and back.
   const std::vector<int64_t> x_dims = s.block ? logical_nchw(x.shape()) : x.shape();
   const std::vector<int64_t> out_dims = s.block ? logical_nchw(out.shape()) : out.shape();
-  std::optional<memory::format_tag> tag = nchwc_tag(s.block ? s.block : 8);
+  std::optional<memory::format_tag> tag = nchwc_tag(s.block ? s.block : 8, s.nhwc);
   if (!tag) return Status::unimplemented(std::string(op) + ": no format for block " + std::to_string(s.block));
   if (out.numel() == 0) return Status::ok();
   memory::dims pad_l, pad_r;

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "backends/cpu/reference/dtype_dispatch.h"
 #include "backends/cpu/reference/reference.h"
@@ -154,7 +155,7 @@ void global_avg_pool_nchwc(const Array& x, Array& y, int64_t slabs, int64_t plan
   S* dst = y.data<S>();
 #pragma omp parallel for schedule(static) if (slabs * plane_size * b >= (int64_t(1) << 15))
   for (int64_t s = 0; s < slabs; ++s) {
-    double sum[kMaxNchwcBlock] = {};
+    std::vector<double> sum(size_t(b), 0.0);
     const S* slab = src + s * plane_size * b;
     for (int64_t i = 0; i < plane_size; ++i) {
       for (int64_t lane = 0; lane < b; ++lane) sum[lane] += static_cast<double>(T::load(slab[i * b + lane]));
