@@ -407,7 +407,8 @@ Status convert_scan(ImportContext& ctx, OnnxNode& n) {
 }  // namespace
 
 Expected<ValueId> as_value(ImportContext& ctx, OnnxNode& n, OnnxValue& v, const std::string& what) {
-  if (!v.is_tensor()) return n.error(what + " (from " + v.origin + ") is " + v.describe_kind() + ", not a tensor");
+  if (!v.is_tensor())
+    return n.error(what + " (from " + v.origin + ") is " + v.describe_kind() + ", not a tensor");
   if (v.id != kNoValue) return v.id;
   const Array* a = known(v);
   if (!a) {

@@ -27,7 +27,8 @@ OnnxValue sequence_of(std::vector<OnnxValue> elements, std::string origin) {
   OnnxValue s;
   s.kind = OnnxValue::Kind::Sequence;
   s.origin = std::move(origin);
-  for (const OnnxValue& e : elements) s.value_of_inputs.insert(e.value_of_inputs.begin(), e.value_of_inputs.end());
+  for (const OnnxValue& e : elements)
+    s.value_of_inputs.insert(e.value_of_inputs.begin(), e.value_of_inputs.end());
   s.elements = std::move(elements);
   return s;
 }
@@ -70,7 +71,8 @@ Status check_element_dtype(ImportContext& ctx, OnnxNode& n, const std::vector<On
   if (elements.empty()) return Status::ok();
   DType want = dtype_of(ctx, elements[0]), got = dtype_of(ctx, added);
   if (want == got) return Status::ok();
-  return n.error(what + " is " + std::string(dtype_name(got)) + ", the sequence holds " + std::string(dtype_name(want)));
+  return n.error(what + " is " + std::string(dtype_name(got)) + ", the sequence holds " +
+                 std::string(dtype_name(want)));
 }
 
 // Input i as a position into a sequence of `size` elements, normalised: [-size, size - 1], or
@@ -104,7 +106,8 @@ Status convert_sequence_construct(ImportContext& ctx, OnnxNode& n) {
 Status convert_sequence_empty(ImportContext& ctx, OnnxNode& n) {
   int64_t dtype = n.attr_int("dtype", onnx::TensorProto::FLOAT);
   if (!dtype_from_onnx(int32_t(dtype))) {
-    return n.error("attribute 'dtype' is " + onnx_type_name(int32_t(dtype)) + ", which fusebox does not support");
+    return n.error("attribute 'dtype' is " + onnx_type_name(int32_t(dtype)) +
+                   ", which fusebox does not support");
   }
   return ctx.set_output_value(n, 0, sequence_of({}, n.describe()));
 }
@@ -148,8 +151,8 @@ Status convert_sequence_length(ImportContext& ctx, OnnxNode& n) {
 }
 
 // Slice [begin, begin + size) of x along axis, that axis dropped when `squeeze`.
-Expected<ValueId> slice_along(ImportContext& ctx, OnnxNode& n, ValueId x, int axis, int64_t begin, int64_t size,
-                              bool squeeze) {
+Expected<ValueId> slice_along(ImportContext& ctx, OnnxNode& n, ValueId x, int axis, int64_t begin,
+                              int64_t size, bool squeeze) {
   ValueId s = ctx.emit(Op::Slice, {x},
                        {{"starts", std::vector<int64_t>{begin}},
                         {"ends", std::vector<int64_t>{begin + size}},
@@ -188,7 +191,8 @@ Expected<std::vector<int64_t>> split_sizes(ImportContext& ctx, OnnxNode& n, int6
     total += s;
   }
   if (total != dim) {
-    return n.error("split sums to " + std::to_string(total) + ", but the axis has size " + std::to_string(dim));
+    return n.error("split sums to " + std::to_string(total) + ", but the axis has size " +
+                   std::to_string(dim));
   }
   return sizes;
 }
@@ -200,8 +204,8 @@ Status convert_split_to_sequence(ImportContext& ctx, OnnxNode& n) {
   bool squeeze = n.attr_int("keepdims", 1) == 0;
   const Dim& d = t.shape[size_t(axis)];
   if (!d.is_static()) {
-    return n.error("the size of axis " + std::to_string(axis) + " of input 0 '" + n.proto_input(0) + "' is not static (" +
-                   t.to_string() + "); the sequence's length must be known at import");
+    return n.error("the size of axis " + std::to_string(axis) + " of input 0 '" + n.proto_input(0) +
+                   "' is not static (" + t.to_string() + "); the sequence's length must be known at import");
   }
   FUSEBOX_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, split_sizes(ctx, n, d.value(), &squeeze));
   std::vector<OnnxValue> elements;
@@ -209,7 +213,8 @@ Status convert_split_to_sequence(ImportContext& ctx, OnnxNode& n) {
   for (size_t k = 0; k < sizes.size(); ++k) {
     FUSEBOX_ASSIGN_OR_RETURN(ValueId e, slice_along(ctx, n, x, axis, begin, sizes[k], squeeze));
     begin += sizes[k];
-    elements.push_back(OnnxValue{e, nullptr, std::nullopt, "element " + std::to_string(k) + " of " + n.describe(), {}});
+    elements.push_back(
+        OnnxValue{e, nullptr, std::nullopt, "element " + std::to_string(k) + " of " + n.describe(), {}});
   }
   return ctx.set_output_value(n, 0, sequence_of(std::move(elements), n.describe()));
 }
@@ -234,7 +239,8 @@ Status convert_concat_from_sequence(ImportContext& ctx, OnnxNode& n) {
       FUSEBOX_ASSIGN_OR_RETURN(p, ctx.reshape(n, p, s1));
     }
   }
-  ValueId y = parts.size() == 1 ? parts[0] : ctx.emit(Op::Concat, std::move(parts), {{"axis", int64_t(axis)}});
+  ValueId y =
+      parts.size() == 1 ? parts[0] : ctx.emit(Op::Concat, std::move(parts), {{"axis", int64_t(axis)}});
   return ctx.set_output(n, 0, y);
 }
 
@@ -272,14 +278,16 @@ Status convert_sequence_map(ImportContext& ctx, OnnxNode& n) {
     FUSEBOX_ASSIGN_OR_RETURN(std::vector<OnnxValue> out, import_body(ctx, n, *body, args, where));
     for (size_t k = 0; k < out.size(); ++k) {
       if (!out[k].is_tensor()) {
-        return n.error("the body's output '" + body->output(int(k)).name() + "' is " + out[k].describe_kind() +
-                       " (" + where + "); each element of an output sequence is a tensor");
+        return n.error("the body's output '" + body->output(int(k)).name() + "' is " +
+                       out[k].describe_kind() + " (" + where +
+                       "); each element of an output sequence is a tensor");
       }
       outputs[k].push_back(std::move(out[k]));
     }
   }
   for (int k = 0; k < n.num_outputs(); ++k) {
-    FUSEBOX_RETURN_IF_ERROR(ctx.set_output_value(n, k, sequence_of(std::move(outputs[size_t(k)]), n.describe())));
+    FUSEBOX_RETURN_IF_ERROR(
+        ctx.set_output_value(n, k, sequence_of(std::move(outputs[size_t(k)]), n.describe())));
   }
   return Status::ok();
 }
@@ -292,7 +300,8 @@ Status convert_optional(ImportContext& ctx, OnnxNode& n) {
     return ctx.set_output_value(n, 0, optional_of(std::nullopt, n.describe()));
   }
   FUSEBOX_ASSIGN_OR_RETURN(OnnxValue v, ctx.any_input(n, 0));
-  if (v.kind == OnnxValue::Kind::Optional) return n.error("input 0 is an optional; an optional holds a tensor or a sequence");
+  if (v.kind == OnnxValue::Kind::Optional)
+    return n.error("input 0 is an optional; an optional holds a tensor or a sequence");
   return ctx.set_output_value(n, 0, optional_of(std::move(v), n.describe()));
 }
 
@@ -312,7 +321,8 @@ Status convert_optional_get_element(ImportContext& ctx, OnnxNode& n) {
   FUSEBOX_ASSIGN_OR_RETURN(OnnxValue v, ctx.any_input(n, 0));
   if (v.kind != OnnxValue::Kind::Optional) return ctx.set_output_value(n, 0, std::move(v));
   if (v.elements.empty()) {
-    return n.error("input 0 '" + n.proto_input(0) + "' (from " + v.origin + ") holds nothing; there is no element to get");
+    return n.error("input 0 '" + n.proto_input(0) + "' (from " + v.origin +
+                   ") holds nothing; there is no element to get");
   }
   return ctx.set_output_value(n, 0, std::move(v.elements[0]));
 }

@@ -143,10 +143,13 @@ Expected<OnnxValue*> ImportContext::lookup(OnnxNode& n, int i) {
 
 std::string OnnxValue::describe_kind() const {
   switch (kind) {
-    case Kind::Tensor: return "a tensor";
-    case Kind::Sequence: return "a sequence of " + std::to_string(elements.size()) + " tensors";
+    case Kind::Tensor:
+      return "a tensor";
+    case Kind::Sequence:
+      return "a sequence of " + std::to_string(elements.size()) + " tensors";
     case Kind::Optional:
-      return elements.empty() ? "an optional holding nothing" : "an optional holding " + elements[0].describe_kind();
+      return elements.empty() ? "an optional holding nothing"
+                              : "an optional holding " + elements[0].describe_kind();
   }
   return "a value";
 }
@@ -175,7 +178,8 @@ Status ImportContext::set_output_value(OnnxNode& n, int i, OnnxValue v) {
 
 Expected<ValueId> ImportContext::add_element_input(const std::string& graph_name, DType dtype, Shape shape) {
   if (used_names_.count(graph_name)) {
-    return Status::invalid("graph input '" + graph_name + "' (an element of a sequence or optional input) clashes "
+    return Status::invalid("graph input '" + graph_name +
+                           "' (an element of a sequence or optional input) clashes "
                            "with another input's name");
   }
   used_names_.insert(graph_name);
@@ -369,8 +373,10 @@ Status ImportContext::add_output(const std::string& onnx_name, OnnxOutputLayout*
   // An optional holding a value returns that value; one holding nothing returns no tensors.
   OnnxOutputLayout l;
   if (ov.kind == OnnxValue::Kind::Optional) {
-    if (ov.elements.empty()) l = {OnnxValueKind::None, 0};
-    else ov = OnnxValue(ov.elements[0]);
+    if (ov.elements.empty())
+      l = {OnnxValueKind::None, 0};
+    else
+      ov = OnnxValue(ov.elements[0]);
   }
   if (ov.kind == OnnxValue::Kind::Sequence) {
     l = {OnnxValueKind::Sequence, ov.elements.size()};
@@ -379,13 +385,15 @@ Status ImportContext::add_output(const std::string& onnx_name, OnnxOutputLayout*
       FUSEBOX_RETURN_IF_ERROR(add_tensor_output(ov.elements[k], name, name));
     }
   } else if (ov.is_tensor()) {
-    FUSEBOX_RETURN_IF_ERROR(add_tensor_output(it->second.is_tensor() ? it->second : ov, onnx_name, onnx_name));
+    FUSEBOX_RETURN_IF_ERROR(
+        add_tensor_output(it->second.is_tensor() ? it->second : ov, onnx_name, onnx_name));
   }
   if (layout) *layout = l;
   return b_.status();
 }
 
-Status ImportContext::add_tensor_output(OnnxValue& ov, const std::string& onnx_name, const std::string& graph_name) {
+Status ImportContext::add_tensor_output(OnnxValue& ov, const std::string& onnx_name,
+                                        const std::string& graph_name) {
   ValueId v = ov.id;
   if (v == kNoValue) {
     if (!ov.constant && !(ov.ints && ov.ints->all_numbers())) {

@@ -123,8 +123,8 @@ struct Request {
 };
 
 // A declared tensor type; dynamic dims become symbols. `what` names it in messages.
-Expected<TensorType> declared_tensor_type(ImportContext& ctx, const onnx::TypeProto::Tensor& tt, const std::string& name,
-                                          const std::string& what) {
+Expected<TensorType> declared_tensor_type(ImportContext& ctx, const onnx::TypeProto::Tensor& tt,
+                                          const std::string& name, const std::string& what) {
   std::optional<DType> dtype = dtype_from_onnx(tt.elem_type());
   if (!dtype) {
     return Status::unimplemented(what + " has element type " + onnx_type_name(tt.elem_type()) +
@@ -153,7 +153,8 @@ bool is_structured(const onnx::TypeProto& t) { return t.has_sequence_type() || t
 Expected<TensorType> declared_type(ImportContext& ctx, const onnx::ValueInfoProto& vi) {
   const std::string& name = vi.name();
   if (name.empty()) return Status::invalid("a graph input has no name");
-  if (!vi.type().has_tensor_type()) return Status::unimplemented("graph input '" + name + "' is not a tensor");
+  if (!vi.type().has_tensor_type())
+    return Status::unimplemented("graph input '" + name + "' is not a tensor");
   return declared_tensor_type(ctx, vi.type().tensor_type(), name, "graph input '" + name + "'");
 }
 
@@ -172,11 +173,12 @@ Status declare_input(ImportContext& ctx, const onnx::ValueInfoProto& vi) {
 }
 
 // A sequence (of tensors) of `layout`'s elements, each a graph input checked against `elem`.
-Expected<OnnxValue> sequence_input(ImportContext& ctx, const onnx::ValueInfoProto& vi, const onnx::TypeProto& elem,
-                                   const OnnxInputLayout& layout) {
+Expected<OnnxValue> sequence_input(ImportContext& ctx, const onnx::ValueInfoProto& vi,
+                                   const onnx::TypeProto& elem, const OnnxInputLayout& layout) {
   const std::string& name = vi.name();
   if (!elem.has_tensor_type()) {
-    return Status::unimplemented("graph input '" + name + "' is a sequence of sequences, maps or optionals; fusebox "
+    return Status::unimplemented("graph input '" + name +
+                                 "' is a sequence of sequences, maps or optionals; fusebox "
                                  "supports sequences of tensors");
   }
   OnnxValue seq;
@@ -197,7 +199,8 @@ Expected<OnnxValue> sequence_input(ImportContext& ctx, const onnx::ValueInfoProt
       return Status::invalid(what + ": the given element is " + given.to_string() + ", the model declares " +
                              declared.to_string());
     }
-    FUSEBOX_ASSIGN_OR_RETURN(ValueId v, ctx.add_element_input(onnx_element_name(name, k), given.dtype, given.shape));
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId v,
+                             ctx.add_element_input(onnx_element_name(name, k), given.dtype, given.shape));
     seq.elements.push_back(OnnxValue{v, nullptr, std::nullopt, what, {}});
   }
   return seq;
@@ -205,9 +208,12 @@ Expected<OnnxValue> sequence_input(ImportContext& ctx, const onnx::ValueInfoProt
 
 const char* kind_name(OnnxValueKind k) {
   switch (k) {
-    case OnnxValueKind::Tensor: return "a tensor";
-    case OnnxValueKind::Sequence: return "a sequence";
-    case OnnxValueKind::None: return "none";
+    case OnnxValueKind::Tensor:
+      return "a tensor";
+    case OnnxValueKind::Sequence:
+      return "a sequence";
+    case OnnxValueKind::None:
+      return "none";
   }
   return "a value";
 }
@@ -221,33 +227,39 @@ Status declare_structured_input(ImportContext& ctx, const onnx::ValueInfoProto& 
   if (it == req.layouts.end()) {
     if (req.needs_value) *req.needs_value = name;
     if (req.report) req.report->needs_layout = true;
-    return Status::invalid("graph input '" + name + "' is " + declared +
-                           ": fusebox needs its layout (whether it holds a value, its elements' types); give it as " +
-                           declared + " value (OnnxExecutable::run_values)");
+    return Status::invalid(
+        "graph input '" + name + "' is " + declared +
+        ": fusebox needs its layout (whether it holds a value, its elements' types); give it as " + declared +
+        " value (OnnxExecutable::run_values)");
   }
   const OnnxInputLayout& layout = it->second;
   const onnx::TypeProto& content = optional ? vi.type().optional_type().elem_type() : vi.type();
   const OnnxValueKind want = content.has_sequence_type() ? OnnxValueKind::Sequence : OnnxValueKind::Tensor;
   if (layout.kind != want && !(optional && layout.kind == OnnxValueKind::None)) {
-    return Status::invalid("graph input '" + name + "' is " + declared + (optional ? std::string(" of ") + kind_name(want) : "") +
-                           "; " + kind_name(layout.kind) + " was given for it");
+    return Status::invalid("graph input '" + name + "' is " + declared +
+                           (optional ? std::string(" of ") + kind_name(want) : "") + "; " +
+                           kind_name(layout.kind) + " was given for it");
   }
   OnnxValue v;
   if (layout.kind == OnnxValueKind::Sequence) {
     FUSEBOX_ASSIGN_OR_RETURN(v, sequence_input(ctx, vi, content.sequence_type().elem_type(), layout));
   } else if (layout.kind == OnnxValueKind::Tensor) {
     if (!content.has_tensor_type()) {
-      return Status::unimplemented("graph input '" + name + "' is an optional of a map or an optional; fusebox "
+      return Status::unimplemented("graph input '" + name +
+                                   "' is an optional of a map or an optional; fusebox "
                                    "supports optionals of tensors and of sequences of tensors");
     }
-    if (layout.elements.size() != 1) return Status::invalid("graph input '" + name + "': a tensor layout holds one type");
+    if (layout.elements.size() != 1)
+      return Status::invalid("graph input '" + name + "': a tensor layout holds one type");
     const std::string what = "graph input '" + name + "'";
     FUSEBOX_ASSIGN_OR_RETURN(TensorType t, declared_tensor_type(ctx, content.tensor_type(), name, what));
     const TensorType& given = layout.elements[0];
     if (!fits(given, t)) {
-      return Status::invalid(what + ": the given value is " + given.to_string() + ", the model declares " + t.to_string());
+      return Status::invalid(what + ": the given value is " + given.to_string() + ", the model declares " +
+                             t.to_string());
     }
-    FUSEBOX_ASSIGN_OR_RETURN(ValueId id, ctx.add_element_input(onnx_element_name(name, 0), given.dtype, given.shape));
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId id,
+                             ctx.add_element_input(onnx_element_name(name, 0), given.dtype, given.shape));
     v = OnnxValue{id, nullptr, std::nullopt, what, {}};
   }
   if (optional) {
@@ -332,7 +344,8 @@ Expected<Graph> import_model(const onnx::ModelProto& m, const std::string& name,
     auto given = req.values.find(vi.name());
     if (is_structured(vi.type())) {
       if (given != req.values.end()) {
-        return Status::invalid("graph input '" + vi.name() + "' is a sequence or an optional; a tensor was given for it");
+        return Status::invalid("graph input '" + vi.name() +
+                               "' is a sequence or an optional; a tensor was given for it");
       }
       FUSEBOX_RETURN_IF_ERROR(declare_structured_input(ctx, vi, req));
       continue;
@@ -344,7 +357,8 @@ Expected<Graph> import_model(const onnx::ModelProto& m, const std::string& name,
     for (const onnx::ValueInfoProto& vi : g.input()) {
       if (vi.name() != input) continue;
       if (structured && !is_structured(vi.type())) {
-        return Status::invalid("a sequence or optional is given for graph input '" + input + "', which is a tensor");
+        return Status::invalid("a sequence or optional is given for graph input '" + input +
+                               "', which is a tensor");
       }
       return Status::ok();
     }
@@ -387,7 +401,8 @@ Expected<Graph> import_file(const std::string& path, const Request& req) {
   if (req.needs_value) req.needs_value->clear();
   std::error_code ec;
   std::ifstream f(path, std::ios::binary);
-  if (!f || std::filesystem::is_directory(path, ec)) return Status::not_found(path + ": cannot open the ONNX file");
+  if (!f || std::filesystem::is_directory(path, ec))
+    return Status::not_found(path + ": cannot open the ONNX file");
   // protobuf parses at most 2 GiB; stop there rather than read /dev/zero until memory runs out.
   constexpr size_t kMaxModelBytes = size_t(INT_MAX);
   std::string bytes;
@@ -395,7 +410,8 @@ Expected<Graph> import_file(const std::string& path, const Request& req) {
   while (f.read(chunk, sizeof chunk) || f.gcount() > 0) {
     bytes.append(chunk, static_cast<size_t>(f.gcount()));
     if (bytes.size() > kMaxModelBytes) {
-      return Status::invalid(path + ": larger than the 2 GiB an ONNX file can hold (weights over that go in external data)");
+      return Status::invalid(
+          path + ": larger than the 2 GiB an ONNX file can hold (weights over that go in external data)");
     }
   }
   if (f.bad()) return Status::invalid(path + ": cannot read the ONNX file");
@@ -414,15 +430,17 @@ Expected<Graph> import_onnx_bytes(std::string_view bytes, std::string_view name)
 
 Expected<Graph> import_onnx_bytes(std::string_view bytes, std::string_view name, const OnnxInputValues& values,
                                   std::string* needs_value) {
-  Expected<Graph> g = onnx_import::import_bytes(bytes, std::string(name), {}, {values, {}, needs_value, nullptr});
+  Expected<Graph> g =
+      onnx_import::import_bytes(bytes, std::string(name), {}, {values, {}, needs_value, nullptr});
   if (!g) return g.status().with_context(std::string(name));
   return g;
 }
 
-Expected<Graph> import_onnx_bytes(std::string_view bytes, std::string_view name, const OnnxInputValues& values,
-                                  const OnnxInputLayouts& layouts, OnnxImportReport* report) {
-  Expected<Graph> g = onnx_import::import_bytes(bytes, std::string(name), {},
-                                                {values, layouts, report ? &report->needs_value : nullptr, report});
+Expected<Graph> import_onnx_bytes(std::string_view bytes, std::string_view name,
+                                  const OnnxInputValues& values, const OnnxInputLayouts& layouts,
+                                  OnnxImportReport* report) {
+  Expected<Graph> g = onnx_import::import_bytes(
+      bytes, std::string(name), {}, {values, layouts, report ? &report->needs_value : nullptr, report});
   if (!g) return g.status().with_context(std::string(name));
   return g;
 }

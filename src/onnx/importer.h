@@ -95,7 +95,8 @@ struct OnnxImportReport {
 // Imports with values and with the layouts of sequence and optional inputs (both by ONNX name).
 Expected<Graph> import_onnx_file(const std::string& path, const OnnxInputValues& values,
                                  const OnnxInputLayouts& layouts, OnnxImportReport* report);
-Expected<Graph> import_onnx_bytes(std::string_view bytes, std::string_view name, const OnnxInputValues& values,
-                                  const OnnxInputLayouts& layouts, OnnxImportReport* report);
+Expected<Graph> import_onnx_bytes(std::string_view bytes, std::string_view name,
+                                  const OnnxInputValues& values, const OnnxInputLayouts& layouts,
+                                  OnnxImportReport* report);
 
 }  // namespace fusebox

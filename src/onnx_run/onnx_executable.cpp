@@ -92,7 +92,9 @@ std::string describe(const OnnxInputValues& values, const OnnxInputLayouts& layo
     std::string types;
     for (const TensorType& t : l.elements) types += (types.empty() ? "" : ",") + t.to_string();
     s += (s.empty() ? "" : ", ") + name + " = " +
-         (l.kind == OnnxValueKind::None ? "none" : l.kind == OnnxValueKind::Tensor ? types : "sequence [" + types + "]");
+         (l.kind == OnnxValueKind::None     ? "none"
+          : l.kind == OnnxValueKind::Tensor ? types
+                                            : "sequence [" + types + "]");
   }
   return s;
 }
@@ -145,8 +147,9 @@ Expected<OnnxExecutable> OnnxExecutable::start(std::shared_ptr<State> state) {
     return exe;  // compiled per value in run(), which finds the inputs to read again
   }
   FUSEBOX_ASSIGN_OR_RETURN(Executable plain, Session().compile(*g, exe.state_->options));
-  exe.state_->plans.emplace(key_of(OnnxInputValues{}) + key_of(OnnxInputLayouts{}),
-                            std::make_shared<const Plan>(Plan{std::move(plain), {}, {}, std::move(report.outputs)}));
+  exe.state_->plans.emplace(
+      key_of(OnnxInputValues{}) + key_of(OnnxInputLayouts{}),
+      std::make_shared<const Plan>(Plan{std::move(plain), {}, {}, std::move(report.outputs)}));
   return exe;
 }
 
@@ -177,7 +180,8 @@ Expected<std::shared_ptr<const OnnxExecutable::Plan>> OnnxExecutable::specialise
   std::lock_guard<std::mutex> lock(st.mu);
   FUSEBOX_ASSIGN_OR_RETURN(OnnxInputValues values, values_of(st.value_inputs, inputs));
   NamedArrays elements;
-  FUSEBOX_ASSIGN_OR_RETURN(OnnxInputLayouts layouts, layouts_of(st.layout_inputs, inputs, structured, &elements));
+  FUSEBOX_ASSIGN_OR_RETURN(OnnxInputLayouts layouts,
+                           layouts_of(st.layout_inputs, inputs, structured, &elements));
   auto hit = st.plans.find(key_of(values) + key_of(layouts));
   if (hit != st.plans.end()) return hit->second;
   // Import with the values known so far; each refusal that names another given input adds it.
@@ -189,7 +193,8 @@ Expected<std::shared_ptr<const OnnxExecutable::Plan>> OnnxExecutable::specialise
       std::string key = key_of(values) + key_of(layouts);
       if (auto again = st.plans.find(key); again != st.plans.end()) return again->second;
       FUSEBOX_ASSIGN_OR_RETURN(Executable exe, Session().compile(*g, st.options));
-      auto plan = std::make_shared<Plan>(Plan{std::move(exe), {}, describe(values, layouts), std::move(report.outputs)});
+      auto plan = std::make_shared<Plan>(
+          Plan{std::move(exe), {}, describe(values, layouts), std::move(report.outputs)});
       for (const auto& entry : values) plan->bound.insert(onnx_value_name(entry.first));
       for (const auto& entry : layouts) plan->layout_inputs.insert(onnx_value_name(entry.first));
       st.plans.emplace(key, plan);
@@ -211,8 +216,9 @@ Expected<std::shared_ptr<const OnnxExecutable::Plan>> OnnxExecutable::specialise
       continue;
     }
     if (structured.count(onnx_value_name(needs))) {
-      return Status::invalid("input '" + onnx_value_name(needs) + "' is a tensor input; a sequence or none was given (" +
-                             g.status().message() + ")");
+      return Status::invalid("input '" + onnx_value_name(needs) +
+                             "' is a tensor input; a sequence or none was given (" + g.status().message() +
+                             ")");
     }
     if (!inputs.count(onnx_value_name(needs))) {
       return Status::not_found("input '" + onnx_value_name(needs) + "' is missing (its value fixes shapes in the model: " +
@@ -234,7 +240,8 @@ Expected<std::vector<Array>> OnnxExecutable::run_plan(const Plan& plan, const Na
 
 // The graph's inputs: the run's tensors without those the plan was compiled with, and the
 // elements of its sequence and optional inputs.
-NamedArrays OnnxExecutable::plan_inputs(const Plan& plan, const NamedArrays& inputs, const NamedOnnxValues& structured) {
+NamedArrays OnnxExecutable::plan_inputs(const Plan& plan, const NamedArrays& inputs,
+                                        const NamedOnnxValues& structured) {
   NamedArrays rest;
   for (const auto& [name, a] : inputs) {
     if (!plan.bound.count(name) && !plan.layout_inputs.count(name)) rest.emplace(name, a);
@@ -243,7 +250,8 @@ NamedArrays OnnxExecutable::plan_inputs(const Plan& plan, const NamedArrays& inp
     auto s = structured.find(name);
     auto t = inputs.find(name);
     if (s != structured.end()) {
-      for (size_t k = 0; k < s->second.elements().size(); ++k) rest[onnx_element_name(name, k)] = s->second.elements()[k];
+      for (size_t k = 0; k < s->second.elements().size(); ++k)
+        rest[onnx_element_name(name, k)] = s->second.elements()[k];
     } else if (t != inputs.end()) {
       rest[onnx_element_name(name, 0)] = t->second;
     }
@@ -260,26 +268,33 @@ Expected<std::vector<OnnxValue>> OnnxExecutable::run_values(const NamedOnnxValue
   NamedArrays tensors;
   NamedOnnxValues structured;
   for (const auto& [name, v] : inputs) {
-    if (v.kind() == OnnxValue::Kind::Tensor) tensors.emplace(name, v.tensor());
-    else structured.emplace(name, v);
+    if (v.kind() == OnnxValue::Kind::Tensor)
+      tensors.emplace(name, v.tensor());
+    else
+      structured.emplace(name, v);
   }
   FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, specialise(tensors, structured));
   for (const auto& entry : structured) {
     if (!plan->layout_inputs.count(entry.first)) {
-      return Status::invalid("input '" + entry.first + "' is not a sequence or optional input of the model; a " +
-                             (entry.second.kind() == OnnxValue::Kind::None ? "none" : "sequence") + " was given");
+      return Status::invalid(
+          "input '" + entry.first + "' is not a sequence or optional input of the model; a " +
+          (entry.second.kind() == OnnxValue::Kind::None ? "none" : "sequence") + " was given");
     }
   }
   FUSEBOX_ASSIGN_OR_RETURN(std::vector<Array> flat, run_plan(*plan, plan_inputs(*plan, tensors, structured)));
   std::vector<OnnxValue> out;
   size_t next = 0;
   for (const OnnxOutputLayout& l : plan->outputs) {
-    if (next + l.count > flat.size()) return Status::internal("the plan returned fewer outputs than its layout says");
+    if (next + l.count > flat.size())
+      return Status::internal("the plan returned fewer outputs than its layout says");
     std::vector<Array> part(flat.begin() + long(next), flat.begin() + long(next + l.count));
     next += l.count;
-    if (l.kind == OnnxValueKind::Tensor) out.emplace_back(std::move(part[0]));
-    else if (l.kind == OnnxValueKind::Sequence) out.push_back(OnnxValue::sequence(std::move(part)));
-    else out.push_back(OnnxValue::none());
+    if (l.kind == OnnxValueKind::Tensor)
+      out.emplace_back(std::move(part[0]));
+    else if (l.kind == OnnxValueKind::Sequence)
+      out.push_back(OnnxValue::sequence(std::move(part)));
+    else
+      out.push_back(OnnxValue::none());
   }
   return out;
 }

@@ -45,12 +45,15 @@ namespace fusebox {
 class OnnxValue {
  public:
   enum class Kind : uint8_t { Tensor, Sequence, None };
-  OnnxValue(Array tensor) : kind_(Kind::Tensor), elements_{std::move(tensor)} {}  // NOLINT: a tensor is a value
-  static OnnxValue sequence(std::vector<Array> elements) { return OnnxValue(Kind::Sequence, std::move(elements)); }
+  OnnxValue(Array tensor)
+      : kind_(Kind::Tensor), elements_{std::move(tensor)} {}  // NOLINT: a tensor is a value
+  static OnnxValue sequence(std::vector<Array> elements) {
+    return OnnxValue(Kind::Sequence, std::move(elements));
+  }
   static OnnxValue none() { return OnnxValue(Kind::None, {}); }
 
   Kind kind() const { return kind_; }
-  const Array& tensor() const { return elements_.at(0); }       // requires kind() == Tensor
+  const Array& tensor() const { return elements_.at(0); }           // requires kind() == Tensor
   const std::vector<Array>& elements() const { return elements_; }  // a sequence's (a tensor: itself)
 
  private:
@@ -85,9 +88,11 @@ class OnnxExecutable {
   struct Plan;
   struct State;
   static Expected<OnnxExecutable> start(std::shared_ptr<State> state);
-  Expected<std::shared_ptr<const Plan>> specialise(const NamedArrays& inputs, const NamedOnnxValues& structured) const;
+  Expected<std::shared_ptr<const Plan>> specialise(const NamedArrays& inputs,
+                                                   const NamedOnnxValues& structured) const;
   Expected<std::vector<Array>> run_plan(const Plan& plan, const NamedArrays& inputs) const;
-  static NamedArrays plan_inputs(const Plan& plan, const NamedArrays& inputs, const NamedOnnxValues& structured);
+  static NamedArrays plan_inputs(const Plan& plan, const NamedArrays& inputs,
+                                 const NamedOnnxValues& structured);
   std::shared_ptr<State> state_;
 };
 

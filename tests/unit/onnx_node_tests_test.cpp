@@ -154,7 +154,8 @@ int32_t tensor_elem_type(const onnx::TypeProto& type) {
   return 0;
 }
 
-Expected<OnnxValue> sequence_value(const onnx::SequenceProto& seq, int32_t elem_type, const std::string& what) {
+Expected<OnnxValue> sequence_value(const onnx::SequenceProto& seq, int32_t elem_type,
+                                   const std::string& what) {
   if (seq.elem_type() != onnx::SequenceProto::TENSOR && seq.tensor_values_size() == 0 &&
       seq.elem_type() != onnx::SequenceProto::UNDEFINED) {
     return Status::unimplemented(what + " is a sequence of sequences, maps or optionals");
@@ -223,23 +224,28 @@ std::string compare(const Array& got, const Array& want) {
 
 const char* kind_name(OnnxValue::Kind k) {
   switch (k) {
-    case OnnxValue::Kind::Tensor: return "a tensor";
-    case OnnxValue::Kind::Sequence: return "a sequence";
-    case OnnxValue::Kind::None: return "none";
+    case OnnxValue::Kind::Tensor:
+      return "a tensor";
+    case OnnxValue::Kind::Sequence:
+      return "a sequence";
+    case OnnxValue::Kind::None:
+      return "none";
   }
   return "?";
 }
 
 // The same for values: the same kind and length, every element matching.
 std::string compare(const OnnxValue& got, const OnnxValue& want) {
-  if (got.kind() != want.kind()) return std::string("got ") + kind_name(got.kind()) + ", want " + kind_name(want.kind());
+  if (got.kind() != want.kind())
+    return std::string("got ") + kind_name(got.kind()) + ", want " + kind_name(want.kind());
   if (got.elements().size() != want.elements().size()) {
     return "got a sequence of " + std::to_string(got.elements().size()) + " tensors, want " +
            std::to_string(want.elements().size());
   }
   for (size_t k = 0; k < want.elements().size(); ++k) {
     std::string diff = compare(got.elements()[k], want.elements()[k]);
-    if (!diff.empty()) return want.kind() == OnnxValue::Kind::Sequence ? "tensor " + std::to_string(k) + ": " + diff : diff;
+    if (!diff.empty())
+      return want.kind() == OnnxValue::Kind::Sequence ? "tensor " + std::to_string(k) + ": " + diff : diff;
   }
   return "";
 }
@@ -311,7 +317,7 @@ Result run_node_test(const std::string& name) {
       wants.push_back(std::move(*a));
     }
     for (const auto& [label, exe] : exes) {
-      Expected<std::vector<OnnxValue>> out = exe.run_values(inputs);
+      Expected<std::vector<OnnxValue> > out = exe.run_values(inputs);
       std::string where = std::string(label) + " " + set.filename().string();
       if (!out) return refused("run " + std::string(label), out.status());
       if (out->size() != wants.size()) {
