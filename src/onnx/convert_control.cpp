@@ -68,20 +68,6 @@ Status check_count(OnnxNode& n, const std::string& what, int got, int want) {
   return n.error(what + ": " + std::to_string(got) + ", expected " + std::to_string(want));
 }
 
-// The values, each given a size-1 axis at `axis`, concatenated along it.
-Expected<ValueId> stack(ImportContext& ctx, OnnxNode& n, std::vector<ValueId> values, int64_t axis) {
-  std::vector<ValueId> parts;
-  for (ValueId v : values) {
-    Shape s = ctx.type(v).shape;
-    s.insert(s.begin() + axis, Dim(1));
-    FUSEBOX_ASSIGN_OR_RETURN(ValueId r, ctx.reshape(n, v, s));
-    parts.push_back(r);
-  }
-  ValueId r = parts.size() == 1 ? parts[0] : ctx.emit(Op::Concat, std::move(parts), {{"axis", axis}});
-  if (r == kNoValue) return ctx.builder_status(n);
-  return r;
-}
-
 // Element `index` of `axis` of v, that axis dropped.
 Expected<ValueId> element(ImportContext& ctx, OnnxNode& n, ValueId v, int64_t axis, int64_t index) {
   ValueId s = ctx.emit(Op::Slice, {v},
@@ -454,6 +440,19 @@ Expected<std::vector<OnnxValue>> import_body(ImportContext& ctx, OnnxNode& n, co
   Expected<std::vector<OnnxValue>> outputs = convert();
   ctx.end_scope();
   return outputs;
+}
+
+Expected<ValueId> stack(ImportContext& ctx, OnnxNode& n, std::vector<ValueId> values, int64_t axis) {
+  std::vector<ValueId> parts;
+  for (ValueId v : values) {
+    Shape s = ctx.type(v).shape;
+    s.insert(s.begin() + axis, Dim(1));
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId r, ctx.reshape(n, v, s));
+    parts.push_back(r);
+  }
+  ValueId r = parts.size() == 1 ? parts[0] : ctx.emit(Op::Concat, std::move(parts), {{"axis", axis}});
+  if (r == kNoValue) return ctx.builder_status(n);
+  return r;
 }
 
 void add_control_converters(ConverterTable& table) {

@@ -233,11 +233,8 @@ Status convert_concat_from_sequence(ImportContext& ctx, OnnxNode& n) {
   const int rank = ctx.type(parts[0]).rank();
   FUSEBOX_ASSIGN_OR_RETURN(int axis, normalize_onnx_axis(n, *axis_attr, new_axis ? rank + 1 : rank, "axis"));
   if (new_axis) {
-    for (ValueId& p : parts) {
-      Shape s1 = ctx.type(p).shape;
-      s1.insert(s1.begin() + axis, Dim(1));
-      FUSEBOX_ASSIGN_OR_RETURN(p, ctx.reshape(n, p, s1));
-    }
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId y, stack(ctx, n, std::move(parts), axis));
+    return ctx.set_output(n, 0, y);
   }
   ValueId y =
       parts.size() == 1 ? parts[0] : ctx.emit(Op::Concat, std::move(parts), {{"axis", int64_t(axis)}});

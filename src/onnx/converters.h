@@ -64,6 +64,10 @@ Expected<ValueId> as_value(ImportContext& ctx, OnnxNode& n, OnnxValue& v, const 
 Expected<std::vector<OnnxValue>> import_body(ImportContext& ctx, OnnxNode& n, const onnx::GraphProto& body,
                                              const std::vector<OnnxValue>& inputs, const std::string& where);
 
+// The values, each given a size-1 axis at `axis`, concatenated along it (Loop's and Scan's scan
+// outputs, ConcatFromSequence's new_axis).
+Expected<ValueId> stack(ImportContext& ctx, OnnxNode& n, std::vector<ValueId> values, int64_t axis);
+
 // SequenceConstruct, SequenceEmpty, SequenceAt, SequenceInsert, SequenceErase, SequenceLength,
 // SplitToSequence, ConcatFromSequence, SequenceMap, Optional, OptionalHasElement,
 // OptionalGetElement on sequences and optionals resolved at import (convert_sequence.cpp).
