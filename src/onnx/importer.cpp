@@ -225,8 +225,11 @@ Status declare_structured_input(ImportContext& ctx, const onnx::ValueInfoProto& 
   const char* declared = optional ? "an optional" : "a sequence";
   auto it = req.layouts.find(name);
   if (it == req.layouts.end()) {
-    if (req.needs_value) *req.needs_value = name;
-    if (req.report) req.report->needs_layout = true;
+    // Only a caller that can give layouts (OnnxImportReport) is told which input needs one.
+    if (req.report) {
+      req.report->needs_value = name;
+      req.report->needs_layout = true;
+    }
     return Status::invalid(
         "graph input '" + name + "' is " + declared +
         ": fusebox needs its layout (whether it holds a value, its elements' types); give it as " + declared +

@@ -382,6 +382,14 @@ TEST(OnnxImportSequence, SequenceInputsNeedTheirLayout) {
   m.output("n");
   // Without OnnxExecutable nothing gives the layout.
   EXPECT_CONTAINS(import_error_of(m), "graph input 's' is a sequence: fusebox needs its layout");
+  // ... and a value would not help: only the layout-taking import names the input.
+  std::string needs = "unset";
+  EXPECT_FALSE(import_onnx_bytes(m.bytes(), "seq.onnx", {}, &needs).has_value());
+  EXPECT_EQ(needs, "");
+  OnnxImportReport report;
+  EXPECT_FALSE(import_onnx_bytes(m.bytes(), "seq.onnx", {}, {}, &report).has_value());
+  EXPECT_EQ(report.needs_value, "s");
+  EXPECT_TRUE(report.needs_layout);
   Expected<OnnxExecutable> exe = OnnxExecutable::compile_bytes(m.bytes(), "seq.onnx", CompileOptions{});
   ASSERT_TRUE(exe.has_value()) << exe.status().to_string();
   Array x = random_array(DType::F32, {3}, 501);

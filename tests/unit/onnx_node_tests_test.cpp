@@ -264,10 +264,11 @@ Result refused(const std::string& stage, const Status& s) {
 // Imports, compiles (fused and unfused) and runs one node test.
 Result run_node_test(const std::string& name) {
   fs::path dir = fs::path(data_dir()) / name;
-  // An import that stops for want of an input's value goes on per data set (OnnxExecutable).
-  std::string needs_value;
-  Expected<Graph> g = import_onnx_file((dir / "model.onnx").string(), {}, &needs_value);
-  if (!g && needs_value.empty()) return refused("import", g.status());
+  // An import that stops for want of an input's value or a sequence's layout goes on per data set
+  // (OnnxExecutable).
+  OnnxImportReport report;
+  Expected<Graph> g = import_onnx_file((dir / "model.onnx").string(), {}, {}, &report);
+  if (!g && report.needs_value.empty()) return refused("import", g.status());
 
   onnx::ModelProto model;
   if (!model.ParseFromString(read_file(dir / "model.onnx"))) return {Outcome::Refused, "model.onnx does not parse"};
