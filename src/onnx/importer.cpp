@@ -375,10 +375,16 @@ Expected<Graph> import_model(const onnx::ModelProto& m, const std::string& name,
     FUSEBOX_RETURN_IF_ERROR(s);
   }
   if (g.output_size() == 0) return Status::invalid("the graph has no outputs");
+  size_t tensors = 0;
   for (const onnx::ValueInfoProto& vo : g.output()) {
     OnnxOutputLayout layout;
     FUSEBOX_RETURN_IF_ERROR(ctx.add_output(vo.name(), &layout));
     if (req.report) req.report->outputs.push_back(layout);
+    tensors += layout.count;
+  }
+  if (tensors == 0) {
+    return Status::unimplemented("every graph output is an optional holding nothing or an empty sequence; a "
+                                 "fusebox graph returns at least one tensor");
   }
   return ctx.build();
 }

@@ -63,17 +63,13 @@ std::string key_of(const OnnxInputLayouts& layouts) {
 }
 
 // The layout of what a run gives for a sequence or optional input (a tensor: an optional holding
-// one), and the element arrays it binds (by graph input name).
-OnnxInputLayout layout_of(const std::string& onnx_name, const OnnxValue& v, NamedArrays* elements) {
+// one).
+OnnxInputLayout layout_of(const OnnxValue& v) {
   OnnxInputLayout l;
   l.kind = v.kind() == OnnxValue::Kind::Tensor     ? OnnxValueKind::Tensor
            : v.kind() == OnnxValue::Kind::Sequence ? OnnxValueKind::Sequence
                                                    : OnnxValueKind::None;
-  for (size_t k = 0; k < v.elements().size(); ++k) {
-    const Array& a = v.elements()[k];
-    l.elements.push_back(TensorType{a.dtype(), make_shape(a.shape())});
-    (*elements)[onnx_element_name(onnx_name, k)] = a;
-  }
+  for (const Array& a : v.elements()) l.elements.push_back(TensorType{a.dtype(), make_shape(a.shape())});
   return l;
 }
 
@@ -157,14 +153,14 @@ namespace {
 
 // The layouts of `names` from the run's values (a tensor given for an optional input: present).
 Expected<OnnxInputLayouts> layouts_of(const std::set<std::string>& names, const NamedArrays& inputs,
-                                      const NamedOnnxValues& structured, NamedArrays* elements) {
+                                      const NamedOnnxValues& structured) {
   OnnxInputLayouts layouts;
   for (const std::string& name : names) {
     const std::string graph_name = onnx_value_name(name);
     if (auto s = structured.find(graph_name); s != structured.end()) {
-      layouts[name] = layout_of(name, s->second, elements);
+      layouts[name] = layout_of(s->second);
     } else if (auto t = inputs.find(graph_name); t != inputs.end()) {
-      layouts[name] = layout_of(name, OnnxValue(t->second), elements);
+      layouts[name] = layout_of(OnnxValue(t->second));
     } else {
       return Status::not_found("input '" + graph_name + "' (a sequence or an optional) is missing");
     }
@@ -179,9 +175,7 @@ Expected<std::shared_ptr<const OnnxExecutable::Plan>> OnnxExecutable::specialise
   State& st = *state_;
   std::lock_guard<std::mutex> lock(st.mu);
   FUSEBOX_ASSIGN_OR_RETURN(OnnxInputValues values, values_of(st.value_inputs, inputs));
-  NamedArrays elements;
-  FUSEBOX_ASSIGN_OR_RETURN(OnnxInputLayouts layouts,
-                           layouts_of(st.layout_inputs, inputs, structured, &elements));
+  FUSEBOX_ASSIGN_OR_RETURN(OnnxInputLayouts layouts, layouts_of(st.layout_inputs, inputs, structured));
   auto hit = st.plans.find(key_of(values) + key_of(layouts));
   if (hit != st.plans.end()) return hit->second;
   // Import with the values known so far; each refusal that names another given input adds it.
@@ -210,7 +204,7 @@ Expected<std::shared_ptr<const OnnxExecutable::Plan>> OnnxExecutable::specialise
       return g.status().with_context("with " + describe(values, layouts));
     }
     if (report.needs_layout) {
-      FUSEBOX_ASSIGN_OR_RETURN(OnnxInputLayouts one, layouts_of({needs}, inputs, structured, &elements));
+      FUSEBOX_ASSIGN_OR_RETURN(OnnxInputLayouts one, layouts_of({needs}, inputs, structured));
       layouts[needs] = one[needs];
       st.layout_inputs.insert(needs);
       continue;

@@ -374,6 +374,32 @@ TEST(OnnxImportSequence, RefusesWhatItCannotExpress) {
   }
 }
 
+// An optional output holding nothing comes back as none; an empty sequence as no tensors. A
+// model returning nothing but those is refused (a graph returns at least one tensor).
+TEST(OnnxImportSequence, EmptyOutputs) {
+  OnnxModel m(17);
+  optional_input(m, "opt", TP::FLOAT, {3});
+  m.input("x", {2});
+  m.node("SequenceEmpty", {}, {"empty"});
+  m.node("Identity", {"opt"}, {"same"});
+  m.node("Neg", {"x"}, {"y"});
+  for (const char* o : {"empty", "same", "y"}) m.output(o);
+  Array x = random_array(DType::F32, {2}, 601), v = random_array(DType::F32, {3}, 602);
+  std::vector<OnnxValue> out = run_both(m, {{"opt", OnnxValue::none()}, {"x", x}});
+  ASSERT_EQ(out.size(), 3u);
+  expect_same(out[0], OnnxValue::sequence({}), "SequenceEmpty");
+  expect_same(out[1], OnnxValue::none(), "the optional");
+  out = run_both(m, {{"opt", v}, {"x", x}});
+  ASSERT_EQ(out.size(), 3u);
+  expect_same(out[1], v, "the optional");
+
+  OnnxModel nothing(17);
+  nothing.node("SequenceEmpty", {}, {"empty"});
+  nothing.output("empty");
+  EXPECT_CONTAINS(import_error_of(nothing),
+                  "every graph output is an optional holding nothing or an empty sequence");
+}
+
 TEST(OnnxImportSequence, SequenceInputsNeedTheirLayout) {
   OnnxModel m(17);
   sequence_input(m, "s", TP::FLOAT);
