@@ -369,31 +369,25 @@ Status ImportContext::add_output(const std::string& onnx_name, OnnxOutputLayout*
   if (it == values_.end()) {
     return Status::invalid("graph output '" + onnx_name + "' is not produced by any node, input or initializer");
   }
-  OnnxValue ov = it->second;
   // An optional holding a value returns that value; one holding nothing returns no tensors.
+  OnnxValue* ov = &it->second;
   OnnxOutputLayout l;
-  if (ov.kind == OnnxValue::Kind::Optional) {
-    if (ov.elements.empty())
-      l = {OnnxValueKind::None, 0};
-    else
-      ov = OnnxValue(ov.elements[0]);
-  }
-  if (ov.kind == OnnxValue::Kind::Sequence) {
-    l = {OnnxValueKind::Sequence, ov.elements.size()};
-    for (size_t k = 0; k < ov.elements.size(); ++k) {
-      const std::string name = onnx_name + "_" + std::to_string(k);
-      FUSEBOX_RETURN_IF_ERROR(add_tensor_output(ov.elements[k], name, name));
+  if (ov->kind == OnnxValue::Kind::Optional && ov->elements.empty()) l = {OnnxValueKind::None, 0};
+  if (ov->kind == OnnxValue::Kind::Optional && !ov->elements.empty()) ov = &ov->elements[0];
+  if (ov->kind == OnnxValue::Kind::Sequence) {
+    l = {OnnxValueKind::Sequence, ov->elements.size()};
+    for (size_t k = 0; k < ov->elements.size(); ++k) {
+      FUSEBOX_RETURN_IF_ERROR(add_tensor_output(ov->elements[k], onnx_name + "_" + std::to_string(k)));
     }
-  } else if (ov.is_tensor()) {
-    FUSEBOX_RETURN_IF_ERROR(
-        add_tensor_output(it->second.is_tensor() ? it->second : ov, onnx_name, onnx_name));
+  } else if (ov->is_tensor()) {
+    FUSEBOX_RETURN_IF_ERROR(add_tensor_output(*ov, onnx_name));
   }
   if (layout) *layout = l;
   return b_.status();
 }
 
-Status ImportContext::add_tensor_output(OnnxValue& ov, const std::string& onnx_name,
-                                        const std::string& graph_name) {
+// `onnx_name`: the output's ONNX name, or "<name>_<k>" for element k of a sequence output.
+Status ImportContext::add_tensor_output(OnnxValue& ov, const std::string& onnx_name) {
   ValueId v = ov.id;
   if (v == kNoValue) {
     if (!ov.constant && !(ov.ints && ov.ints->all_numbers())) {
@@ -403,16 +397,16 @@ Status ImportContext::add_tensor_output(OnnxValue& ov, const std::string& onnx_n
     if (!ov.constant) ov.constant = std::make_shared<const Array>(ov.ints->to_array());
     v = ov.id = b_.constant(*ov.constant);
     if (v == kNoValue) return b_.status();
-    name_value(v, graph_name);
+    name_value(v, onnx_name);
   }
   // An output keeps its ONNX name: a value named otherwise (a graph input, an alias through
   // Identity, an output listed twice) is returned through an identity of its own.
   auto named = value_names_.find(v);
-  std::string want = sanitize_name(graph_name);
+  std::string want = sanitize_name(onnx_name);
   if (named == value_names_.end() || named->second != want || returned_.count(v)) {
     v = emit(Op::Identity, {v});
     if (v == kNoValue) return b_.status();
-    name_value(v, graph_name);
+    name_value(v, onnx_name);
   }
   returned_.insert(v);
   b_.output(v);

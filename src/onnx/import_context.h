@@ -168,7 +168,7 @@ class ImportContext {
 
  private:
   Expected<OnnxValue*> lookup(OnnxNode& n, int i);
-  Status add_tensor_output(OnnxValue& ov, const std::string& onnx_name, const std::string& graph_name);
+  Status add_tensor_output(OnnxValue& ov, const std::string& onnx_name);
   void name_value(ValueId v, const std::string& onnx_name);
   std::string unique_name(const std::string& onnx_name);
   void define(const std::string& onnx_name, OnnxValue v);

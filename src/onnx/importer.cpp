@@ -383,8 +383,9 @@ Expected<Graph> import_model(const onnx::ModelProto& m, const std::string& name,
     tensors += layout.count;
   }
   if (tensors == 0) {
-    return Status::unimplemented("every graph output is an optional holding nothing or an empty sequence; a "
-                                 "fusebox graph returns at least one tensor");
+    return Status::unimplemented(
+        "every graph output is an optional holding nothing or an empty sequence; a "
+        "fusebox graph returns at least one tensor");
   }
   return ctx.build();
 }
