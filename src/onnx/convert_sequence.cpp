@@ -41,21 +41,20 @@ OnnxValue optional_of(std::optional<OnnxValue> content, std::string origin) {
   return o;
 }
 
-// Input i, which must be a sequence.
-Expected<OnnxValue> sequence_input(ImportContext& ctx, OnnxNode& n, int i) {
+// Input i, which must be of `kind` (a tensor is kept as it is: a constant stays a constant).
+Expected<OnnxValue> input_of_kind(ImportContext& ctx, OnnxNode& n, int i, OnnxValue::Kind kind) {
   FUSEBOX_ASSIGN_OR_RETURN(OnnxValue v, ctx.any_input(n, i));
-  if (v.kind != OnnxValue::Kind::Sequence) {
-    return n.error("input " + std::to_string(i) + " '" + n.proto_input(i) + "' is " + v.describe_kind() +
-                   "; this input takes a sequence");
-  }
-  return v;
+  if (v.kind == kind) return v;
+  return n.error("input " + std::to_string(i) + " '" + n.proto_input(i) + "' is " + v.describe_kind() +
+                 "; this input takes " + (kind == OnnxValue::Kind::Tensor ? "a tensor" : "a sequence"));
 }
 
-// Input i, which must be a tensor (kept as it is: a constant stays a constant).
+Expected<OnnxValue> sequence_input(ImportContext& ctx, OnnxNode& n, int i) {
+  return input_of_kind(ctx, n, i, OnnxValue::Kind::Sequence);
+}
+
 Expected<OnnxValue> tensor_input(ImportContext& ctx, OnnxNode& n, int i) {
-  FUSEBOX_ASSIGN_OR_RETURN(TensorType t, ctx.type_of(n, i));  // refuses a sequence or an optional
-  (void)t;
-  return ctx.any_input(n, i);
+  return input_of_kind(ctx, n, i, OnnxValue::Kind::Tensor);
 }
 
 // The dtype of a tensor value.
