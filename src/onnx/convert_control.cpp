@@ -36,24 +36,11 @@ OnnxValue constant_value(Array a, std::string origin) {
   return v;
 }
 
-// The value's data when it is known at import time.
+// The value's data when it is known at import time (a tensor's only).
 const Array* known(OnnxValue& v) {
   if (!v.constant && v.ints && v.ints->all_numbers())
     v.constant = std::make_shared<const Array>(v.ints->to_array());
   return v.constant.get();
-}
-
-// The value as a graph value (a constant emitted), or an error naming the node and `what`.
-Expected<ValueId> as_value(ImportContext& ctx, OnnxNode& n, OnnxValue& v, const std::string& what) {
-  if (v.id != kNoValue) return v.id;
-  const Array* a = known(v);
-  if (!a) {
-    return n.error(what + " (from " + v.origin + ") holds sizes known only at run time " +
-                   v.ints->to_string() + "; fusebox cannot use it as a tensor");
-  }
-  v.id = ctx.builder().constant(*a);
-  if (v.id == kNoValue) return ctx.builder_status(n);
-  return v.id;
 }
 
 // A condition (a one-element tensor) as a bool.
@@ -76,62 +63,9 @@ Expected<const onnx::GraphProto*> graph_attr(OnnxNode& n, const std::string& nam
   return g;
 }
 
-// Converts `body` in a scope of its own, its inputs bound to `inputs` by position; returns what
-// its outputs stand for. Errors inside name the node, `where` (the branch, the iteration) and the
-// body's node.
-Expected<std::vector<OnnxValue>> import_body(ImportContext& ctx, OnnxNode& n, const onnx::GraphProto& body,
-                                             const std::vector<OnnxValue>& inputs, const std::string& where) {
-  const std::string context = n.describe() + " (" + where + ")";
-  if (body.input_size() != int(inputs.size())) {
-    return n.error("the body '" + body.name() + "' has " + std::to_string(body.input_size()) +
-                   " inputs, the op gives it " + std::to_string(inputs.size()));
-  }
-  if (body.sparse_initializer_size() > 0) return n.error("sparse initializers in a body are not supported");
-  ctx.begin_scope();
-  auto convert = [&]() -> Expected<std::vector<OnnxValue>> {
-    for (const onnx::TensorProto& t : body.initializer()) {
-      std::string what = "initializer '" + t.name() + "' of the body '" + body.name() + "'";
-      Expected<Array> a = tensor_to_array(t, what, ctx.external());
-      if (!a) return a.status().with_context(context);
-      ctx.add_constant(t.name(), std::move(*a), what);
-    }
-    for (int i = 0; i < body.input_size(); ++i) ctx.bind(body.input(i).name(), inputs[size_t(i)]);
-    for (int i = 0; i < body.node_size(); ++i) {
-      Status s = ctx.convert_node(body.node(i), i);
-      if (!s.is_ok()) return s.with_context(context);
-    }
-    std::vector<OnnxValue> outputs;
-    for (const onnx::ValueInfoProto& o : body.output()) {
-      const OnnxValue* v = ctx.find(o.name());
-      if (!v)
-        return n.error("the body's output '" + o.name() + "' is not produced by any of its nodes (" + where +
-                       ")");
-      outputs.push_back(*v);
-    }
-    return outputs;
-  };
-  Expected<std::vector<OnnxValue>> outputs = convert();
-  ctx.end_scope();
-  return outputs;
-}
-
 Status check_count(OnnxNode& n, const std::string& what, int got, int want) {
   if (got == want) return Status::ok();
   return n.error(what + ": " + std::to_string(got) + ", expected " + std::to_string(want));
-}
-
-// The values, each given a size-1 axis at `axis`, concatenated along it.
-Expected<ValueId> stack(ImportContext& ctx, OnnxNode& n, std::vector<ValueId> values, int64_t axis) {
-  std::vector<ValueId> parts;
-  for (ValueId v : values) {
-    Shape s = ctx.type(v).shape;
-    s.insert(s.begin() + axis, Dim(1));
-    FUSEBOX_ASSIGN_OR_RETURN(ValueId r, ctx.reshape(n, v, s));
-    parts.push_back(r);
-  }
-  ValueId r = parts.size() == 1 ? parts[0] : ctx.emit(Op::Concat, std::move(parts), {{"axis", axis}});
-  if (r == kNoValue) return ctx.builder_status(n);
-  return r;
 }
 
 // Element `index` of `axis` of v, that axis dropped.
@@ -457,6 +391,69 @@ Status convert_scan(ImportContext& ctx, OnnxNode& n) {
 }
 
 }  // namespace
+
+Expected<ValueId> as_value(ImportContext& ctx, OnnxNode& n, OnnxValue& v, const std::string& what) {
+  if (!v.is_tensor())
+    return n.error(what + " (from " + v.origin + ") is " + v.describe_kind() + ", not a tensor");
+  if (v.id != kNoValue) return v.id;
+  const Array* a = known(v);
+  if (!a) {
+    return n.error(what + " (from " + v.origin + ") holds sizes known only at run time " +
+                   v.ints->to_string() + "; fusebox cannot use it as a tensor");
+  }
+  v.id = ctx.builder().constant(*a);
+  if (v.id == kNoValue) return ctx.builder_status(n);
+  return v.id;
+}
+
+Expected<std::vector<OnnxValue>> import_body(ImportContext& ctx, OnnxNode& n, const onnx::GraphProto& body,
+                                             const std::vector<OnnxValue>& inputs, const std::string& where) {
+  const std::string context = n.describe() + " (" + where + ")";
+  if (body.input_size() != int(inputs.size())) {
+    return n.error("the body '" + body.name() + "' has " + std::to_string(body.input_size()) +
+                   " inputs, the op gives it " + std::to_string(inputs.size()));
+  }
+  if (body.sparse_initializer_size() > 0) return n.error("sparse initializers in a body are not supported");
+  ctx.begin_scope();
+  auto convert = [&]() -> Expected<std::vector<OnnxValue>> {
+    for (const onnx::TensorProto& t : body.initializer()) {
+      std::string what = "initializer '" + t.name() + "' of the body '" + body.name() + "'";
+      Expected<Array> a = tensor_to_array(t, what, ctx.external());
+      if (!a) return a.status().with_context(context);
+      ctx.add_constant(t.name(), std::move(*a), what);
+    }
+    for (int i = 0; i < body.input_size(); ++i) ctx.bind(body.input(i).name(), inputs[size_t(i)]);
+    for (int i = 0; i < body.node_size(); ++i) {
+      Status s = ctx.convert_node(body.node(i), i);
+      if (!s.is_ok()) return s.with_context(context);
+    }
+    std::vector<OnnxValue> outputs;
+    for (const onnx::ValueInfoProto& o : body.output()) {
+      const OnnxValue* v = ctx.find(o.name());
+      if (!v)
+        return n.error("the body's output '" + o.name() + "' is not produced by any of its nodes (" + where +
+                       ")");
+      outputs.push_back(*v);
+    }
+    return outputs;
+  };
+  Expected<std::vector<OnnxValue>> outputs = convert();
+  ctx.end_scope();
+  return outputs;
+}
+
+Expected<ValueId> stack(ImportContext& ctx, OnnxNode& n, std::vector<ValueId> values, int64_t axis) {
+  std::vector<ValueId> parts;
+  for (ValueId v : values) {
+    Shape s = ctx.type(v).shape;
+    s.insert(s.begin() + axis, Dim(1));
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId r, ctx.reshape(n, v, s));
+    parts.push_back(r);
+  }
+  ValueId r = parts.size() == 1 ? parts[0] : ctx.emit(Op::Concat, std::move(parts), {{"axis", axis}});
+  if (r == kNoValue) return ctx.builder_status(n);
+  return r;
+}
 
 void add_control_converters(ConverterTable& table) {
   table["If"] = convert_if;

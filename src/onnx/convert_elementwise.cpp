@@ -151,13 +151,24 @@ Status convert_unary(ImportContext& ctx, OnnxNode& n) {
     for (IntElem& e : k->elems) e = e.is_number() ? IntElem::of(-e.number) : IntElem::unknown();
     return ctx.set_output_ints(n, 0, *k);
   }
+  // A known condition negates at import (If on Not(OptionalHasElement(x)) picks its branch).
+  if (std::optional<KnownInts> k = op == Op::Not ? ctx.ints(n, 0) : std::nullopt) {
+    if (k->dtype == DType::Bool && k->all_numbers()) {
+      for (IntElem& e : k->elems) e = IntElem::of(e.number == 0);
+      return ctx.set_output_ints(n, 0, *k);
+    }
+  }
   if (std::optional<Array> r = fold_scalar_node(ctx, n, op, false)) return ctx.set_output_constant(n, 0, std::move(*r));
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
   return ctx.set_output(n, 0, ctx.emit(op, {x}));
 }
 
 Status convert_identity(ImportContext& ctx, OnnxNode& n) {
-  // Identity forwards whatever its input stands for.
+  // Identity forwards whatever its input stands for, a sequence or an optional included.
+  if (!ctx.input_is_tensor(n, 0)) {
+    FUSEBOX_ASSIGN_OR_RETURN(OnnxValue v, ctx.any_input(n, 0));
+    return ctx.set_output_value(n, 0, std::move(v));
+  }
   if (std::optional<KnownInts> k = ctx.ints(n, 0)) return ctx.set_output_ints(n, 0, *k);
   if (const Array* a = ctx.constant(n, 0)) return ctx.set_output_constant(n, 0, *a);
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));

@@ -55,6 +55,24 @@ void add_topk_converters(ConverterTable& table);
 // over a known trip count or sequence length (convert_control.cpp).
 void add_control_converters(ConverterTable& table);
 
+// The value as a graph value (a constant emitted), or an error naming the node and `what` (a
+// sequence, an optional, or sizes known only at run time).
+Expected<ValueId> as_value(ImportContext& ctx, OnnxNode& n, OnnxValue& v, const std::string& what);
+// Converts `body` (a subgraph of node n) in a scope of its own, its inputs bound to `inputs` by
+// position; returns what its outputs stand for. Errors inside name the node, `where` (the branch,
+// the iteration) and the body's node.
+Expected<std::vector<OnnxValue>> import_body(ImportContext& ctx, OnnxNode& n, const onnx::GraphProto& body,
+                                             const std::vector<OnnxValue>& inputs, const std::string& where);
+
+// The values, each given a size-1 axis at `axis`, concatenated along it (Loop's and Scan's scan
+// outputs, ConcatFromSequence's new_axis).
+Expected<ValueId> stack(ImportContext& ctx, OnnxNode& n, std::vector<ValueId> values, int64_t axis);
+
+// SequenceConstruct, SequenceEmpty, SequenceAt, SequenceInsert, SequenceErase, SequenceLength,
+// SplitToSequence, ConcatFromSequence, SequenceMap, Optional, OptionalHasElement,
+// OptionalGetElement on sequences and optionals resolved at import (convert_sequence.cpp).
+void add_sequence_converters(ConverterTable& table);
+
 // Compress, NonZero, Unique, NonMaxSuppression: output sizes fixed by input values known at import
 // (convert_data_dependent.cpp).
 void add_data_dependent_converters(ConverterTable& table);

@@ -134,7 +134,59 @@ Expected<OnnxValue*> ImportContext::lookup(OnnxNode& n, int i) {
     return n.error("input " + std::to_string(i) + " '" + name +
                    "' is not defined by a graph input, an initializer or an earlier node");
   }
+  if (!it->second.is_tensor()) {
+    return n.error("input " + std::to_string(i) + " '" + name + "' is " + it->second.describe_kind() +
+                   "; this input takes a tensor");
+  }
   return &it->second;
+}
+
+std::string OnnxValue::describe_kind() const {
+  switch (kind) {
+    case Kind::Tensor:
+      return "a tensor";
+    case Kind::Sequence:
+      return "a sequence of " + std::to_string(elements.size()) + " tensors";
+    case Kind::Optional:
+      return elements.empty() ? "an optional holding nothing"
+                              : "an optional holding " + elements[0].describe_kind();
+  }
+  return "a value";
+}
+
+Expected<OnnxValue> ImportContext::any_input(OnnxNode& n, int i) {
+  if (!n.has_input(i)) return n.error("input " + std::to_string(i) + " is missing");
+  const OnnxValue* v = find(n.input(i));
+  if (!v) {
+    return n.error("input " + std::to_string(i) + " '" + n.proto_input(i) +
+                   "' is not defined by a graph input, an initializer or an earlier node");
+  }
+  return *v;
+}
+
+bool ImportContext::input_is_tensor(const OnnxNode& n, int i) const {
+  const OnnxValue* v = n.has_input(i) ? find(n.proto_input(i)) : nullptr;
+  return !v || v->is_tensor();
+}
+
+Status ImportContext::set_output_value(OnnxNode& n, int i, OnnxValue v) {
+  if (!n.has_output(i)) return Status::ok();
+  if (v.is_tensor() && v.id != kNoValue) name_value(v.id, n.output(i));
+  define(n.output(i), std::move(v));
+  return Status::ok();
+}
+
+Expected<ValueId> ImportContext::add_element_input(const std::string& graph_name, DType dtype, Shape shape) {
+  if (used_names_.count(graph_name)) {
+    return Status::invalid("graph input '" + graph_name +
+                           "' (an element of a sequence or optional input) clashes "
+                           "with another input's name");
+  }
+  used_names_.insert(graph_name);
+  ValueId v = b_.input(graph_name, dtype, std::move(shape));
+  if (v == kNoValue) return b_.status();
+  value_names_[v] = graph_name;
+  return v;
 }
 
 Expected<TensorType> ImportContext::type_of(OnnxNode& n, int i) {
@@ -312,12 +364,30 @@ Expected<ValueId> ImportContext::reshape(OnnxNode& n, ValueId x, const Shape& ta
   return emit(Op::Reshape, {x}, {{"shape", s}});
 }
 
-Status ImportContext::add_output(const std::string& onnx_name) {
+Status ImportContext::add_output(const std::string& onnx_name, OnnxOutputLayout* layout) {
   auto it = values_.find(onnx_name);
   if (it == values_.end()) {
     return Status::invalid("graph output '" + onnx_name + "' is not produced by any node, input or initializer");
   }
-  OnnxValue& ov = it->second;
+  // An optional holding a value returns that value; one holding nothing returns no tensors.
+  OnnxValue* ov = &it->second;
+  OnnxOutputLayout l;
+  if (ov->kind == OnnxValue::Kind::Optional && ov->elements.empty()) l = {OnnxValueKind::None, 0};
+  if (ov->kind == OnnxValue::Kind::Optional && !ov->elements.empty()) ov = &ov->elements[0];
+  if (ov->kind == OnnxValue::Kind::Sequence) {
+    l = {OnnxValueKind::Sequence, ov->elements.size()};
+    for (size_t k = 0; k < ov->elements.size(); ++k) {
+      FUSEBOX_RETURN_IF_ERROR(add_tensor_output(ov->elements[k], onnx_name + "_" + std::to_string(k)));
+    }
+  } else if (ov->is_tensor()) {
+    FUSEBOX_RETURN_IF_ERROR(add_tensor_output(*ov, onnx_name));
+  }
+  if (layout) *layout = l;
+  return b_.status();
+}
+
+// `onnx_name`: the output's ONNX name, or "<name>_<k>" for element k of a sequence output.
+Status ImportContext::add_tensor_output(OnnxValue& ov, const std::string& onnx_name) {
   ValueId v = ov.id;
   if (v == kNoValue) {
     if (!ov.constant && !(ov.ints && ov.ints->all_numbers())) {

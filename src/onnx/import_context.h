@@ -8,6 +8,10 @@
 //   known integers    a rank-0/1 integer tensor whose elements are known up to run-time symbols
 //                     (what Shape produces); shape arithmetic folds these, and Reshape, Expand,
 //                     Slice, ... turn them into attributes
+//   a sequence        a list of tensor values, resolved at import (convert_sequence.cpp)
+//   an optional       none, or one tensor or sequence value
+// Ops that take tensors refuse a sequence or an optional (lookup); only the sequence ops,
+// Identity, If and Loop handle them.
 #pragma once
 
 #include <functional>
@@ -20,6 +24,7 @@
 
 #include "fusebox/status.h"
 #include "ir/builder.h"
+#include "onnx/importer.h"
 #include "onnx/onnx_node.h"
 #include "onnx/tensor_data.h"
 
@@ -66,6 +71,15 @@ struct OnnxValue {
   // The graph inputs whose values this value is computed from (for a graph value only): when an
   // op needs it known at import time, the first of them is the input to give a value for.
   std::set<std::string> value_of_inputs;
+  // A sequence holds its tensors in `elements`; an optional holds nothing (none) or one tensor or
+  // sequence value there. The fields above describe a tensor only.
+  enum class Kind : uint8_t { Tensor, Sequence, Optional };
+  Kind kind = Kind::Tensor;
+  std::vector<OnnxValue> elements;
+
+  bool is_tensor() const { return kind == Kind::Tensor; }
+  // "a sequence of 3 tensors", "an optional holding nothing", ... (for messages)
+  std::string describe_kind() const;
 };
 
 class ImportContext {
@@ -136,13 +150,25 @@ class ImportContext {
   void set_node_converter(NodeConverter f) { convert_node_ = std::move(f); }
   Status convert_node(const onnx::NodeProto& proto, int index);
 
+  // ---- sequences and optionals (convert_sequence.cpp) ----
+  // What input i stands for, whatever its kind (a copy, marked read); errors name the node.
+  Expected<OnnxValue> any_input(OnnxNode& n, int i);
+  bool input_is_tensor(const OnnxNode& n, int i) const;
+  // Defines output i as `v` (any kind; a tensor value keeps its own name).
+  Status set_output_value(OnnxNode& n, int i, OnnxValue v);
+  // A graph input named exactly `graph_name` (an element of a sequence or optional graph input),
+  // not bound to any ONNX name.
+  Expected<ValueId> add_element_input(const std::string& graph_name, DType dtype, Shape shape);
+
   // Marks `onnx_name` as a graph output (emitting an identity when its value already carries
-  // another name) and builds the verified graph.
-  Status add_output(const std::string& onnx_name);
+  // another name) and builds the verified graph. A sequence or optional becomes one graph output
+  // per element (named by onnx_element_name); *layout (when not null) says which.
+  Status add_output(const std::string& onnx_name, OnnxOutputLayout* layout = nullptr);
   Expected<Graph> build();
 
  private:
   Expected<OnnxValue*> lookup(OnnxNode& n, int i);
+  Status add_tensor_output(OnnxValue& ov, const std::string& onnx_name);
   void name_value(ValueId v, const std::string& onnx_name);
   std::string unique_name(const std::string& onnx_name);
   void define(const std::string& onnx_name, OnnxValue v);

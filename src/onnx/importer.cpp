@@ -44,6 +44,7 @@ const ConverterTable& converters() {
     add_tfidf_converters(t);
     add_data_dependent_converters(t);
     add_control_converters(t);
+    add_sequence_converters(t);
     return t;
   }();
   return table;
@@ -114,23 +115,27 @@ bool same_meaning_before_opset7(std::string_view op_type) {
   return ops.contains(op_type);
 }
 
-// The input's declared type; dynamic dims become symbols.
-Expected<TensorType> declared_type(ImportContext& ctx, const onnx::ValueInfoProto& vi) {
-  const std::string& name = vi.name();
-  if (name.empty()) return Status::invalid("a graph input has no name");
-  if (!vi.type().has_tensor_type()) return Status::unimplemented("graph input '" + name + "' is not a tensor");
-  const auto& tt = vi.type().tensor_type();
+struct Request {
+  const OnnxInputValues& values;
+  const OnnxInputLayouts& layouts;
+  std::string* needs_value;
+  OnnxImportReport* report;  // may be null
+};
+
+// A declared tensor type; dynamic dims become symbols. `what` names it in messages.
+Expected<TensorType> declared_tensor_type(ImportContext& ctx, const onnx::TypeProto::Tensor& tt,
+                                          const std::string& name, const std::string& what) {
   std::optional<DType> dtype = dtype_from_onnx(tt.elem_type());
   if (!dtype) {
-    return Status::unimplemented("graph input '" + name + "' has element type " + onnx_type_name(tt.elem_type()) +
+    return Status::unimplemented(what + " has element type " + onnx_type_name(tt.elem_type()) +
                                  ", which fusebox does not support");
   }
-  if (!tt.has_shape()) return Status::unimplemented("graph input '" + name + "' has no shape (fusebox needs its rank)");
+  if (!tt.has_shape()) return Status::unimplemented(what + " has no shape (fusebox needs its rank)");
   Shape shape;
   for (int i = 0; i < tt.shape().dim_size(); ++i) {
     const auto& d = tt.shape().dim(i);
     if (d.has_dim_value()) {
-      if (d.dim_value() < 0) return Status::invalid("graph input '" + name + "' has a negative dim");
+      if (d.dim_value() < 0) return Status::invalid(what + " has a negative dim");
       shape.push_back(Dim(d.dim_value()));
     } else if (d.has_dim_param() && !d.dim_param().empty()) {
       shape.push_back(Dim::symbol(ctx.symbol(d.dim_param())));
@@ -142,19 +147,139 @@ Expected<TensorType> declared_type(ImportContext& ctx, const onnx::ValueInfoProt
   return TensorType{*dtype, std::move(shape)};
 }
 
+bool is_structured(const onnx::TypeProto& t) { return t.has_sequence_type() || t.has_optional_type(); }
+
+// The input's declared type; dynamic dims become symbols.
+Expected<TensorType> declared_type(ImportContext& ctx, const onnx::ValueInfoProto& vi) {
+  const std::string& name = vi.name();
+  if (name.empty()) return Status::invalid("a graph input has no name");
+  if (!vi.type().has_tensor_type())
+    return Status::unimplemented("graph input '" + name + "' is not a tensor");
+  return declared_tensor_type(ctx, vi.type().tensor_type(), name, "graph input '" + name + "'");
+}
+
+// `given` fits `declared`: the same dtype and rank, and the declared static dims.
+bool fits(const TensorType& given, const TensorType& declared) {
+  bool ok = given.dtype == declared.dtype && given.rank() == declared.rank();
+  for (size_t k = 0; ok && k < declared.shape.size(); ++k) {
+    if (declared.shape[k].is_static()) ok = given.shape[k] == declared.shape[k];
+  }
+  return ok;
+}
+
 Status declare_input(ImportContext& ctx, const onnx::ValueInfoProto& vi) {
   FUSEBOX_ASSIGN_OR_RETURN(TensorType t, declared_type(ctx, vi));
   return ctx.add_input(vi.name(), t.dtype, std::move(t.shape));
 }
 
+// A sequence (of tensors) of `layout`'s elements, each a graph input checked against `elem`.
+Expected<OnnxValue> sequence_input(ImportContext& ctx, const onnx::ValueInfoProto& vi,
+                                   const onnx::TypeProto& elem, const OnnxInputLayout& layout) {
+  const std::string& name = vi.name();
+  if (!elem.has_tensor_type()) {
+    return Status::unimplemented("graph input '" + name +
+                                 "' is a sequence of sequences, maps or optionals; fusebox "
+                                 "supports sequences of tensors");
+  }
+  OnnxValue seq;
+  seq.kind = OnnxValue::Kind::Sequence;
+  seq.origin = "graph input '" + name + "'";
+  for (size_t k = 0; k < layout.elements.size(); ++k) {
+    const std::string what = "element " + std::to_string(k) + " of graph input '" + name + "'";
+    // A sequence's elements may differ in shape: only a declared static dim binds them, and a
+    // sequence declared without element shape takes any.
+    const TensorType& given = layout.elements[k];
+    TensorType declared{given.dtype, given.shape};
+    if (elem.tensor_type().has_shape() || !dtype_from_onnx(elem.tensor_type().elem_type())) {
+      FUSEBOX_ASSIGN_OR_RETURN(declared, declared_tensor_type(ctx, elem.tensor_type(), name, what));
+    } else {
+      declared.dtype = *dtype_from_onnx(elem.tensor_type().elem_type());
+    }
+    if (!fits(given, declared)) {
+      return Status::invalid(what + ": the given element is " + given.to_string() + ", the model declares " +
+                             declared.to_string());
+    }
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId v,
+                             ctx.add_element_input(onnx_element_name(name, k), given.dtype, given.shape));
+    seq.elements.push_back(OnnxValue{v, nullptr, std::nullopt, what, {}});
+  }
+  return seq;
+}
+
+const char* kind_name(OnnxValueKind k) {
+  switch (k) {
+    case OnnxValueKind::Tensor:
+      return "a tensor";
+    case OnnxValueKind::Sequence:
+      return "a sequence";
+    case OnnxValueKind::None:
+      return "none";
+  }
+  return "a value";
+}
+
+// A sequence or optional graph input as the layout given for it.
+Status declare_structured_input(ImportContext& ctx, const onnx::ValueInfoProto& vi, const Request& req) {
+  const std::string& name = vi.name();
+  const bool optional = vi.type().has_optional_type();
+  const char* declared = optional ? "an optional" : "a sequence";
+  auto it = req.layouts.find(name);
+  if (it == req.layouts.end()) {
+    // Only a caller that can give layouts (OnnxImportReport) is told which input needs one.
+    if (req.report) {
+      req.report->needs_value = name;
+      req.report->needs_layout = true;
+    }
+    return Status::invalid(
+        "graph input '" + name + "' is " + declared +
+        ": fusebox needs its layout (whether it holds a value, its elements' types); give it as " + declared +
+        " value (OnnxExecutable::run_values)");
+  }
+  const OnnxInputLayout& layout = it->second;
+  const onnx::TypeProto& content = optional ? vi.type().optional_type().elem_type() : vi.type();
+  const OnnxValueKind want = content.has_sequence_type() ? OnnxValueKind::Sequence : OnnxValueKind::Tensor;
+  if (layout.kind != want && !(optional && layout.kind == OnnxValueKind::None)) {
+    return Status::invalid("graph input '" + name + "' is " + declared +
+                           (optional ? std::string(" of ") + kind_name(want) : "") + "; " +
+                           kind_name(layout.kind) + " was given for it");
+  }
+  OnnxValue v;
+  if (layout.kind == OnnxValueKind::Sequence) {
+    FUSEBOX_ASSIGN_OR_RETURN(v, sequence_input(ctx, vi, content.sequence_type().elem_type(), layout));
+  } else if (layout.kind == OnnxValueKind::Tensor) {
+    if (!content.has_tensor_type()) {
+      return Status::unimplemented("graph input '" + name +
+                                   "' is an optional of a map or an optional; fusebox "
+                                   "supports optionals of tensors and of sequences of tensors");
+    }
+    if (layout.elements.size() != 1)
+      return Status::invalid("graph input '" + name + "': a tensor layout holds one type");
+    const std::string what = "graph input '" + name + "'";
+    FUSEBOX_ASSIGN_OR_RETURN(TensorType t, declared_tensor_type(ctx, content.tensor_type(), name, what));
+    const TensorType& given = layout.elements[0];
+    if (!fits(given, t)) {
+      return Status::invalid(what + ": the given value is " + given.to_string() + ", the model declares " +
+                             t.to_string());
+    }
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId id,
+                             ctx.add_element_input(onnx_element_name(name, 0), given.dtype, given.shape));
+    v = OnnxValue{id, nullptr, std::nullopt, what, {}};
+  }
+  if (optional) {
+    OnnxValue opt;
+    opt.kind = OnnxValue::Kind::Optional;
+    opt.origin = "graph input '" + name + "'";
+    if (layout.kind != OnnxValueKind::None) opt.elements.push_back(std::move(v));
+    v = std::move(opt);
+  }
+  ctx.bind(name, std::move(v));
+  return Status::ok();
+}
+
 // A given value stands for the input only where it is what the model declares.
 Status declare_given_input(ImportContext& ctx, const onnx::ValueInfoProto& vi, const Array& value) {
   FUSEBOX_ASSIGN_OR_RETURN(TensorType declared, declared_type(ctx, vi));
-  bool fits = value.dtype() == declared.dtype && int64_t(value.shape().size()) == int64_t(declared.shape.size());
-  for (size_t k = 0; fits && k < declared.shape.size(); ++k) {
-    if (declared.shape[k].is_static()) fits = declared.shape[k].value() == value.shape()[k];
-  }
-  if (!fits) {
+  if (!fits(TensorType{value.dtype(), make_shape(value.shape())}, declared)) {
     return Status::invalid("graph input '" + vi.name() + "': the given value is " + value.type_string() +
                            ", the model declares " + declared.to_string());
   }
@@ -200,11 +325,6 @@ Status convert_node(ImportContext& ctx, const Opsets& opsets, const onnx::NodePr
   return Status::ok();
 }
 
-struct Request {
-  const OnnxInputValues& values;
-  std::string* needs_value;
-};
-
 Expected<Graph> import_model(const onnx::ModelProto& m, const std::string& name, const ExternalDataDir& external,
                              const Request& req) {
   FUSEBOX_ASSIGN_OR_RETURN(Opsets opsets, read_opsets(m));
@@ -225,27 +345,55 @@ Expected<Graph> import_model(const onnx::ModelProto& m, const std::string& name,
   for (const onnx::ValueInfoProto& vi : g.input()) {
     if (ctx.defined(vi.name())) continue;  // an initializer listed as input (IR < 4): a constant
     auto given = req.values.find(vi.name());
+    if (is_structured(vi.type())) {
+      if (given != req.values.end()) {
+        return Status::invalid("graph input '" + vi.name() +
+                               "' is a sequence or an optional; a tensor was given for it");
+      }
+      FUSEBOX_RETURN_IF_ERROR(declare_structured_input(ctx, vi, req));
+      continue;
+    }
     FUSEBOX_RETURN_IF_ERROR(given == req.values.end() ? declare_input(ctx, vi)
                                                       : declare_given_input(ctx, vi, given->second));
   }
-  for (const auto& [input, value] : req.values) {
-    bool declared = false;
-    for (const onnx::ValueInfoProto& vi : g.input()) declared |= vi.name() == input;
-    if (!declared) return Status::not_found("a value is given for '" + input + "', which is not a graph input");
-  }
+  auto check_declared = [&](const std::string& input, bool structured) -> Status {
+    for (const onnx::ValueInfoProto& vi : g.input()) {
+      if (vi.name() != input) continue;
+      if (structured && !is_structured(vi.type())) {
+        return Status::invalid("a sequence or optional is given for graph input '" + input +
+                               "', which is a tensor");
+      }
+      return Status::ok();
+    }
+    return Status::not_found("a value is given for '" + input + "', which is not a graph input");
+  };
+  for (const auto& entry : req.values) FUSEBOX_RETURN_IF_ERROR(check_declared(entry.first, false));
+  for (const auto& entry : req.layouts) FUSEBOX_RETURN_IF_ERROR(check_declared(entry.first, true));
   for (int i = 0; i < g.node_size(); ++i) {
     Status s = convert_node(ctx, opsets, g.node(i), i);
     if (!s.is_ok() && req.needs_value) *req.needs_value = ctx.needs_value();
     FUSEBOX_RETURN_IF_ERROR(s);
   }
   if (g.output_size() == 0) return Status::invalid("the graph has no outputs");
-  for (const onnx::ValueInfoProto& vo : g.output()) FUSEBOX_RETURN_IF_ERROR(ctx.add_output(vo.name()));
+  size_t tensors = 0;
+  for (const onnx::ValueInfoProto& vo : g.output()) {
+    OnnxOutputLayout layout;
+    FUSEBOX_RETURN_IF_ERROR(ctx.add_output(vo.name(), &layout));
+    if (req.report) req.report->outputs.push_back(layout);
+    tensors += layout.count;
+  }
+  if (tensors == 0) {
+    return Status::unimplemented(
+        "every graph output is an optional holding nothing or an empty sequence; a "
+        "fusebox graph returns at least one tensor");
+  }
   return ctx.build();
 }
 
 Expected<Graph> import_bytes(std::string_view bytes, const std::string& name, const ExternalDataDir& external,
                              const Request& req) {
   if (req.needs_value) req.needs_value->clear();
+  if (req.report) *req.report = {};
   if (bytes.size() > size_t(INT_MAX)) return Status::unimplemented("models over 2 GiB are not supported");
   onnx::ModelProto m;
   if (!m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
@@ -259,6 +407,30 @@ Expected<Graph> import_bytes(std::string_view bytes, const std::string& name, co
   }
 }
 
+Expected<Graph> import_file(const std::string& path, const Request& req) {
+  if (req.needs_value) req.needs_value->clear();
+  std::error_code ec;
+  std::ifstream f(path, std::ios::binary);
+  if (!f || std::filesystem::is_directory(path, ec))
+    return Status::not_found(path + ": cannot open the ONNX file");
+  // protobuf parses at most 2 GiB; stop there rather than read /dev/zero until memory runs out.
+  constexpr size_t kMaxModelBytes = size_t(INT_MAX);
+  std::string bytes;
+  char chunk[1 << 16];
+  while (f.read(chunk, sizeof chunk) || f.gcount() > 0) {
+    bytes.append(chunk, static_cast<size_t>(f.gcount()));
+    if (bytes.size() > kMaxModelBytes) {
+      return Status::invalid(
+          path + ": larger than the 2 GiB an ONNX file can hold (weights over that go in external data)");
+    }
+  }
+  if (f.bad()) return Status::invalid(path + ": cannot read the ONNX file");
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  Expected<Graph> g = import_bytes(bytes, path, {dir.empty() ? "." : dir}, req);
+  if (!g) return g.status().with_context(path);
+  return g;
+}
+
 }  // namespace
 }  // namespace onnx_import
 
@@ -268,7 +440,17 @@ Expected<Graph> import_onnx_bytes(std::string_view bytes, std::string_view name)
 
 Expected<Graph> import_onnx_bytes(std::string_view bytes, std::string_view name, const OnnxInputValues& values,
                                   std::string* needs_value) {
-  Expected<Graph> g = onnx_import::import_bytes(bytes, std::string(name), {}, {values, needs_value});
+  Expected<Graph> g =
+      onnx_import::import_bytes(bytes, std::string(name), {}, {values, {}, needs_value, nullptr});
+  if (!g) return g.status().with_context(std::string(name));
+  return g;
+}
+
+Expected<Graph> import_onnx_bytes(std::string_view bytes, std::string_view name,
+                                  const OnnxInputValues& values, const OnnxInputLayouts& layouts,
+                                  OnnxImportReport* report) {
+  Expected<Graph> g = onnx_import::import_bytes(
+      bytes, std::string(name), {}, {values, layouts, report ? &report->needs_value : nullptr, report});
   if (!g) return g.status().with_context(std::string(name));
   return g;
 }
@@ -277,28 +459,19 @@ std::string onnx_value_name(std::string_view onnx_name) {
   return onnx_import::sanitize_name(std::string(onnx_name));
 }
 
+std::string onnx_element_name(std::string_view onnx_name, size_t k) {
+  return onnx_import::sanitize_name(std::string(onnx_name) + "_" + std::to_string(k));
+}
+
 Expected<Graph> import_onnx_file(const std::string& path) { return import_onnx_file(path, {}, nullptr); }
 
 Expected<Graph> import_onnx_file(const std::string& path, const OnnxInputValues& values, std::string* needs_value) {
-  if (needs_value) needs_value->clear();
-  std::error_code ec;
-  std::ifstream f(path, std::ios::binary);
-  if (!f || std::filesystem::is_directory(path, ec)) return Status::not_found(path + ": cannot open the ONNX file");
-  // protobuf parses at most 2 GiB; stop there rather than read /dev/zero until memory runs out.
-  constexpr size_t kMaxModelBytes = size_t(INT_MAX);
-  std::string bytes;
-  char chunk[1 << 16];
-  while (f.read(chunk, sizeof chunk) || f.gcount() > 0) {
-    bytes.append(chunk, static_cast<size_t>(f.gcount()));
-    if (bytes.size() > kMaxModelBytes) {
-      return Status::invalid(path + ": larger than the 2 GiB an ONNX file can hold (weights over that go in external data)");
-    }
-  }
-  if (f.bad()) return Status::invalid(path + ": cannot read the ONNX file");
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  Expected<Graph> g = onnx_import::import_bytes(bytes, path, {dir.empty() ? "." : dir}, {values, needs_value});
-  if (!g) return g.status().with_context(path);
-  return g;
+  return onnx_import::import_file(path, {values, {}, needs_value, nullptr});
+}
+
+Expected<Graph> import_onnx_file(const std::string& path, const OnnxInputValues& values,
+                                 const OnnxInputLayouts& layouts, OnnxImportReport* report) {
+  return onnx_import::import_file(path, {values, layouts, report ? &report->needs_value : nullptr, report});
 }
 
 }  // namespace fusebox

@@ -23,6 +23,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fusebox/status.h"
 #include "ir/array.h"
@@ -55,5 +56,47 @@ Expected<Graph> import_onnx_bytes(std::string_view bytes, std::string_view name,
 
 // The name an ONNX input or output gets in the imported graph (see "Names" above; clashes aside).
 std::string onnx_value_name(std::string_view onnx_name);
+
+// Sequences and optionals (docs/onnx.md, "Sequences and optionals"). fusebox's graphs hold
+// tensors only, so the import is specialised on the layout of every graph input that is a
+// sequence or an optional: element k of such an input becomes the graph input
+// onnx_element_name(name, k) of the element's type. A graph output that is a sequence or an
+// optional becomes its elements' graph outputs, in order.
+//
+// What a sequence or optional holds at one run: a tensor (an optional holding one), a sequence
+// (a sequence input, or an optional holding one) or nothing (an optional holding nothing).
+enum class OnnxValueKind : uint8_t { Tensor, Sequence, None };
+
+struct OnnxInputLayout {
+  OnnxValueKind kind = OnnxValueKind::Sequence;
+  std::vector<TensorType> elements;  // a sequence's elements; a tensor: one; none: none
+};
+using OnnxInputLayouts = std::map<std::string, OnnxInputLayout, std::less<>>;
+
+// One ONNX graph output as graph outputs: a tensor is one, a sequence `count` consecutive ones,
+// an optional holding nothing none (an optional holding a value is that value).
+struct OnnxOutputLayout {
+  OnnxValueKind kind = OnnxValueKind::Tensor;
+  size_t count = 1;
+};
+
+// The graph input name of element k of a sequence or optional graph input.
+std::string onnx_element_name(std::string_view onnx_name, size_t k);
+
+// What an import found besides the graph.
+struct OnnxImportReport {
+  // As *needs_value above; needs_layout: the input is a sequence or optional whose layout was not
+  // given (importing again with it may succeed).
+  std::string needs_value;
+  bool needs_layout = false;
+  std::vector<OnnxOutputLayout> outputs;  // every ONNX graph output's layout, in order
+};
+
+// Imports with values and with the layouts of sequence and optional inputs (both by ONNX name).
+Expected<Graph> import_onnx_file(const std::string& path, const OnnxInputValues& values,
+                                 const OnnxInputLayouts& layouts, OnnxImportReport* report);
+Expected<Graph> import_onnx_bytes(std::string_view bytes, std::string_view name,
+                                  const OnnxInputValues& values, const OnnxInputLayouts& layouts,
+                                  OnnxImportReport* report);
 
 }  // namespace fusebox

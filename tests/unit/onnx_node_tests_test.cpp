@@ -8,6 +8,10 @@
 // shape. A model whose shape-like inputs (a Reshape shape, Slice starts, ...) are graph inputs
 // runs through OnnxExecutable, compiled per data set's values of those inputs.
 //
+// Sequence and optional inputs and outputs (SequenceProto, OptionalProto data files, read by the
+// type the model declares) go through OnnxExecutable::run_values and are compared element by
+// element with the same rule.
+//
 // tests/onnx_node_expectations.txt lists the tests fusebox cannot run yet, one
 // `test_name: reason` per line, sorted. It is checked both ways: a listed test that now passes
 // fails (remove its line), a test that is refused but not listed fails, and so does a listed
@@ -36,6 +40,8 @@ TEST(OnnxNodeTests, Skipped) {
 #include <fstream>
 #include <map>
 #include <sstream>
+
+#include <onnx/onnx-data_pb.h>
 
 #include "onnx/importer.h"
 #include "onnx/onnx_proto.h"
@@ -131,16 +137,65 @@ std::string read_file(const fs::path& p) {
   return s.str();
 }
 
-// A data file; `elem_type` is the ONNX type the model declares for it. ONNX 1.12 wrote bfloat16
-// test data as UINT16 tensors holding the bfloat16 bits.
-Expected<Array> read_tensor(const fs::path& p, int32_t elem_type) {
-  onnx::TensorProto t;
-  std::string bytes = read_file(p);
-  if (!t.ParseFromString(bytes)) return Status::invalid(p.filename().string() + " is not a TensorProto");
+// A tensor of a data file; `elem_type` is the ONNX type the model declares for it. ONNX 1.12
+// wrote bfloat16 test data as UINT16 tensors holding the bfloat16 bits.
+Expected<Array> to_array(onnx::TensorProto t, int32_t elem_type, const std::string& what) {
   if (t.data_type() == onnx::TensorProto::UINT16 && elem_type == onnx::TensorProto::BFLOAT16) {
     t.set_data_type(onnx::TensorProto::BFLOAT16);
   }
-  return onnx_import::tensor_to_array(t, p.filename().string(), onnx_import::ExternalDataDir{});
+  return onnx_import::tensor_to_array(t, what, onnx_import::ExternalDataDir{});
+}
+
+// The declared element type of a tensor, or of a sequence's or an optional's tensors.
+int32_t tensor_elem_type(const onnx::TypeProto& type) {
+  if (type.has_tensor_type()) return type.tensor_type().elem_type();
+  if (type.has_sequence_type()) return tensor_elem_type(type.sequence_type().elem_type());
+  if (type.has_optional_type()) return tensor_elem_type(type.optional_type().elem_type());
+  return 0;
+}
+
+Expected<OnnxValue> sequence_value(const onnx::SequenceProto& seq, int32_t elem_type,
+                                   const std::string& what) {
+  if (seq.elem_type() != onnx::SequenceProto::TENSOR && seq.tensor_values_size() == 0 &&
+      seq.elem_type() != onnx::SequenceProto::UNDEFINED) {
+    return Status::unimplemented(what + " is a sequence of sequences, maps or optionals");
+  }
+  std::vector<Array> elements;
+  for (int k = 0; k < seq.tensor_values_size(); ++k) {
+    FUSEBOX_ASSIGN_OR_RETURN(Array a, to_array(seq.tensor_values(k), elem_type, what));
+    elements.push_back(std::move(a));
+  }
+  return OnnxValue::sequence(std::move(elements));
+}
+
+// A data file read as what the model declares: a TensorProto, a SequenceProto of tensors or an
+// OptionalProto (none, a tensor or a sequence).
+Expected<OnnxValue> read_value(const fs::path& p, const onnx::TypeProto& type) {
+  const std::string what = p.filename().string();
+  const std::string bytes = read_file(p);
+  const int32_t elem_type = tensor_elem_type(type);
+  if (type.has_sequence_type()) {
+    onnx::SequenceProto seq;
+    if (!seq.ParseFromString(bytes)) return Status::invalid(what + " is not a SequenceProto");
+    return sequence_value(seq, elem_type, what);
+  }
+  if (type.has_optional_type()) {
+    onnx::OptionalProto opt;
+    if (!opt.ParseFromString(bytes)) return Status::invalid(what + " is not an OptionalProto");
+    if (opt.has_tensor_value()) {
+      FUSEBOX_ASSIGN_OR_RETURN(Array a, to_array(opt.tensor_value(), elem_type, what));
+      return OnnxValue(std::move(a));
+    }
+    if (opt.has_sequence_value()) return sequence_value(opt.sequence_value(), elem_type, what);
+    if (opt.elem_type() != onnx::OptionalProto::UNDEFINED) {
+      return Status::unimplemented(what + " is an optional of a map or an optional");
+    }
+    return OnnxValue::none();
+  }
+  onnx::TensorProto t;
+  if (!t.ParseFromString(bytes)) return Status::invalid(what + " is not a TensorProto");
+  FUSEBOX_ASSIGN_OR_RETURN(Array a, to_array(std::move(t), elem_type, what));
+  return OnnxValue(std::move(a));
 }
 
 // "" when `got` matches `want` by ONNX's rule, else what differs.
@@ -167,6 +222,34 @@ std::string compare(const Array& got, const Array& want) {
   return "";
 }
 
+const char* kind_name(OnnxValue::Kind k) {
+  switch (k) {
+    case OnnxValue::Kind::Tensor:
+      return "a tensor";
+    case OnnxValue::Kind::Sequence:
+      return "a sequence";
+    case OnnxValue::Kind::None:
+      return "none";
+  }
+  return "?";
+}
+
+// The same for values: the same kind and length, every element matching.
+std::string compare(const OnnxValue& got, const OnnxValue& want) {
+  if (got.kind() != want.kind())
+    return std::string("got ") + kind_name(got.kind()) + ", want " + kind_name(want.kind());
+  if (got.elements().size() != want.elements().size()) {
+    return "got a sequence of " + std::to_string(got.elements().size()) + " tensors, want " +
+           std::to_string(want.elements().size());
+  }
+  for (size_t k = 0; k < want.elements().size(); ++k) {
+    std::string diff = compare(got.elements()[k], want.elements()[k]);
+    if (!diff.empty())
+      return want.kind() == OnnxValue::Kind::Sequence ? "tensor " + std::to_string(k) + ": " + diff : diff;
+  }
+  return "";
+}
+
 enum class Outcome { Passed, Refused, Wrong };
 
 struct Result {
@@ -181,23 +264,24 @@ Result refused(const std::string& stage, const Status& s) {
 // Imports, compiles (fused and unfused) and runs one node test.
 Result run_node_test(const std::string& name) {
   fs::path dir = fs::path(data_dir()) / name;
-  // An import that stops for want of an input's value goes on per data set (OnnxExecutable).
-  std::string needs_value;
-  Expected<Graph> g = import_onnx_file((dir / "model.onnx").string(), {}, &needs_value);
-  if (!g && needs_value.empty()) return refused("import", g.status());
+  // An import that stops for want of an input's value or a sequence's layout goes on per data set
+  // (OnnxExecutable).
+  OnnxImportReport report;
+  Expected<Graph> g = import_onnx_file((dir / "model.onnx").string(), {}, {}, &report);
+  if (!g && report.needs_value.empty()) return refused("import", g.status());
 
   onnx::ModelProto model;
   if (!model.ParseFromString(read_file(dir / "model.onnx"))) return {Outcome::Refused, "model.onnx does not parse"};
   std::vector<std::string> input_names;
-  std::vector<int32_t> input_types, output_types;
+  std::vector<onnx::TypeProto> input_types, output_types;
   for (const auto& vi : model.graph().input()) {
     bool is_initializer = false;
     for (const auto& t : model.graph().initializer()) is_initializer |= t.name() == vi.name();
     if (is_initializer) continue;
     input_names.push_back(onnx_value_name(vi.name()));
-    input_types.push_back(vi.type().tensor_type().elem_type());
+    input_types.push_back(vi.type());
   }
-  for (const auto& vi : model.graph().output()) output_types.push_back(vi.type().tensor_type().elem_type());
+  for (const auto& vi : model.graph().output()) output_types.push_back(vi.type());
 
   std::vector<std::pair<const char*, OnnxExecutable>> exes;
   for (bool fused : {true, false}) {
@@ -216,25 +300,25 @@ Result run_node_test(const std::string& name) {
   }
   std::sort(sets.begin(), sets.end());
   for (const fs::path& set : sets) {
-    NamedArrays inputs;
-    std::vector<Array> wants;
+    NamedOnnxValues inputs;
+    std::vector<OnnxValue> wants;
     for (size_t i = 0;; ++i) {
       fs::path p = set / ("input_" + std::to_string(i) + ".pb");
       if (!fs::exists(p)) break;
       if (i >= input_names.size()) return {Outcome::Refused, "data: more input files than graph inputs"};
-      Expected<Array> a = read_tensor(p, input_types[i]);
+      Expected<OnnxValue> a = read_value(p, input_types[i]);
       if (!a) return refused("data", a.status());
-      inputs[input_names[i]] = std::move(*a);
+      inputs.insert_or_assign(input_names[i], std::move(*a));
     }
     for (size_t i = 0;; ++i) {
       fs::path p = set / ("output_" + std::to_string(i) + ".pb");
       if (!fs::exists(p)) break;
-      Expected<Array> a = read_tensor(p, i < output_types.size() ? output_types[i] : 0);
+      Expected<OnnxValue> a = read_value(p, i < output_types.size() ? output_types[i] : onnx::TypeProto());
       if (!a) return refused("data", a.status());
       wants.push_back(std::move(*a));
     }
     for (const auto& [label, exe] : exes) {
-      Expected<std::vector<Array>> out = exe.run(inputs);
+      Expected<std::vector<OnnxValue> > out = exe.run_values(inputs);
       std::string where = std::string(label) + " " + set.filename().string();
       if (!out) return refused("run " + std::string(label), out.status());
       if (out->size() != wants.size()) {
