@@ -7,11 +7,17 @@
 //                     iteration on, the relative form hits the plan cache, so the time per op
 //                     is record + lookup + a share of one tiny kernel
 //   BM_Chain100       y = y * 0.999 + 0.001, 50 times (100 ops), on 1024 and 2^24 f32:
-//                     lazy fused (one kernel), lazy with fusion off (every op alone), and eager
-//                     (a sync after every op: what running ops one by one costs)
+//                     lazy fused (one kernel), lazy with fusion off (every op alone, one flush),
+//                     and eager (a sync after every op: 100 flushes of one op each, what
+//                     running the ops one by one costs)
+//   BM_MlpStep        one SGD step of the two-layer MLP of examples/lazy_mlp.cpp and `fusebox
+//                     demo` (width w -> 2w -> 8, batch max(128, w); w = 32 and 256, the demo's
+//                     size), loss read: fused and with fusion off, plans cached
 //
 // bench/peers/torch_lazy.py runs the same chain in PyTorch eager (2 threads).
 #include <benchmark/benchmark.h>
+
+#include <algorithm>
 
 #include "fusebox/tensor.h"
 
@@ -59,7 +65,9 @@ void BM_Chain100(benchmark::State& state) {
   for (auto _ : state) {
     Tensor y = x;
     for (int i = 0; i < 50; ++i) {
-      y = y * 0.999 + 0.001;
+      y = y * 0.999;
+      if (mode == 2) (void)sync(d);
+      y = y + 0.001;
       if (mode == 2) (void)sync(d);
     }
     Expected<Array> out = y.to_array();
@@ -72,6 +80,56 @@ BENCHMARK(BM_Chain100)
     ->ArgsProduct({{1024, 1 << 24}, {0, 1, 2}})
     ->ArgNames({"n", "mode"})
     ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.2);
+
+// The MLP of examples/lazy_mlp.cpp: forward, hand-written backward, SGD update; the loss is read.
+struct Mlp {
+  Tensor w1, b1, w2, b2;
+
+  Mlp(int64_t in, int64_t hidden, int64_t out, const lazy::Device& d)
+      : w1(Tensor::randn({in, hidden}, 1, DType::F32, d) * (1.0 / 8)), b1(Tensor::zeros({hidden}, DType::F32, d)),
+        w2(Tensor::randn({hidden, out}, 2, DType::F32, d) * (1.0 / 8)), b2(Tensor::zeros({out}, DType::F32, d)) {}
+  Tensor sgd_step(const Tensor& x, const Tensor& target, double lr) {
+    const Tensor zero = Tensor::scalar(0, DType::F32, x.device());
+    Tensor h = (matmul(x, w1) + b1).relu();
+    Tensor diff = matmul(h, w2) + b2 - target;
+    Tensor loss = (diff * diff).mean();
+    Tensor dy = diff * (2.0 / double(diff.numel()));
+    Tensor dw2 = matmul(h.transpose({1, 0}), dy);
+    Tensor db2 = dy.sum({0});
+    Tensor dh = where(h > zero, matmul(dy, w2.transpose({1, 0})), zero);
+    Tensor dw1 = matmul(x.transpose({1, 0}), dh);
+    Tensor db1 = dh.sum({0});
+    w1 = w1 - dw1 * lr;
+    b1 = b1 - db1 * lr;
+    w2 = w2 - dw2 * lr;
+    b2 = b2 - db2 * lr;
+    return loss;
+  }
+};
+
+// mode 0: fused; 1: fusion off.
+void BM_MlpStep(benchmark::State& state) {
+  const int64_t width = state.range(0);
+  const lazy::Device d = state.range(1) == 1 ? lazy::Device::cpu().unfused() : lazy::Device::cpu();
+  Mlp mlp(width, 2 * width, 8, d);
+  Tensor x = Tensor::randn({std::max<int64_t>(128, width), width}, 10, DType::F32, d);
+  Tensor target = matmul(x, Tensor::randn({width, 8}, 11, DType::F32, d)).tanh();
+  (void)sync(d);
+  const lazy::LazyStats before = lazy::stats();
+  for (auto _ : state) {
+    Expected<float> loss = mlp.sgd_step(x, target, 0.01).item<float>();
+    benchmark::DoNotOptimize(loss);
+  }
+  const lazy::LazyStats after = lazy::stats();
+  state.counters["kernels_per_step"] = double(after.kernels - before.kernels) / double(state.iterations());
+  state.counters["plan_misses"] = double(after.plan_misses - before.plan_misses);
+  state.SetLabel(state.range(1) == 1 ? "lazy unfused" : "lazy fused");
+}
+BENCHMARK(BM_MlpStep)
+    ->ArgsProduct({{32, 256}, {0, 1}})
+    ->ArgNames({"width", "mode"})
+    ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.2);
 
 }  // namespace
