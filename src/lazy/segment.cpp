@@ -363,7 +363,13 @@ Status run_group(const RelativeForm& rf, const std::vector<Record>& ops, const C
   size_t reused = 0;
   for (size_t k = 0; k < cg.outputs.size(); ++k) {
     const void* data = (*outs)[k].raw();
-    if (!donated[k].empty_storage() && data == donated[k].raw()) ++reused;
+    if (!donated[k].empty_storage() && data == donated[k].raw()) {
+      // Written in place: the tensor takes the donor's array itself. The returned one owns the
+      // buffer through a wrapper of the donor, so a tensor updated in place at every step would
+      // sit at the head of a chain of wrappers as long as the loop, freed recursively.
+      ++reused;
+      (*outs)[k] = donated[k];
+    }
     // Results sharing memory with an input or another result are never written in place.
     bool aliased = false;
     for (size_t m = 0; m < inputs.size(); ++m) {
