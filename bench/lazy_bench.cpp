@@ -19,6 +19,7 @@
 
 #include <algorithm>
 
+#include "../examples/lazy_mlp.h"
 #include "fusebox/tensor.h"
 
 namespace fusebox {
@@ -82,37 +83,11 @@ BENCHMARK(BM_Chain100)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(0.2);
 
-// The MLP of examples/lazy_mlp.cpp: forward, hand-written backward, SGD update; the loss is read.
-struct Mlp {
-  Tensor w1, b1, w2, b2;
-
-  Mlp(int64_t in, int64_t hidden, int64_t out, const lazy::Device& d)
-      : w1(Tensor::randn({in, hidden}, 1, DType::F32, d) * (1.0 / 8)), b1(Tensor::zeros({hidden}, DType::F32, d)),
-        w2(Tensor::randn({hidden, out}, 2, DType::F32, d) * (1.0 / 8)), b2(Tensor::zeros({out}, DType::F32, d)) {}
-  Tensor sgd_step(const Tensor& x, const Tensor& target, double lr) {
-    const Tensor zero = Tensor::scalar(0, DType::F32, x.device());
-    Tensor h = (matmul(x, w1) + b1).relu();
-    Tensor diff = matmul(h, w2) + b2 - target;
-    Tensor loss = (diff * diff).mean();
-    Tensor dy = diff * (2.0 / double(diff.numel()));
-    Tensor dw2 = matmul(h.transpose({1, 0}), dy);
-    Tensor db2 = dy.sum({0});
-    Tensor dh = where(h > zero, matmul(dy, w2.transpose({1, 0})), zero);
-    Tensor dw1 = matmul(x.transpose({1, 0}), dh);
-    Tensor db1 = dh.sum({0});
-    w1 = w1 - dw1 * lr;
-    b1 = b1 - db1 * lr;
-    w2 = w2 - dw2 * lr;
-    b2 = b2 - db2 * lr;
-    return loss;
-  }
-};
-
 // mode 0: fused; 1: fusion off.
 void BM_MlpStep(benchmark::State& state) {
   const int64_t width = state.range(0);
   const lazy::Device d = state.range(1) == 1 ? lazy::Device::cpu().unfused() : lazy::Device::cpu();
-  Mlp mlp(width, 2 * width, 8, d);
+  Mlp mlp = Mlp::init(width, 2 * width, 8, d);
   Tensor x = Tensor::randn({std::max<int64_t>(128, width), width}, 10, DType::F32, d);
   Tensor target = matmul(x, Tensor::randn({width, 8}, 11, DType::F32, d)).tanh();
   (void)sync(d);
