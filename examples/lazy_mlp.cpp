@@ -4,46 +4,16 @@
 // second step on its plan comes from the plan cache.
 //
 //   build/examples/lazy_mlp            (FUSEBOX_NO_FUSION=1 runs every op alone: same numbers)
+//
+// The model itself (forward, backward by hand, update) is in lazy_mlp.h.
 #include <cstdio>
 
 #include "fusebox/tensor.h"
+#include "lazy_mlp.h"
 
 using fusebox::DType;
 using fusebox::Tensor;
 namespace lazy = fusebox::lazy;
-
-struct Mlp {
-  Tensor w1, b1, w2, b2;
-
-  static Mlp init(int64_t in, int64_t hidden, int64_t out) {
-    return {Tensor::randn({in, hidden}, 1) * (1.0 / 8), Tensor::zeros({hidden}),
-            Tensor::randn({hidden, out}, 2) * (1.0 / 8), Tensor::zeros({out})};
-  }
-  Tensor forward(const Tensor& x, Tensor* hidden = nullptr) const {
-    Tensor h = (matmul(x, w1) + b1).relu();
-    if (hidden) *hidden = h;
-    return matmul(h, w2) + b2;
-  }
-  // One SGD step on the mean squared error; returns the loss (still lazy).
-  Tensor sgd_step(const Tensor& x, const Tensor& target, double lr) {
-    Tensor h;
-    Tensor y = forward(x, &h);
-    Tensor diff = y - target;
-    Tensor loss = (diff * diff).mean();
-    const double n = double(diff.numel());
-    Tensor dy = diff * (2.0 / n);
-    Tensor dw2 = matmul(h.transpose({1, 0}), dy);
-    Tensor db2 = dy.sum({0});
-    Tensor dh = where(h > Tensor::scalar(0), matmul(dy, w2.transpose({1, 0})), Tensor::scalar(0));
-    Tensor dw1 = matmul(x.transpose({1, 0}), dh);
-    Tensor db1 = dh.sum({0});
-    w1 = w1 - dw1 * lr;
-    b1 = b1 - db1 * lr;
-    w2 = w2 - dw2 * lr;
-    b2 = b2 - db2 * lr;
-    return loss;
-  }
-};
 
 int main() {
   Mlp mlp = Mlp::init(32, 64, 4);

@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <variant>
 
+#include "ir/check.h"
 #include "lazy/custom_op.h"
 
 namespace fusebox::lazy {
@@ -50,10 +51,9 @@ class Builder {
   }
   // Relative index of a state; a tensor seen for the first time adds its type to the key.
   int tensor(TensorState* s, bool produced, int op_index) {
-    auto it = rf_.index.find(s);
-    if (it != rf_.index.end()) return it->second;
+    if (const int known = rf_.index.find(s); known >= 0) return known;
     const int r = int(rf_.tensors.size());
-    rf_.index.emplace(s, r);
+    rf_.index.insert(s, r);
     rf_.tensors.push_back(s);
     rf_.alive.push_back(s->handles.load(std::memory_order_acquire) > 0);
     rf_.producer.push_back(produced ? op_index : -1);
@@ -101,6 +101,42 @@ class Builder {
 
 }  // namespace
 
+void StateIndex::reserve(size_t n) {
+  if (2 * n <= slots_.size()) return;
+  size_t capacity = 16;
+  while (capacity < 2 * n) capacity *= 2;
+  std::vector<std::pair<const TensorState*, int>> old = std::exchange(slots_, {});
+  slots_.assign(capacity, {nullptr, -1});
+  for (const auto& [s, r] : old) {
+    if (s) slots_[slot_of(s)] = {s, r};
+  }
+}
+
+size_t StateIndex::slot_of(const TensorState* s) const {
+  const size_t mask = slots_.size() - 1;
+  size_t i = size_t((uint64_t(reinterpret_cast<uintptr_t>(s)) >> 4) * 0x9E3779B97F4A7C15ull >> 20) & mask;
+  while (slots_[i].first && slots_[i].first != s) i = (i + 1) & mask;
+  return i;
+}
+
+int StateIndex::find(const TensorState* s) const {
+  if (slots_.empty()) return -1;
+  const auto& slot = slots_[slot_of(s)];
+  return slot.first ? slot.second : -1;
+}
+
+void StateIndex::insert(const TensorState* s, int r) {
+  reserve(size_ + 1);
+  slots_[slot_of(s)] = {s, r};
+  ++size_;
+}
+
+int RelativeForm::rel(const TensorState* s) const {
+  const int r = index.find(s);
+  FUSEBOX_CHECK(r >= 0) << "lazy: a tensor outside the segment's relative form";
+  return r;
+}
+
 int RelativeForm::dim_id(int64_t size) const {
   if (size == 1) return -1;
   auto it = dim_ids.find(size);
@@ -116,6 +152,11 @@ RelativeForm relative_form(std::vector<Record>& records, bool fusion, uint8_t tr
                            std::vector<Record>* ops) {
   RelativeForm rf;
   rf.tokens.reserve(records.size() * 8 + 2);
+  // About two new tensors per record (a result and a scalar or weight operand).
+  rf.index.reserve(records.size() * 2);
+  rf.tensors.reserve(records.size() * 2);
+  rf.producer.reserve(records.size() * 2);
+  rf.last_reader.reserve(records.size() * 2);
   Builder b(rf);
   b.token(fusion ? 1 : 0);
   b.token(trigger);
@@ -123,10 +164,9 @@ RelativeForm relative_form(std::vector<Record>& records, bool fusion, uint8_t tr
   for (Record& r : records) {
     if (r.is_drop) {
       // A drop of a tensor of the segment shapes what is written; others change nothing.
-      auto it = rf.index.find(r.inputs[0].get());
-      if (it != rf.index.end()) {
+      if (const int t = rf.index.find(r.inputs[0].get()); t >= 0) {
         b.token(kDrop);
-        b.token(uint64_t(it->second));
+        b.token(uint64_t(t));
       }
       continue;
     }

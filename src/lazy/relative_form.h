@@ -5,24 +5,40 @@
 
 #include <cstdint>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "lazy/state.h"
 
 namespace fusebox::lazy {
 
+// State -> relative index, by open addressing on the pointer: every operand of every record is
+// looked up at each flush, and a node-based map allocated a node per tensor (a flush of 100
+// one-op records spent a twentieth of its time building it).
+class StateIndex {
+ public:
+  void reserve(size_t n);
+  int find(const TensorState* s) const;  // -1: not in the segment
+  void insert(const TensorState* s, int r);  // s must not be in the index
+
+ private:
+  size_t slot_of(const TensorState* s) const;
+  std::vector<std::pair<const TensorState*, int>> slots_;  // a power of two, at most half full
+  size_t size_ = 0;
+};
+
 struct RelativeForm {
   std::vector<uint64_t> tokens;
   uint64_t hash = 0;
   std::vector<TensorState*> tensors;          // relative index -> state
-  std::unordered_map<const TensorState*, int> index;
+  StateIndex index;
   std::vector<int64_t> dim_sizes;             // dim id -> size (sizes other than 1)
   std::unordered_map<int64_t, int> dim_ids;   // size -> dim id
   std::vector<bool> alive;                    // per tensor: a live handle at the flush
   std::vector<int> producer;                  // per tensor: op record producing it, -1 outside
   std::vector<int> last_reader;               // per tensor: last op record reading it, -1 none
 
-  int rel(const TensorState* s) const { return index.at(s); }
+  int rel(const TensorState* s) const;
   // Dim id of a size, -1 when the size is 1 or not a dim of the segment.
   int dim_id(int64_t size) const;
   // Needed outside op records [begin, end): alive, or read at or after `end`.

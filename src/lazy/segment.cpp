@@ -14,6 +14,7 @@
 #include "lazy/log.h"
 #include "lazy/observer.h"
 #include "lazy/relative_form.h"
+#include "lazy/small_vec.h"
 #include "lazy/trace.h"
 
 namespace fusebox::lazy {
@@ -331,7 +332,9 @@ Status run_group(const RelativeForm& rf, const std::vector<Record>& ops, const C
   TraceSpan span("execute");
   if (span.on()) span.set_detail(cg.group.fuser + " " + std::to_string(cg.kernels.size()) + " kernel(s)");
   if (cg.custom) return run_custom(ops, cg, device, hit);
-  std::vector<Array> inputs;
+  // Blocks are mostly one to three operands and one result: their lists stay on the stack (a
+  // flush with fusion off runs a block per record, so per-block allocations add up).
+  SmallVec<Array, 4> inputs;
   inputs.reserve(cg.inputs.size());
   for (int t : cg.inputs) {
     TensorState* s = rf.tensors[size_t(t)];
@@ -341,8 +344,10 @@ Status run_group(const RelativeForm& rf, const std::vector<Record>& ops, const C
   }
   // In place: an output may take the buffer of an input nobody reads after this block (no handle
   // at the flush, no later reader, not aliased, not shared with another thread) of its type.
-  std::vector<Array> donated(cg.outputs.size());
-  std::vector<bool> donor_used(cg.inputs.size(), false);
+  SmallVec<Array, 2> donated;
+  SmallVec<uint8_t, 4> donor_used;
+  for (size_t k = 0; k < cg.outputs.size(); ++k) donated.emplace_back();
+  for (size_t m = 0; m < cg.inputs.size(); ++m) donor_used.push_back(0);
   for (size_t k = 0; k < cg.outputs.size(); ++k) {
     const TensorState& out = *rf.tensors[size_t(cg.outputs[k])];
     for (size_t m = 0; m < cg.inputs.size(); ++m) {
@@ -352,18 +357,28 @@ Status run_group(const RelativeForm& rf, const std::vector<Record>& ops, const C
         continue;
       }
       donated[k] = inputs[m];
-      donor_used[m] = true;
+      donor_used[m] = 1;
       break;
     }
   }
-  const auto start = std::chrono::steady_clock::now();
-  Expected<std::vector<Array>> outs = cg.exe->run_donating(std::span<const Array>(inputs), donated);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // Only observers see a block's time.
+  const bool timed = has_observers();
+  const auto start = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+  Expected<std::vector<Array>> outs = cg.exe->run_donating(std::span<const Array>(inputs.data(), inputs.size()),
+                                                           std::span<const Array>(donated.data(), donated.size()));
+  const double seconds =
+      timed ? std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() : 0.0;
   if (!outs) return outs.status();
   size_t reused = 0;
   for (size_t k = 0; k < cg.outputs.size(); ++k) {
     const void* data = (*outs)[k].raw();
-    if (!donated[k].empty_storage() && data == donated[k].raw()) ++reused;
+    if (!donated[k].empty_storage() && data == donated[k].raw()) {
+      // Written in place: the tensor takes the donor's array itself. The returned one owns the
+      // buffer through a wrapper of the donor, so a tensor updated in place at every step would
+      // sit at the head of a chain of wrappers as long as the loop, freed recursively.
+      ++reused;
+      (*outs)[k] = donated[k];
+    }
     // Results sharing memory with an input or another result are never written in place.
     bool aliased = false;
     for (size_t m = 0; m < inputs.size(); ++m) {

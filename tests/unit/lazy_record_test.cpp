@@ -74,6 +74,25 @@ TEST_F(LazyTest, WideConcatMatchesItsParts) {
   }
 }
 
+// A segment of one record reading 40 computed tensors: its relative form indexes far more tensors
+// than it reserved for one record, so the index grows while it is built. Run twice (the second
+// time from the plan cache), both give the parts' values in order.
+TEST_F(LazyTest, OneRecordReadingManyTensorsGrowsTheIndex) {
+  std::vector<Tensor> parts;
+  for (int i = 0; i < 40; ++i) parts.push_back(Tensor::randn({2, 3}, uint64_t(100 + i)));
+  std::vector<Array> want;
+  for (const Tensor& p : parts) want.push_back(read(p));
+  for (int run = 0; run < 2; ++run) {
+    Tensor y = concat(parts, 0);
+    Array got = read(y);
+    ASSERT_EQ(got.shape(), (std::vector<int64_t>{80, 3}));
+    for (size_t i = 0; i < want.size(); ++i) {
+      for (int64_t e = 0; e < 6; ++e) EXPECT_EQ(got.get_f64(int64_t(i) * 6 + e), want[i].get_f64(e)) << i << " " << e;
+    }
+  }
+  EXPECT_EQ(lazy::stats().plan_hits, 1u);
+}
+
 // Operators borrow their arguments; the generic form takes a vector. Both record the same op
 // with the same operands and give the same values.
 TEST_F(LazyTest, OperatorsAndApplyRecordTheSame) {

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "backends/cpu/reference/dtype_dispatch.h"
 #include "backends/cpu/reference/reference.h"
@@ -33,6 +35,44 @@ bool have_avx2() {
   return false;
 #endif
 }
+
+// Runs `body` (whose loop is an orphaned `omp for`) on a team of threads, or on the calling
+// thread alone without entering a parallel region: even with if(false) a parallel region
+// builds a team and its barriers end in futex wake-ups, two system calls per run that cost
+// more than a small region's work (a 100-op chain on 1024 elements run op by op).
+template <typename Body>
+void run_on_threads(bool parallel, Body& body) {
+  if (!parallel) {
+    body();
+    return;
+  }
+#pragma omp parallel
+  body();
+}
+
+// A thread's register storage, kept for its next run: a run of small regions would otherwise
+// allocate and zero (num_regs + 1) tiles of 8 bytes, 16 KiB for a one-op region, every time.
+// Taken out of the thread's slot while in use, so a nested run gets its own.
+class RegisterStorage {
+ public:
+  explicit RegisterStorage(size_t words) : words_(std::move(slot())) {
+    if (words_.size() < words) words_.resize(words);
+  }
+  ~RegisterStorage() {
+    if (words_.size() <= kKeptWords) slot() = std::move(words_);
+  }
+  RegisterStorage(const RegisterStorage&) = delete;
+  RegisterStorage& operator=(const RegisterStorage&) = delete;
+  uint64_t* data() { return words_.data(); }
+
+ private:
+  static constexpr size_t kKeptWords = size_t(1) << 17;  // 1 MiB kept per thread at most
+  static std::vector<uint64_t>& slot() {
+    thread_local std::vector<uint64_t> kept;
+    return kept;
+  }
+  std::vector<uint64_t> words_;
+};
 
 StepArgs step_args(const Node& n, const Graph& body) {
   StepArgs a{n.op, body.type(n.outputs[0]).dtype,
@@ -370,8 +410,7 @@ Status RegionProgram::run_generated(const JitKernel& kernel, std::span<const Arr
   const std::vector<OperandPlan>& plans = l.plans;
   const JitKernelFn fn = kernel.function();
   const int64_t chunks = (l.total + kJitChunk - 1) / kJitChunk;
-#pragma omp parallel if (chunks > 1 && worth_threads(l.total))
-  {
+  auto run_chunks = [&] {
     // Gathered operands get a chunk buffer each (8-byte elements cover every dtype), left
     // uninitialised: zeroing them would cost as much as a small run.
     std::unique_ptr<uint64_t[]> gathered(l.gathers ? new uint64_t[plans.size() * size_t(kJitChunk)] : nullptr);
@@ -398,7 +437,8 @@ Status RegionProgram::run_generated(const JitKernel& kernel, std::span<const Arr
       }
       fn(ops.data(), outs.data(), n);
     }
-  }
+  };
+  run_on_threads(chunks > 1 && worth_threads(l.total), run_chunks);
   return Status::ok();
 }
 
@@ -412,10 +452,10 @@ Status RegionProgram::run_interpreted(std::span<const Array> inputs, std::span<A
   const int64_t width = tiles == 1 ? std::min(kTile, (l.total + 63) / 64 * 64) : kTile;
   Status error;
   bool failed = false;
-#pragma omp parallel if (tiles > 1 && worth_threads(l.total))
-  {
+  auto run_tiles = [&] {
     // Registers hold up to 8-byte elements; +1 register of slack keeps vector tails in bounds.
-    std::vector<uint64_t> storage(size_t(num_regs_ + 1) * size_t(width));
+    // Every register is written before it is read, so the thread's storage is reused as it is.
+    RegisterStorage storage(size_t(num_regs_ + 1) * size_t(width));
     std::vector<void*> reg(static_cast<size_t>(num_regs_));
     for (int r = 0; r < num_regs_; ++r) reg[size_t(r)] = storage.data() + size_t(r) * size_t(width);
     std::vector<const void*> cur(static_cast<size_t>(num_regs_));
@@ -470,7 +510,8 @@ Status RegionProgram::run_interpreted(std::span<const Array> inputs, std::span<A
                     size_t(n) * esize);
       }
     }
-  }
+  };
+  run_on_threads(tiles > 1 && worth_threads(l.total), run_tiles);
   return error;
 }
 
