@@ -93,6 +93,20 @@ func @row_gather(%x: f32[N,H,W], %c: f32[H,1]) -> f32[N,H,W] {
   %z = sub %y, %m : f32[N,H,W]
   return %z
 }
+func @wide_steps(%x: f32[N,D]) -> (f32[N,D], f32[N,D], f32[N,D]) {
+  %mn = reduce_min %x {axes = [-1], keepdims = true} : f32[N,1]
+  %up = sub %x, %mn : f32[N,D]
+  %down = sub %mn, %x : f32[N,D]
+  %e = exp %up : f32[N,D]
+  %f = exp %down : f32[N,D]
+  %t = tanh %down : f32[N,D]
+  %s = sigmoid %up : f32[N,D]
+  %u = silu %down : f32[N,D]
+  %g = gelu %up {approximate = "tanh"} : f32[N,D]
+  %ft = add %f, %t : f32[N,D]
+  %su = add %s, %u : f32[N,D]
+  return %e, %ft, %su
+}
 func @row_bias(%x: f32[N,D], %bias: f32[N,1]) -> f32[N,D] {
   %a = add %x, %bias : f32[N,D]
   %m = reduce_min %a {axes = [-1], keepdims = true} : f32[N,1]
@@ -291,6 +305,16 @@ TEST_P(ReductionKernelIsa, NanAndInfinitiesPropagateAsInTheReference) {
   for (std::string_view f : {"softmax_temperature", "log_sum_exp", "row_bias", "row_dot"})
     check_kernel(function(f), {{"N", 5}, {"D", 3001}}, GetParam(), 51, plant);
   check_kernel(function("layer_norm_two_pass"), {{"B", 5}, {"T", 1}, {"D", 3001}}, GetParam(), 61, plant);
+}
+
+// The vectorised exp, tanh, sigmoid and silu over their whole range: x in [-45, 45) makes
+// x - min(x) reach e^90 (overflow to inf) and min(x) - x e^-90 (below the normal floats).
+TEST_P(ReductionKernelIsa, ElementwiseStepsOverTheirWholeRange) {
+  auto widen = [](std::vector<Array>& in) {
+    float* x = in[0].data<float>();
+    for (int64_t i = 0; i < in[0].numel(); ++i) x[i] *= 15.0f;
+  };
+  check_kernel(function("wide_steps"), {{"N", 3}, {"D", 2000}}, GetParam(), 71, widen);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryIsa, ReductionKernelIsa,
