@@ -18,6 +18,8 @@
 // BM_RowLoops/<isa>/<op>: one thread running the row loops of one ISA (generic, AVX2, AVX-512,
 // those the processor has) over 32 rows of 4096 that stay in cache: the compute each ISA costs,
 // as time per element (what decides whether the AVX-512 variant earns its place).
+// BM_ReductionLoops/<isa>/softmax_temp: the same for the reduction kernel running softmax_temp
+// written out as one reduction_region (the max pass, the sum pass, the write pass).
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
@@ -26,7 +28,9 @@
 #include <map>
 #include <string>
 
+#include "backends/cpu/reduction_kernel.h"
 #include "backends/cpu/row_kernels.h"
+#include "backends/host_backend.h"
 #include "bench_util.h"
 #include "fusebox/session.h"
 #include "ir/parser.h"
@@ -185,6 +189,51 @@ void BM_RowLoops(benchmark::State& state, cpu::RowIsa isa, int op) {
       benchmark::Counter(double(rows * n), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
+constexpr const char* kSoftmaxTempRegion = R"(
+func @softmax_temp_region(%x: f32[N,D]) -> f32[N,D] {
+  %y = reduction_region %x {name = "softmax_temp", row_axes = 1} : f32[N,D] (%a: f32[N,D]) {
+    %m = reduce_max %a {axes = [-1], keepdims = true} : f32[N,1]
+    %d = sub %a, %m : f32[N,D]
+    %half = constant {value = dense<f32[]: [0.5]>} : f32[]
+    %t = mul %d, %half : f32[N,D]
+    %e = exp %t : f32[N,D]
+    %s = reduce_sum %e {axes = [-1], keepdims = true} : f32[N,1]
+    %z = div %e, %s : f32[N,D]
+    return %z
+  }
+  return %y
+})";
+
+void BM_ReductionLoops(benchmark::State& state, cpu::RowIsa isa) {
+  if (!cpu::row_isa_available(isa)) {
+    state.SkipWithError("the processor lacks this ISA");
+    return;
+  }
+  Expected<Graph> g = parse_graph(kSoftmaxTempRegion);
+  if (!g) {
+    state.SkipWithError(g.status().message().c_str());
+    return;
+  }
+  std::shared_ptr<const Kernel> kernel = cpu::make_reduction_kernel(*g, g->nodes().back(), isa);
+  constexpr int64_t rows = 32, n = 4096;
+  Array x = bench::filled({rows, n}, 2.0f), y = bench::filled({rows, n}, 0.0f);
+  BufferView in[] = {host_view(x)}, out[] = {host_view(y)};
+  InlineStream stream(kHostDevice);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  for (auto _ : state) {
+    Status st = kernel->run(stream, in, out);
+    if (!st.is_ok()) {
+      state.SkipWithError(st.message().c_str());
+      break;
+    }
+    benchmark::ClobberMemory();
+  }
+  omp_set_num_threads(threads);
+  state.counters["time_per_element"] =
+      benchmark::Counter(double(rows * n), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
 }  // namespace
 }  // namespace fusebox
 
@@ -205,6 +254,13 @@ int main(int argc, char** argv) {
           ->Repetitions(5)
           ->ReportAggregatesOnly(true);
     }
+  }
+  for (cpu::RowIsa isa : {cpu::RowIsa::Generic, cpu::RowIsa::Avx2, cpu::RowIsa::Avx512}) {
+    std::string name = "BM_ReductionLoops/" + std::string(cpu::row_isa_name(isa)) + "/softmax_temp";
+    benchmark::RegisterBenchmark(name.c_str(), [isa](benchmark::State& s) { BM_ReductionLoops(s, isa); })
+        ->Unit(benchmark::kMicrosecond)
+        ->Repetitions(5)
+        ->ReportAggregatesOnly(true);
   }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();

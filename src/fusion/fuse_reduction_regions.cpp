@@ -290,10 +290,9 @@ class Grouper {
 
 // Row ops (softmax, norms) that an element-wise step of their row reads or feeds: written out as
 // primitives they may join that step's region (expand_row_ops.h).
-// Off for now: the reduction kernel interprets its body with scalar loops, while a named row op
-// runs on its vectorised row kernel (softmax and the norms at 0.87 of copy bandwidth), so writing
-// one out would trade a kernel launch for a slower pass over the row. Turn it on once the
-// reduction kernel's loops are vectorised.
+// Off: the reduction kernel's loops are vectorised, but it runs each body step as its own loop
+// over a tile, and written out a softmax with a temperature measured no faster as one region
+// than as the row kernel plus a region (docs/benchmarks.md, "Vectorised reduction kernel").
 constexpr bool kWriteOutNamedRowOps = false;
 
 std::set<ValueId> row_ops_next_to_steps(const Graph& g, const PassContext& ctx) {

@@ -1,13 +1,16 @@
 // Reduction regions (spec §4.4): written-out softmax, norm and row-reduction forms that
 // recognition does not name become one reduction_region kernel; the region's CPU kernel run
-// directly on poisoned outputs, the whole fused graph, and the unfused form (the region inlined
-// back) all equal the reference backend on random inputs (uniform in [-3, 3), never zero), over
-// rows of one element, one row, odd sizes and several leading dims.
-// Tolerance: 1e-4 relative plus 1e-5 absolute (the kernel is bit-exact today, reduction_kernel.h;
-// the bound leaves room for vector-lane sums, which reassociate).
+// directly on poisoned outputs (on every ISA's loops the processor has), the whole fused graph,
+// and the unfused form (the region inlined back) all equal the reference backend on random
+// inputs (uniform in [-3, 3), never zero), over rows of one element, one row, odd sizes, rows
+// longer than a tile and than the kept-row budget, several leading dims, and rows holding NaN
+// and infinities.
+// Tolerance: the kernel's accuracy rule (reduction_kernel.h), 1e-5 relative plus 1e-6 absolute.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <limits>
 
 #include "backends/cpu/reduction_kernel.h"
 #include "backends/cpu/reference/reference.h"
@@ -23,7 +26,7 @@
 namespace fusebox {
 namespace {
 
-constexpr double kRtol = 1e-4, kAtol = 1e-5;
+constexpr double kRtol = 1e-5, kAtol = 1e-6;
 
 // The positive cases of tests/lit/fusion/fuse-reduction-regions.fbir, plus a rows-of-one case.
 constexpr std::string_view kCases = R"(
@@ -89,6 +92,20 @@ func @row_gather(%x: f32[N,H,W], %c: f32[H,1]) -> f32[N,H,W] {
   %m = reduce_mean %y {axes = [1, 2], keepdims = true} : f32[N,1,1]
   %z = sub %y, %m : f32[N,H,W]
   return %z
+}
+func @wide_steps(%x: f32[N,D]) -> (f32[N,D], f32[N,D], f32[N,D]) {
+  %mn = reduce_min %x {axes = [-1], keepdims = true} : f32[N,1]
+  %up = sub %x, %mn : f32[N,D]
+  %down = sub %mn, %x : f32[N,D]
+  %e = exp %up : f32[N,D]
+  %f = exp %down : f32[N,D]
+  %t = tanh %down : f32[N,D]
+  %s = sigmoid %up : f32[N,D]
+  %u = silu %down : f32[N,D]
+  %g = gelu %up {approximate = "tanh"} : f32[N,D]
+  %ft = add %f, %t : f32[N,D]
+  %su = add %s, %u : f32[N,D]
+  return %e, %ft, %su
 }
 func @row_bias(%x: f32[N,D], %bias: f32[N,1]) -> f32[N,D] {
   %a = add %x, %bias : f32[N,D]
@@ -188,55 +205,121 @@ TEST(ReductionRegions, WrittenOutFormsBecomeOneKernelAndMatchTheReference) {
   }
 }
 
-// The region's own kernel, run directly, must write every result element: outputs are filled
-// with each poison byte first. The reference kernel of the region node is the oracle here.
-TEST(ReductionRegions, KernelWritesEveryElementOnPoisonedOutputs) {
-  for (const Case& c : kFusedCases) {
-    const Graph& source = function(c.func);
-    Graph g = source;
-    PassContext ctx;
-    ctx.claims = &claim_table_of(FusionTarget::Cpu);
-    ctx.options = FusionOptions::for_cpu();
-    PipelineHooks hooks;
-    hooks.verify_each = true;
-    ASSERT_TRUE(run_pipeline(g, {"fuse-reduction-regions"}, ctx, hooks).is_ok()) << c.func;
-    const Node* region = nullptr;
-    for (const Node& n : g.nodes())
-      if (n.op == Op::ReductionRegion) region = &n;
-    ASSERT_NE(region, nullptr) << c.func;
-    std::shared_ptr<const Kernel> kernel = cpu::make_reduction_kernel(g, *region);
-    ASSERT_NE(kernel, nullptr) << c.func << ": the interpreter should cover this body";
-    const SymbolBindings& sizes = c.sizes.back();
-    std::vector<Array> ins;
-    std::vector<TensorType> in_types;
-    uint64_t seed = 7;
-    for (ValueId v : region->inputs) {
-      ins.push_back(nonzero(static_dims(bind_shape(g.type(v).shape, sizes)), seed++));
-      in_types.push_back(TensorType{DType::F32, make_shape(ins.back().shape())});
+// The graph after fuse-reduction-regions alone, and its one reduction_region.
+std::pair<Graph, size_t> fused_region(const Graph& source) {
+  Graph g = source;
+  PassContext ctx;
+  ctx.claims = &claim_table_of(FusionTarget::Cpu);
+  ctx.options = FusionOptions::for_cpu();
+  PipelineHooks hooks;
+  hooks.verify_each = true;
+  Status st = run_pipeline(g, {"fuse-reduction-regions"}, ctx, hooks);
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+  for (size_t i = 0; i < g.nodes().size(); ++i)
+    if (g.nodes()[i].op == Op::ReductionRegion) return {std::move(g), i};
+  ADD_FAILURE() << "no reduction_region in " << source.name();
+  return {std::move(g), 0};
+}
+
+// Runs the region of `source` directly on the loops of `isa`, outputs filled with each poison
+// byte first (a missed element stays poison), against the region's reference kernel; `edit`
+// may plant special values in the random inputs.
+void check_kernel(const Graph& source, const SymbolBindings& sizes, cpu::RowIsa isa, uint64_t seed,
+                  const std::function<void(std::vector<Array>&)>& edit = {}) {
+  auto [g, at] = fused_region(source);
+  const Node& region = g.nodes()[at];
+  ASSERT_EQ(region.op, Op::ReductionRegion);
+  std::shared_ptr<const Kernel> kernel = cpu::make_reduction_kernel(g, region, isa);
+  ASSERT_NE(kernel, nullptr) << source.name() << ": the interpreter should cover this body";
+  std::vector<Array> ins;
+  std::vector<TensorType> in_types;
+  for (ValueId v : region.inputs) {
+    ins.push_back(nonzero(static_dims(bind_shape(g.type(v).shape, sizes)), seed++));
+    in_types.push_back(TensorType{DType::F32, make_shape(ins.back().shape())});
+  }
+  if (edit) edit(ins);
+  Expected<std::vector<TensorType>> types = infer_result_types(region, in_types);
+  ASSERT_TRUE(types) << types.status().to_string();
+  std::vector<Array> want;
+  for (const TensorType& t : *types) want.emplace_back(t.dtype, static_dims(t.shape));
+  ASSERT_TRUE(cpu::run_reference(region, ins, want).is_ok());
+  for (uint8_t poison : testing::kPoisonBytes) {
+    std::vector<Array> got;
+    for (const TensorType& t : *types) {
+      got.emplace_back(t.dtype, static_dims(t.shape));
+      got.back().fill_bytes(poison);
     }
-    Expected<std::vector<TensorType>> types = infer_result_types(*region, in_types);
-    ASSERT_TRUE(types) << types.status().to_string();
-    std::vector<Array> want;
-    for (const TensorType& t : *types) want.emplace_back(t.dtype, static_dims(t.shape));
-    ASSERT_TRUE(cpu::run_reference(*region, ins, want).is_ok());
-    for (uint8_t poison : testing::kPoisonBytes) {
-      std::vector<Array> got;
-      for (const TensorType& t : *types) {
-        got.emplace_back(t.dtype, static_dims(t.shape));
-        got.back().fill_bytes(poison);
-      }
-      std::vector<BufferView> in_views, out_views;
-      for (const Array& a : ins) in_views.push_back(host_view(a));
-      for (const Array& a : got) out_views.push_back(host_view(a));
-      InlineStream stream(kHostDevice);
-      ASSERT_TRUE(kernel->run(stream, in_views, out_views).is_ok());
-      for (size_t i = 0; i < got.size(); ++i) {
-        EXPECT_TRUE(testing::arrays_close(got[i], want[i], kRtol, kAtol)) << c.func << " result " << i << " poison "
-                                                                         << int(poison);
-      }
+    std::vector<BufferView> in_views, out_views;
+    for (const Array& a : ins) in_views.push_back(host_view(a));
+    for (const Array& a : got) out_views.push_back(host_view(a));
+    InlineStream stream(kHostDevice);
+    ASSERT_TRUE(kernel->run(stream, in_views, out_views).is_ok());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_TRUE(testing::arrays_close(got[i], want[i], kRtol, kAtol))
+          << source.name() << " result " << i << " poison " << int(poison) << " on " << cpu::row_isa_name(isa);
     }
   }
 }
+
+// The kernel's loops once per ISA (tests force each; the processor must have it).
+class ReductionKernelIsa : public ::testing::TestWithParam<cpu::RowIsa> {
+ protected:
+  void SetUp() override {
+    if (!cpu::row_isa_available(GetParam())) {
+      GTEST_SKIP() << "this processor has no " << cpu::row_isa_name(GetParam()) << ": its loops cannot run here";
+    }
+  }
+};
+
+// The region's own kernel, run directly, must write every result element at every size.
+TEST_P(ReductionKernelIsa, WritesEveryElementOnPoisonedOutputs) {
+  for (const Case& c : kFusedCases) {
+    uint64_t seed = 7;
+    for (const SymbolBindings& sizes : c.sizes) check_kernel(function(c.func), sizes, GetParam(), seed += 10);
+  }
+}
+
+// Rows longer than a tile (1024) and not a multiple of the 64 accumulator lanes; rows whose kept
+// values pass the 256 KiB budget (70001 floats), so the sum pass's exp is recomputed by the
+// write pass instead of kept.
+TEST_P(ReductionKernelIsa, LongRowsKeptAndRecomputed) {
+  for (int64_t d : {1025, 5000, 70001}) {
+    check_kernel(function("softmax_temperature"), {{"N", 3}, {"D", d}}, GetParam(), 11);
+    check_kernel(function("log_sum_exp"), {{"N", 2}, {"D", d}}, GetParam(), 21);
+    check_kernel(function("layer_norm_two_pass"), {{"B", 1}, {"T", 2}, {"D", d}}, GetParam(), 31);
+    check_kernel(function("row_bias"), {{"N", 2}, {"D", d}}, GetParam(), 41);
+  }
+}
+
+// A NaN anywhere in a row makes the reference's row NaN (max, min and sums propagate it); +inf
+// makes a softmax row NaN (inf - inf); -inf gives e^-inf, 0 (the kernel's exp clamps to about
+// 1e-38, within the absolute bound). Other rows stay exact.
+TEST_P(ReductionKernelIsa, NanAndInfinitiesPropagateAsInTheReference) {
+  auto plant = [](std::vector<Array>& in) {
+    float* x = in[0].data<float>();
+    const int64_t n = in[0].shape().back();
+    x[1 * n + n - 3] = std::numeric_limits<float>::quiet_NaN();
+    x[2 * n + 17] = std::numeric_limits<float>::infinity();
+    x[3 * n + 1000] = -std::numeric_limits<float>::infinity();
+  };
+  for (std::string_view f : {"softmax_temperature", "log_sum_exp", "row_bias", "row_dot"})
+    check_kernel(function(f), {{"N", 5}, {"D", 3001}}, GetParam(), 51, plant);
+  check_kernel(function("layer_norm_two_pass"), {{"B", 5}, {"T", 1}, {"D", 3001}}, GetParam(), 61, plant);
+}
+
+// The vectorised exp, tanh, sigmoid and silu over their whole range: x in [-45, 45) makes
+// x - min(x) reach e^90 (overflow to inf) and min(x) - x e^-90 (below the normal floats).
+TEST_P(ReductionKernelIsa, ElementwiseStepsOverTheirWholeRange) {
+  auto widen = [](std::vector<Array>& in) {
+    float* x = in[0].data<float>();
+    for (int64_t i = 0; i < in[0].numel(); ++i) x[i] *= 15.0f;
+  };
+  check_kernel(function("wide_steps"), {{"N", 3}, {"D", 2000}}, GetParam(), 71, widen);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryIsa, ReductionKernelIsa,
+                         ::testing::Values(cpu::RowIsa::Generic, cpu::RowIsa::Avx2, cpu::RowIsa::Avx512),
+                         [](const auto& info) { return std::string(cpu::row_isa_name(info.param)); });
 
 // Inlining the region gives back nodes that compute what the source graph computes.
 TEST(ReductionRegions, UnfusedFormEqualsTheReference) {

@@ -4,28 +4,80 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
+#include "backends/cpu/reduction_loops.h"
 #include "backends/cpu/reference/reference.h"
+#include "ir/check.h"
 #include "ir/reduction_region.h"
 #include "ir/shape_inference.h"
 
 namespace fusebox::cpu {
 
+const ReductionLoops& reduction_loops(RowIsa isa) {
+  FUSEBOX_CHECK(row_isa_available(isa)) << "reduction loops for " << row_isa_name(isa) << " on a processor without it";
+  switch (isa) {
+    case RowIsa::Generic: return red_generic::reduction_loops();
+    case RowIsa::Avx2: return red_avx2::reduction_loops();
+    case RowIsa::Avx512: return red_avx512::reduction_loops();
+  }
+  return red_generic::reduction_loops();
+}
+
+void start_lanes(Op op, double* lanes) {
+  const double v = op == Op::ReduceProd  ? 1.0
+                   : op == Op::ReduceMax ? -std::numeric_limits<double>::infinity()
+                   : op == Op::ReduceMin ? std::numeric_limits<double>::infinity()
+                                         : 0.0;
+  std::fill(lanes, lanes + kAccLanes, v);
+}
+
+double finish_lanes(Op op, const double* lanes) {
+  if (op == Op::ReduceProd) return lanes[0];
+  if (op == Op::ReduceSum || op == Op::ReduceMean) {
+    double s = 0;
+    for (int j = 0; j < kAccLanes; ++j) s += lanes[j];
+    return s;
+  }
+  double m = lanes[0];
+  for (int j = 1; j < kAccLanes && m == m; ++j) {
+    const double v = lanes[j];
+    m = ((op == Op::ReduceMax ? m < v : v < m) || v != v) ? v : m;
+  }
+  return m;
+}
+
 namespace {
 
-constexpr int64_t kTile = 256;
+constexpr int64_t kTile = kReductionTile;
 // Below this many elements in all, rows run on one thread (the pool's start costs more).
 constexpr int64_t kParallelElements = int64_t(1) << 15;
+// Per thread: the most bytes of kept row values (a row of each); beyond, values are recomputed.
+constexpr int64_t kKeepBytes = int64_t(256) << 10;
 
 struct Step {
-  Op op;
+  TileStep tile;
   int out = -1, a = -1, b = -1;  // slots
   bool row = false;              // a row-shaped value (else one value per row)
   int pass = 0;                  // row step / reduction: its pass; per-row step: ready before it
-  float alpha = 0;               // leaky_relu
-  bool gelu_tanh = false;
+  Op op() const { return tile.op; }
+};
+
+// Which row steps and operands each pass evaluates per tile. `recompute` evaluates every row value
+// a pass needs from the operands again; `keep` stores the row values a later pass reads in a
+// per-thread row buffer (kept) the pass that first computes them writes, so later passes read
+// them instead (softmax: e = exp(x - max) is computed once, by the sum pass).
+struct Schedule {
+  std::vector<std::vector<int>> row_steps;   // per pass: steps to evaluate per tile
+  std::vector<std::vector<int>> row_inputs;  // per pass: operand indices to load per tile
+  std::vector<int> kept;                     // slots with a row buffer
+  std::vector<int> kept_index;               // per slot: its index in `kept`, or -1
+  // Per slot: the result the write pass's step writes straight into, or -1; per result: whether
+  // the write pass copies it from where it lives instead.
+  std::vector<int> direct;
+  std::vector<bool> copied;
 };
 
 struct Plan {
@@ -37,8 +89,7 @@ struct Plan {
   std::vector<std::pair<int, float>> constants;
   std::vector<Step> steps;            // body order
   int passes = 0;                     // reduction passes; pass `passes` writes row results
-  std::vector<std::vector<int>> row_steps;   // per pass: steps to evaluate per tile
-  std::vector<std::vector<int>> row_inputs;  // per pass: operand indices to load per tile
+  Schedule recompute, keep;
   std::vector<std::vector<int>> reductions;  // per pass < passes
   std::vector<std::vector<int>> ready;       // per pass: per-row steps to run before it
   std::vector<int> results;                  // slot per region result
@@ -67,6 +118,66 @@ bool param_is_row(const Shape& param, int64_t row_axes) {
   return false;
 }
 
+// Per pass, the row values its targets need (reduction operands, or the row results). With
+// `keep`, a value an earlier pass computed is read from its row buffer, not recomputed.
+Schedule schedule(const Plan& plan, bool keep) {
+  const int P = plan.passes;
+  Schedule out;
+  out.row_steps.resize(static_cast<size_t>(P) + 1);
+  out.row_inputs.resize(static_cast<size_t>(P) + 1);
+  out.kept_index.assign(plan.slots, -1);
+  std::vector<int> step_of(plan.slots, -1);
+  for (size_t i = 0; i < plan.steps.size(); ++i) step_of[static_cast<size_t>(plan.steps[i].out)] = static_cast<int>(i);
+  std::vector<bool> computed(plan.slots, false);  // by an earlier pass's row steps
+  for (int p = 0; p <= P; ++p) {
+    std::vector<bool> need(plan.slots, false);
+    std::vector<int> stack;
+    if (p < P) {
+      for (int r : plan.reductions[static_cast<size_t>(p)]) stack.push_back(plan.steps[static_cast<size_t>(r)].a);
+    } else {
+      for (int v : plan.results)
+        if (plan.row[static_cast<size_t>(v)]) stack.push_back(v);
+    }
+    while (!stack.empty()) {
+      int v = stack.back();
+      stack.pop_back();
+      if (!plan.row[static_cast<size_t>(v)] || need[static_cast<size_t>(v)]) continue;
+      need[static_cast<size_t>(v)] = true;
+      if (keep && computed[static_cast<size_t>(v)]) {
+        if (out.kept_index[static_cast<size_t>(v)] < 0) {
+          out.kept_index[static_cast<size_t>(v)] = static_cast<int>(out.kept.size());
+          out.kept.push_back(v);
+        }
+        continue;
+      }
+      int si = step_of[static_cast<size_t>(v)];
+      if (si < 0) continue;
+      const Step& s = plan.steps[static_cast<size_t>(si)];
+      stack.push_back(s.a);
+      if (s.b >= 0) stack.push_back(s.b);
+    }
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      const int v = plan.steps[i].out;
+      if (!plan.steps[i].row || !need[static_cast<size_t>(v)] || out.kept_index[static_cast<size_t>(v)] >= 0) continue;
+      out.row_steps[static_cast<size_t>(p)].push_back(static_cast<int>(i));
+      computed[static_cast<size_t>(v)] = true;
+    }
+    for (size_t k = 0; k < plan.input_slot.size(); ++k)
+      if (need[static_cast<size_t>(plan.input_slot[k])]) out.row_inputs[static_cast<size_t>(p)].push_back(static_cast<int>(k));
+  }
+  out.direct.assign(plan.slots, -1);
+  out.copied.assign(plan.results.size(), true);
+  for (int si : out.row_steps[static_cast<size_t>(P)]) {
+    const int v = plan.steps[static_cast<size_t>(si)].out;
+    for (size_t k = 0; k < plan.results.size() && out.direct[static_cast<size_t>(v)] < 0; ++k) {
+      if (plan.results[k] != v) continue;
+      out.direct[static_cast<size_t>(v)] = static_cast<int>(k);
+      out.copied[k] = false;
+    }
+  }
+  return out;
+}
+
 std::shared_ptr<const Plan> make_plan(const Node& n) {
   const Graph& body = *n.body;
   auto plan = std::make_shared<Plan>();
@@ -87,9 +198,9 @@ std::shared_ptr<const Plan> make_plan(const Node& n) {
       continue;
     }
     if (!interpreted(b.op)) return nullptr;
-    Step s{b.op, b.outputs[0], b.inputs[0], b.inputs.size() > 1 ? b.inputs[1] : -1};
-    if (b.op == Op::LeakyRelu) s.alpha = static_cast<float>(b.attr_f64("alpha"));
-    if (b.op == Op::Gelu) s.gelu_tanh = b.attr_str("approximate") == "tanh";
+    Step s{TileStep{b.op}, b.outputs[0], b.inputs[0], b.inputs.size() > 1 ? b.inputs[1] : -1};
+    if (b.op == Op::LeakyRelu) s.tile.alpha = static_cast<float>(b.attr_f64("alpha"));
+    if (b.op == Op::Gelu) s.tile.gelu_tanh = b.attr_str("approximate") == "tanh";
     if (is_row_reduction_op(b.op)) {
       if (!plan->row[static_cast<size_t>(s.a)]) return nullptr;  // a row of one element: the reference
       s.pass = avail[static_cast<size_t>(s.a)];
@@ -113,58 +224,26 @@ std::shared_ptr<const Plan> make_plan(const Node& n) {
     plan->row_results = plan->row_results || plan->row[static_cast<size_t>(v)];
   }
   const int P = plan->passes;
-  plan->row_steps.resize(static_cast<size_t>(P) + 1);
-  plan->row_inputs.resize(static_cast<size_t>(P) + 1);
   plan->reductions.resize(static_cast<size_t>(P));
   plan->ready.resize(static_cast<size_t>(P) + 1);
-  std::vector<int> step_of(plan->slots, -1);
-  for (size_t i = 0; i < plan->steps.size(); ++i) step_of[static_cast<size_t>(plan->steps[i].out)] = static_cast<int>(i);
   for (size_t i = 0; i < plan->steps.size(); ++i) {
     const Step& s = plan->steps[i];
-    if (is_row_reduction_op(s.op)) plan->reductions[static_cast<size_t>(s.pass)].push_back(static_cast<int>(i));
+    if (is_row_reduction_op(s.op())) plan->reductions[static_cast<size_t>(s.pass)].push_back(static_cast<int>(i));
     else if (!s.row) plan->ready[static_cast<size_t>(s.pass)].push_back(static_cast<int>(i));
   }
-  // Per pass, the row values its targets need (reduction operands, or the row results).
-  for (int p = 0; p <= P; ++p) {
-    std::vector<bool> need(plan->slots, false);
-    std::vector<int> stack;
-    if (p < P) {
-      for (int r : plan->reductions[static_cast<size_t>(p)]) stack.push_back(plan->steps[static_cast<size_t>(r)].a);
-    } else {
-      for (int v : plan->results)
-        if (plan->row[static_cast<size_t>(v)]) stack.push_back(v);
-    }
-    while (!stack.empty()) {
-      int v = stack.back();
-      stack.pop_back();
-      if (!plan->row[static_cast<size_t>(v)] || need[static_cast<size_t>(v)]) continue;
-      need[static_cast<size_t>(v)] = true;
-      int si = step_of[static_cast<size_t>(v)];
-      if (si < 0) continue;
-      const Step& s = plan->steps[static_cast<size_t>(si)];
-      stack.push_back(s.a);
-      if (s.b >= 0) stack.push_back(s.b);
-    }
-    for (size_t i = 0; i < plan->steps.size(); ++i)
-      if (plan->steps[i].row && need[static_cast<size_t>(plan->steps[i].out)]) plan->row_steps[static_cast<size_t>(p)].push_back(static_cast<int>(i));
-    for (size_t k = 0; k < plan->input_slot.size(); ++k)
-      if (need[static_cast<size_t>(plan->input_slot[k])]) plan->row_inputs[static_cast<size_t>(p)].push_back(static_cast<int>(k));
-  }
+  plan->recompute = schedule(*plan, /*keep=*/false);
+  plan->keep = schedule(*plan, /*keep=*/true);
   return plan;
 }
 
-template <typename C>
-C nan_max(C x, C y) { return x != x ? x : (y != y ? y : (x < y ? y : x)); }
-template <typename C>
-C nan_min(C x, C y) { return x != x ? x : (y != y ? y : (y < x ? y : x)); }
-
+// The per-row steps (one value per row) round exactly as the reference kernels do.
 float sigmoid(float x) {
   if (x >= 0.0f) return 1.0f / (1.0f + std::exp(-x));
   float e = std::exp(x);
   return e / (1.0f + e);
 }
 
-float unary(const Step& s, float x) {
+float unary(const TileStep& s, float x) {
   switch (s.op) {
     case Op::Neg: return -x;
     case Op::Abs: return std::fabs(x);
@@ -189,53 +268,15 @@ float unary(const Step& s, float x) {
   }
 }
 
-// One unary step over a tile; the op is chosen once per tile, not per element.
-template <typename F>
-void unary_loop(float* out, const float* a, int sa, int64_t n, F f) {
-  if (sa == 0) {
-    const float v = f(a[0]);
-    for (int64_t i = 0; i < n; ++i) out[i] = v;
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i) out[i] = f(a[i]);
-}
-
-void unary_tile(const Step& s, float* out, const float* a, int sa, int64_t n) {
-  switch (s.op) {
-    case Op::Neg: return unary_loop(out, a, sa, n, [](float x) { return -x; });
-    case Op::Abs: return unary_loop(out, a, sa, n, [](float x) { return std::fabs(x); });
-    case Op::Exp: return unary_loop(out, a, sa, n, [](float x) { return std::exp(x); });
-    case Op::Log: return unary_loop(out, a, sa, n, [](float x) { return std::log(x); });
-    case Op::Sqrt: return unary_loop(out, a, sa, n, [](float x) { return std::sqrt(x); });
-    case Op::Rsqrt: return unary_loop(out, a, sa, n, [](float x) { return 1.0f / std::sqrt(x); });
-    case Op::Reciprocal: return unary_loop(out, a, sa, n, [](float x) { return 1.0f / x; });
-    case Op::Relu: return unary_loop(out, a, sa, n, [](float x) { return x != x ? x : (x > 0.0f ? x : 0.0f); });
-    default: return unary_loop(out, a, sa, n, [&s](float x) { return unary(s, x); });
-  }
-}
-
-template <int SA, int SB, typename F>
-void binary_loop(float* out, const float* a, const float* b, int64_t n, F f) {
-  for (int64_t i = 0; i < n; ++i) out[i] = f(a[i * SA], b[i * SB]);
-}
-
-template <typename F>
-void binary_any(float* out, const float* a, int sa, const float* b, int sb, int64_t n, F f) {
-  if (sa && sb) binary_loop<1, 1>(out, a, b, n, f);
-  else if (sa) binary_loop<1, 0>(out, a, b, n, f);
-  else if (sb) binary_loop<0, 1>(out, a, b, n, f);
-  else binary_loop<0, 0>(out, a, b, n, f);
-}
-
-void binary(Op op, float* out, const float* a, int sa, const float* b, int sb, int64_t n) {
+float binary(Op op, float x, float y) {
   switch (op) {
-    case Op::Add: return binary_any(out, a, sa, b, sb, n, [](float x, float y) { return x + y; });
-    case Op::Sub: return binary_any(out, a, sa, b, sb, n, [](float x, float y) { return x - y; });
-    case Op::Mul: return binary_any(out, a, sa, b, sb, n, [](float x, float y) { return x * y; });
-    case Op::Div: return binary_any(out, a, sa, b, sb, n, [](float x, float y) { return x / y; });
-    case Op::Max: return binary_any(out, a, sa, b, sb, n, [](float x, float y) { return nan_max(x, y); });
-    case Op::Min: return binary_any(out, a, sa, b, sb, n, [](float x, float y) { return nan_min(x, y); });
-    default: return binary_any(out, a, sa, b, sb, n, [](float x, float y) { return std::pow(x, y); });
+    case Op::Add: return x + y;
+    case Op::Sub: return x - y;
+    case Op::Mul: return x * y;
+    case Op::Div: return x / y;
+    case Op::Max: return x != x ? x : (y != y ? y : (x < y ? y : x));
+    case Op::Min: return x != x ? x : (y != y ? y : (y < x ? y : x));
+    default: return std::pow(x, y);
   }
 }
 
@@ -247,9 +288,42 @@ struct Operand {
   std::vector<int64_t> offsets;      // kind 2: the offset of each row element
 };
 
+// Per thread: the tiles of every slot, the per-row values, where each row value of the current
+// tile is read, the accumulators and the kept row values.
+// The tiles and kept rows start on a cache line, so the loops' stores need no peeling.
+struct RowScratch {
+  static constexpr size_t kAlign = 64 / sizeof(float);
+  RowScratch(const Plan& p, size_t operands, size_t kept_floats)
+      : floats(p.slots * kTile + kept_floats + kAlign), sv(p.slots), ptr(p.slots), stride(p.slots), row_base(operands),
+        acc(p.slots * kAccLanes) {
+    const size_t misaligned = (reinterpret_cast<uintptr_t>(floats.data()) / sizeof(float)) % kAlign;
+    tiles = floats.data() + (misaligned ? kAlign - misaligned : 0);
+    kept = tiles + p.slots * kTile;
+  }
+  std::vector<float> floats, sv;
+  float* tiles = nullptr;
+  float* kept = nullptr;
+  std::vector<const float*> ptr;
+  std::vector<int> stride;
+  std::vector<const float*> row_base;
+  std::vector<double> acc;
+  float* tile(int slot) { return tiles + static_cast<size_t>(slot) * kTile; }
+};
+
+// What every row of one run shares.
+struct RunArgs {
+  const Plan& p;
+  const Schedule& sch;
+  const ReductionLoops& loops;
+  const std::vector<Operand>& ops;
+  const std::vector<int64_t>& lead;  // the leading dims of the row shape
+  const std::vector<float*>& outs;
+  int64_t n = 0;                     // elements per row
+};
+
 class ReductionKernel final : public Kernel {
  public:
-  explicit ReductionKernel(std::shared_ptr<const Plan> plan) : plan_(std::move(plan)) {}
+  ReductionKernel(std::shared_ptr<const Plan> plan, RowIsa isa) : plan_(std::move(plan)), isa_(isa) {}
   std::string_view kind() const override { return "reduction"; }
 
   Status run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const override {
@@ -307,15 +381,14 @@ class ReductionKernel final : public Kernel {
     std::vector<float*> outs;
     for (const BufferView& b : out) outs.push_back(static_cast<float*>(b.data));
     std::vector<int64_t> lead(row_shape.begin(), row_shape.begin() + static_cast<long>(lead_rank));
+    const bool keep = static_cast<int64_t>(p.keep.kept.size()) * n * int64_t(sizeof(float)) <= kKeepBytes;
+    const RunArgs args{p, keep ? p.keep : p.recompute, reduction_loops(isa_), ops, lead, outs, n};
+    const size_t kept_floats = args.sch.kept.size() * static_cast<size_t>(n);
 #pragma omp parallel if (rows > 1 && rows * n >= kParallelElements)
     {
-      std::vector<float> tiles(p.slots * kTile), sv(p.slots);
-      std::vector<const float*> ptr(p.slots);
-      std::vector<int> stride(p.slots);
-      std::vector<const float*> row_base(ops.size());
-      std::vector<double> acc(p.slots);
+      RowScratch scratch(p, ops.size(), kept_floats);
 #pragma omp for schedule(static)
-      for (int64_t r = 0; r < rows; ++r) run_row(p, ops, lead, r, n, outs, tiles, sv, ptr, stride, row_base, acc);
+      for (int64_t r = 0; r < rows; ++r) run_row(args, r, scratch);
     }
     return Status::ok();
   }
@@ -332,138 +405,129 @@ class ReductionKernel final : public Kernel {
     return strides;
   }
 
-  static void run_row(const Plan& p, const std::vector<Operand>& ops, const std::vector<int64_t>& lead, int64_t r,
-                      int64_t n, const std::vector<float*>& outs, std::vector<float>& tiles, std::vector<float>& sv,
-                      std::vector<const float*>& ptr, std::vector<int>& stride, std::vector<const float*>& row_base,
-                      std::vector<double>& acc) {
-    // Where this row starts in each operand.
-    for (size_t k = 0; k < ops.size(); ++k) {
-      int64_t off = 0, rest = r;
-      for (size_t d = lead.size(); d-- > 0;) {
-        off += (rest % lead[d]) * ops[k].lead_stride[d];
-        rest /= lead[d];
+  static double* lanes_of(int slot, RowScratch& w) { return w.acc.data() + static_cast<size_t>(slot) * kAccLanes; }
+
+  // Points the operands of `pass` at the tile [t0, t0 + len) of the row (gathering where needed)
+  // and the kept values at their row buffers.
+  static void load_tile(const RunArgs& a, int pass, int64_t t0, int64_t len, RowScratch& w) {
+    for (int k : a.sch.row_inputs[static_cast<size_t>(pass)]) {
+      const Operand& o = a.ops[static_cast<size_t>(k)];
+      const size_t slot = static_cast<size_t>(a.p.input_slot[static_cast<size_t>(k)]);
+      const float* base = w.row_base[static_cast<size_t>(k)];
+      w.stride[slot] = o.kind == 1 ? 0 : 1;
+      if (o.kind != 2) {
+        w.ptr[slot] = o.kind == 1 ? base : base + t0;
+        continue;
       }
-      row_base[k] = ops[k].base + off;
-      int slot = p.input_slot[k];
-      if (!p.row[static_cast<size_t>(slot)]) sv[static_cast<size_t>(slot)] = row_base[k][0];
+      float* t = w.tile(static_cast<int>(slot));
+      for (int64_t i = 0; i < len; ++i) t[i] = base[o.offsets[static_cast<size_t>(t0 + i)]];
+      w.ptr[slot] = t;
     }
-    for (const auto& [slot, value] : p.constants) sv[static_cast<size_t>(slot)] = value;
-    auto operand = [&](int slot, float* tile_of_slot) -> std::pair<const float*, int> {
-      if (!p.row[static_cast<size_t>(slot)]) return {&sv[static_cast<size_t>(slot)], 0};
-      return {ptr[static_cast<size_t>(slot)] ? ptr[static_cast<size_t>(slot)] : tile_of_slot,
-              ptr[static_cast<size_t>(slot)] ? stride[static_cast<size_t>(slot)] : 1};
+    for (size_t j = 0; j < a.sch.kept.size(); ++j) {
+      const size_t slot = static_cast<size_t>(a.sch.kept[j]);
+      w.ptr[slot] = w.kept + j * static_cast<size_t>(a.n) + t0;
+      w.stride[slot] = 1;
+    }
+  }
+
+  static void run_row(const RunArgs& a, int64_t r, RowScratch& w) {
+    const Plan& p = a.p;
+    const int64_t n = a.n;
+    // Where this row starts in each operand.
+    for (size_t k = 0; k < a.ops.size(); ++k) {
+      int64_t off = 0, rest = r;
+      for (size_t d = a.lead.size(); d-- > 0;) {
+        off += (rest % a.lead[d]) * a.ops[k].lead_stride[d];
+        rest /= a.lead[d];
+      }
+      w.row_base[k] = a.ops[k].base + off;
+      int slot = p.input_slot[k];
+      if (!p.row[static_cast<size_t>(slot)]) w.sv[static_cast<size_t>(slot)] = w.row_base[k][0];
+    }
+    for (const auto& [slot, value] : p.constants) w.sv[static_cast<size_t>(slot)] = value;
+    // A value of the current tile: a per-row value (stride 0), an operand or kept row, or a tile.
+    auto operand = [&](int slot) -> std::pair<const float*, int> {
+      const size_t v = static_cast<size_t>(slot);
+      if (!p.row[v]) return {&w.sv[v], 0};
+      return w.ptr[v] ? std::pair<const float*, int>{w.ptr[v], w.stride[v]} : std::pair<const float*, int>{w.tile(slot), 1};
     };
     for (int pass = 0; pass <= p.passes; ++pass) {
       for (int si : p.ready[static_cast<size_t>(pass)]) {
         const Step& s = p.steps[static_cast<size_t>(si)];
-        float a = sv[static_cast<size_t>(s.a)];
-        if (s.b < 0) sv[static_cast<size_t>(s.out)] = unary(s, a);
-        else binary(s.op, &sv[static_cast<size_t>(s.out)], &a, 0, &sv[static_cast<size_t>(s.b)], 0, 1);
+        const float x = w.sv[static_cast<size_t>(s.a)];
+        w.sv[static_cast<size_t>(s.out)] = s.b < 0 ? unary(s.tile, x) : binary(s.op(), x, w.sv[static_cast<size_t>(s.b)]);
       }
       if (pass == p.passes && !p.row_results) break;
       const bool reducing = pass < p.passes;
       if (reducing) {
         for (int si : p.reductions[static_cast<size_t>(pass)]) {
           const Step& s = p.steps[static_cast<size_t>(si)];
-          acc[static_cast<size_t>(s.out)] = s.op == Op::ReduceProd ? 1.0
-                                            : s.op == Op::ReduceMax ? -std::numeric_limits<double>::infinity()
-                                            : s.op == Op::ReduceMin ? std::numeric_limits<double>::infinity()
-                                                                    : 0.0;
+          start_lanes(s.op(), lanes_of(s.out, w));
         }
       }
       for (int64_t t0 = 0; t0 < n; t0 += kTile) {
         const int64_t len = std::min(kTile, n - t0);
-        auto tile = [&](int slot) { return tiles.data() + static_cast<size_t>(slot) * kTile; };
-        for (int k : p.row_inputs[static_cast<size_t>(pass)]) {
-          const Operand& o = ops[static_cast<size_t>(k)];
-          int slot = p.input_slot[static_cast<size_t>(k)];
-          if (o.kind == 0) {
-            ptr[static_cast<size_t>(slot)] = row_base[static_cast<size_t>(k)] + t0;
-            stride[static_cast<size_t>(slot)] = 1;
-          } else if (o.kind == 1) {
-            ptr[static_cast<size_t>(slot)] = row_base[static_cast<size_t>(k)];
-            stride[static_cast<size_t>(slot)] = 0;
-          } else {
-            float* t = tile(slot);
-            for (int64_t i = 0; i < len; ++i) t[i] = row_base[static_cast<size_t>(k)][o.offsets[static_cast<size_t>(t0 + i)]];
-            ptr[static_cast<size_t>(slot)] = t;
-            stride[static_cast<size_t>(slot)] = 1;
-          }
-        }
-        for (int si : p.row_steps[static_cast<size_t>(pass)]) {
+        load_tile(a, pass, t0, len, w);
+        for (int si : a.sch.row_steps[static_cast<size_t>(pass)]) {
           const Step& s = p.steps[static_cast<size_t>(si)];
-          float* o = tile(s.out);
-          auto [a, sa] = operand(s.a, tile(s.a));
+          // Into its row buffer, straight into a result (the write pass), or into its tile.
+          const int kept = a.sch.kept_index[static_cast<size_t>(s.out)];
+          const int direct = reducing ? -1 : a.sch.direct[static_cast<size_t>(s.out)];
+          float* o = kept >= 0    ? w.kept + static_cast<size_t>(kept) * static_cast<size_t>(n) + t0
+                     : direct >= 0 ? a.outs[static_cast<size_t>(direct)] + r * n + t0
+                                   : w.tile(s.out);
+          auto [x, sx] = operand(s.a);
           if (s.b < 0) {
-            unary_tile(s, o, a, sa, len);
+            a.loops.unary(s.tile, o, x, sx, len);
           } else {
-            auto [b, sb] = operand(s.b, tile(s.b));
-            binary(s.op, o, a, sa, b, sb, len);
+            auto [y, sy] = operand(s.b);
+            a.loops.binary(s.op(), o, x, sx, y, sy, len);
           }
-          ptr[static_cast<size_t>(s.out)] = nullptr;  // lives in its tile
+          w.ptr[static_cast<size_t>(s.out)] = o == w.tile(s.out) ? nullptr : o;
+          w.stride[static_cast<size_t>(s.out)] = 1;
         }
         if (reducing) {
           for (int si : p.reductions[static_cast<size_t>(pass)]) {
             const Step& s = p.steps[static_cast<size_t>(si)];
-            auto [a, sa] = operand(s.a, tile(s.a));
-            accumulate(s.op, a, sa, len, acc[static_cast<size_t>(s.out)]);
+            auto [x, sx] = operand(s.a);
+            a.loops.accumulate(s.op(), x, sx, len, lanes_of(s.out, w));
           }
-        } else {
-          for (size_t k = 0; k < p.results.size(); ++k) {
-            int v = p.results[k];
-            if (!p.row[static_cast<size_t>(v)]) continue;
-            auto [a, sa] = operand(v, tile(v));
-            float* dst = outs[k] + r * n + t0;
-            for (int64_t i = 0; i < len; ++i) dst[i] = a[i * sa];
-          }
+          continue;
+        }
+        for (size_t k = 0; k < p.results.size(); ++k) {
+          int v = p.results[k];
+          if (!p.row[static_cast<size_t>(v)] || !a.sch.copied[k]) continue;
+          auto [x, sx] = operand(v);
+          float* dst = a.outs[k] + r * n + t0;
+          if (sx) std::copy(x, x + len, dst);
+          else std::fill(dst, dst + len, x[0]);
         }
       }
       if (reducing) {
         for (int si : p.reductions[static_cast<size_t>(pass)]) {
           const Step& s = p.steps[static_cast<size_t>(si)];
-          double v = acc[static_cast<size_t>(s.out)];
-          sv[static_cast<size_t>(s.out)] = static_cast<float>(s.op == Op::ReduceMean ? v / double(n) : v);
+          const double v = finish_lanes(s.op(), lanes_of(s.out, w));
+          w.sv[static_cast<size_t>(s.out)] = static_cast<float>(s.op() == Op::ReduceMean ? v / double(n) : v);
         }
       }
     }
     for (size_t k = 0; k < p.results.size(); ++k) {
       int v = p.results[k];
-      if (!p.row[static_cast<size_t>(v)]) outs[k][r] = sv[static_cast<size_t>(v)];
+      if (!p.row[static_cast<size_t>(v)]) a.outs[k][r] = w.sv[static_cast<size_t>(v)];
     }
-  }
-
-  // Folds `len` values into a row's accumulator exactly as the reference kernel does: sums and
-  // products in double, element by element in row order (so the rounded result is the
-  // reference's, bit for bit); max and min in f32 with NaN propagating.
-  static void accumulate(Op op, const float* a, int sa, int64_t len, double& acc) {
-    if (op == Op::ReduceSum || op == Op::ReduceMean) {
-      double s = acc;
-      for (int64_t i = 0; i < len; ++i) s += double(a[i * sa]);
-      acc = s;
-      return;
-    }
-    if (op == Op::ReduceProd) {
-      double s = acc;
-      for (int64_t i = 0; i < len; ++i) s *= double(a[i * sa]);
-      acc = s;
-      return;
-    }
-    const bool is_max = op == Op::ReduceMax;
-    float m = static_cast<float>(acc);
-    for (int64_t i = 0; i < len; ++i) m = is_max ? nan_max(m, a[i * sa]) : nan_min(m, a[i * sa]);
-    acc = double(m);
   }
 
   std::shared_ptr<const Plan> plan_;
+  RowIsa isa_;
 };
 
 }  // namespace
 
-std::shared_ptr<const Kernel> make_reduction_kernel(const Graph&, const Node& n) {
+std::shared_ptr<const Kernel> make_reduction_kernel(const Graph&, const Node& n, RowIsa isa) {
   if (n.op != Op::ReductionRegion || !n.body) return nullptr;
   std::shared_ptr<const Plan> plan = make_plan(n);
   if (!plan) return nullptr;
-  return std::make_shared<ReductionKernel>(std::move(plan));
+  return std::make_shared<ReductionKernel>(std::move(plan), isa);
 }
 
 }  // namespace fusebox::cpu

@@ -1,20 +1,37 @@
 // The CPU kernel of reduction_region (ir/reduction_region.h), f32. Rows run in parallel
 // (OpenMP); each row runs in as many passes over its elements as the dependence between its
 // reductions needs (a softmax: the max pass, the sum pass, the write pass; a layer norm: mean,
-// variance, write), so no row-shaped intermediate is ever stored: a pass recomputes the
-// element-wise steps it needs from the operands, tile by tile (256 elements), while the row sits
+// variance, write), so no row-shaped intermediate goes to memory: a pass evaluates the
+// element-wise steps it needs from the operands, tile by tile (1024 elements), while the row sits
 // in cache. The body runs on a small step interpreter over those tiles.
 //
 //   pass 0 .. P-1   evaluate the row steps a reduction of this pass reads; accumulate it
 //   between passes  finish the reductions; evaluate the per-row steps that now have operands
 //   pass P          evaluate the row-shaped results and write them
 //
-// Accuracy: the region is bit-exact to the reference. Element-wise steps round in f32 exactly
-// as the reference kernels do (the same <cmath> calls, one step at a time); sums, means and
-// products accumulate in double element by element in row order, as the reference's fold does,
-// and round once; max and min propagate NaN. (Splitting the sums into vector lanes would be
-// faster and lose that; tests/unit/reduction_region_test.cpp checks within 1e-4 relative plus
-// 1e-5 absolute, so such a change is measured against the same bound.)
+// The body's row steps run on vectorised tile loops (reduction_loops.inc, one build per ISA:
+// generic, AVX2 + FMA, AVX-512, the best the processor has chosen at run time, as for the row
+// kernels). A row value that a later pass reads again (a softmax's e = exp(x - max), computed by
+// the sum pass, read by the write pass) is kept in a per-thread row buffer rather than computed
+// twice, while the kept rows fit in 256 KiB; longer rows recompute it.
+//
+// Accuracy (the rule of the row kernels, row_kernels.h; tests/unit/reduction_region_test.cpp):
+// - sums and means accumulate in 64 f32 lanes (element i in lane i mod 64) over each tile of
+//   1024 elements, each lane's part added to its own double, the 64 doubles summed at the row's
+//   end: within a few f32 roundings of the exact sum at any length; products accumulate in
+//   double; max and min are exact and propagate NaN; a mean divides in double; each reduction
+//   rounds to f32 once;
+// - row-shaped element-wise steps round in f32 one step at a time as the reference kernels do
+//   (FMA contraction inside a step may round once less; a division by a per-row value multiplies
+//   by its reciprocal, one more rounding); exp, tanh, sigmoid, silu and tanh-gelu are
+//   simd_math.h's (relative error below 4e-7; exp below -87.3 gives about 1e-38 where the
+//   reference gives 0 or a subnormal), log, erf, exact gelu and pow <cmath>'s;
+// - per-row steps (a statistic's eps, rsqrt, log) run on the reference kernels' scalar code.
+// Results are within 1e-5 relative plus 1e-6 absolute of the reference for the bodies whose
+// result is well conditioned in their reductions (softmax, log-sum-exp, the norms, row sums of
+// one sign); a body that cancels (a sum of values of both signs much smaller than their
+// magnitudes) amplifies the sums' rounding by that ratio, as any reordered sum does. NaN and
+// infinities propagate as in the reference.
 //
 // Bodies with a step the interpreter does not have (or a dtype other than f32) run the
 // reference kernel: correct, unfused speed.
@@ -23,10 +40,12 @@
 #include <memory>
 
 #include "backends/backend.h"
+#include "backends/cpu/row_kernels.h"
 
 namespace fusebox::cpu {
 
-// The kernel for reduction_region node `n` of `g`, or null when its body needs the reference.
-std::shared_ptr<const Kernel> make_reduction_kernel(const Graph& g, const Node& n);
+// The kernel for reduction_region node `n` of `g` on the loops of `isa` (which the processor must
+// have), or null when its body needs the reference.
+std::shared_ptr<const Kernel> make_reduction_kernel(const Graph& g, const Node& n, RowIsa isa = best_row_isa());
 
 }  // namespace fusebox::cpu
