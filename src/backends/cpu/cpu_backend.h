@@ -22,7 +22,7 @@ struct CpuBackendOptions {
   bool onednn = true;
   // CNN activations kept in the blocked layout nChw<b>c between oneDNN convolutions
   // (cpu/assign_blocked_layout.h; only with oneDNN): kAutoBlock picks the host's layout
-  // (onednn::preferred_nchwc_block), 0 keeps every activation NCHW, 4, 8 or 16 force that block,
+  // (NHWC with AVX-512, else onednn::preferred_nchwc_block), 0 keeps every activation NCHW, 4, 8 or 16 force that block,
   // kNhwc channels-last (every value one block of all its channels).
   static constexpr int64_t kAutoBlock = -1;
   static constexpr int64_t kNhwc = -2;  // = cpu::kNhwcBlock
