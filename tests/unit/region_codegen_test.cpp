@@ -7,7 +7,9 @@
 //     on outputs poisoned before each run: generated code equals the interpreter bit for bit
 //   - a long body run in stages over blocks equals the interpreter bit for bit
 //   - the structural kernel cache, and compiling and running from several threads at once
+//   - runs from inside an OpenMP parallel region (as the batch and prologue kernels run them)
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -439,6 +441,42 @@ TEST(RegionCodegen, CompilesAndRunsFromSeveralThreads) {
     ASSERT_EQ(out[t].size(), 1u);
     EXPECT_TRUE(testing::arrays_close(out[t][0], t % 2 ? want_tanh : want_sigmoid, 4e-7, 1e-30)) << t;
     EXPECT_TRUE(out[t][0].same_data(out[t % 2][0])) << t;
+  }
+}
+
+// The batch and prologue kernels run regions from the threads of their own parallel region. A
+// region too small for threads must still run its whole loop on the calling thread: its loop is
+// an orphaned `omp for`, which would otherwise share its iterations out over the caller's team.
+TEST(RegionCodegen, RunsWholeInsideAnOuterParallelRegion) {
+  Graph body("body");
+  TensorType f32{DType::F32, {}};
+  ValueId x = body.add_input("x", f32);
+  ValueId c = body.add_input("c", f32);
+  body.add_output(body.add_node(Op::Add, {body.add_node(Op::Mul, {x, c}, {f32})[0], x}, {f32})[0]);
+  Node region{Op::ElementwiseRegion, {}, {}, {}, std::make_shared<Graph>(body), {}};
+  const int64_t n = 3000;  // one tile, one chunk: below every threshold for threads
+  std::vector<TensorType> types = {{DType::F32, make_shape({n})}, {DType::F32, {}}};
+  std::vector<cpu::Codegen> codegens = {cpu::Codegen::Interpreter};
+  if (cpu::jit_built()) codegens.push_back(cpu::Codegen::Jit);
+  for (cpu::Codegen codegen : codegens) {
+    Expected<std::shared_ptr<const cpu::RegionProgram>> program = cpu::RegionProgram::compile(region, types, codegen);
+    ASSERT_TRUE(program) << program.status().to_string();
+    constexpr int kThreads = 4;
+    std::vector<std::vector<Array>> in(kThreads), out(kThreads);
+    for (int t = 0; t < kThreads; ++t) {
+      in[size_t(t)] = {testing::random_array(DType::F32, {n}, 20 + uint64_t(t)), testing::array_f32({}, {0.5f + float(t)})};
+      out[size_t(t)] = {Array(DType::F32, {n})};
+      std::memset(out[size_t(t)][0].raw(), 0xFF, out[size_t(t)][0].nbytes());
+    }
+    std::vector<int> ok(kThreads, 0);
+#pragma omp parallel for num_threads(kThreads) schedule(static, 1)
+    for (int t = 0; t < kThreads; ++t) ok[size_t(t)] = (*program)->run(in[size_t(t)], out[size_t(t)]).is_ok();
+    for (int t = 0; t < kThreads; ++t) {
+      ASSERT_TRUE(ok[size_t(t)]) << t;
+      const Array want = testing::run_op1(
+          Op::Add, {testing::run_op1(Op::Mul, {in[size_t(t)][0], in[size_t(t)][1]}), in[size_t(t)][0]});
+      EXPECT_TRUE(testing::arrays_close(out[size_t(t)][0], want, 1e-6, 1e-6)) << "thread " << t;
+    }
   }
 }
 

@@ -40,13 +40,16 @@ bool have_avx2() {
 // thread alone without entering a parallel region: even with if(false) a parallel region
 // builds a team and its barriers end in futex wake-ups, two system calls per run that cost
 // more than a small region's work (a 100-op chain on 1024 elements run op by op).
+// Inside a parallel region (a batch kernel's items, a prologue's windows) an orphaned `omp for`
+// would bind to the caller's team: each of its threads would run a share of this region's loop
+// and wait at a barrier the others never reach. There the region gets a team of its own.
 template <typename Body>
 void run_on_threads(bool parallel, Body& body) {
-  if (!parallel) {
+  if (!parallel && omp_get_level() == 0) {
     body();
     return;
   }
-#pragma omp parallel
+#pragma omp parallel if (parallel)
   body();
 }
 
