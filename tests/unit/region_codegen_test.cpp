@@ -7,6 +7,8 @@
 //     on outputs poisoned before each run: generated code equals the interpreter bit for bit
 //   - a long body run in stages over blocks equals the interpreter bit for bit
 //   - the structural kernel cache, and compiling and running from several threads at once
+//   - a region of more operands than a word has bits (a lazy chain's lifted scalars) runs
+//     generated code, equal to the interpreter
 //   - runs from inside an OpenMP parallel region (as the batch and prologue kernels run them)
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -442,6 +444,53 @@ TEST(RegionCodegen, CompilesAndRunsFromSeveralThreads) {
     EXPECT_TRUE(testing::arrays_close(out[t][0], t % 2 ? want_tanh : want_sigmoid, 4e-7, 1e-30)) << t;
     EXPECT_TRUE(out[t][0].same_data(out[t % 2][0])) << t;
   }
+}
+
+// A 100-step chain whose every step takes its own scalar operand (as the lazy API lifts them):
+// 101 operands, beyond one 64-bit word of repeated-operand bits. Generated code runs it and
+// equals the interpreter bit for bit.
+TEST(RegionCodegen, RegionsOfManyScalarOperandsRunGeneratedCode) {
+  SKIP_WITHOUT_JIT();
+  const int64_t n = 40000, steps = 100;
+  Graph body("body");
+  TensorType f32{DType::F32, {}};
+  ValueId v = body.add_input("x", f32);
+  std::vector<ValueId> scalars;
+  for (int64_t s = 0; s < steps; ++s) scalars.push_back(body.add_input("c" + std::to_string(s), f32));
+  for (int64_t s = 0; s < steps; ++s)
+    v = body.add_node(s % 3 == 2 ? Op::Add : Op::Mul, {v, scalars[size_t(s)]}, {f32})[0];
+  body.add_output(v);
+  EXPECT_EQ(cpu::jit_lanes(body), 64);  // operands count as live from their reader on
+  Node region{Op::ElementwiseRegion, {}, {}, {}, std::make_shared<Graph>(body), {}};
+  std::vector<TensorType> types = {{DType::F32, make_shape({n})}};
+  std::vector<Array> in = {testing::random_array(DType::F32, {n}, 31, -2, 2)};
+  for (int64_t s = 0; s < steps; ++s) {
+    types.push_back({DType::F32, {}});
+    in.push_back(testing::array_f32(
+        {}, {s % 3 == 2 ? 0.01f * float(s % 7) - 0.03f : 1.0f + 0.001f * float(s % 5 - 2)}));
+  }
+  std::vector<Array> results;
+  for (cpu::Codegen codegen : {cpu::Codegen::Interpreter, cpu::Codegen::Jit}) {
+    Expected<std::shared_ptr<const cpu::RegionProgram>> program =
+        cpu::RegionProgram::compile(region, types, codegen);
+    ASSERT_TRUE(program) << program.status().to_string();
+    std::vector<Array> out = {Array(DType::F32, {n})};
+    std::memset(out[0].raw(), 0xFF, out[0].nbytes());
+    const cpu::JitStats before = cpu::jit_stats();
+    ASSERT_TRUE((*program)->run(in, out).is_ok());
+    const cpu::JitStats after = cpu::jit_stats();
+    if (codegen == cpu::Codegen::Jit) {
+      EXPECT_EQ(after.compiled + after.cache_hits - before.compiled - before.cache_hits, 1u)
+          << "no generated code ran";
+    }
+    results.push_back(out[0]);
+  }
+  EXPECT_TRUE(results[1].same_data(results[0]));
+  // and against the step-by-step reference
+  Array want = in[0];
+  for (int64_t s = 0; s < steps; ++s)
+    want = testing::run_op1(s % 3 == 2 ? Op::Add : Op::Mul, {want, in[size_t(s + 1)]});
+  EXPECT_TRUE(results[1].same_data(want));
 }
 
 // The batch and prologue kernels run regions from the threads of their own parallel region. A

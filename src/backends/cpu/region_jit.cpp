@@ -102,11 +102,20 @@ int64_t jit_lanes(const Graph& body) {
   for (size_t i = 0; i < nodes.size(); ++i)
     for (ValueId v : nodes[i].inputs) last_use[size_t(v)] = i;
   for (ValueId v : body.outputs()) last_use[size_t(v)] = nodes.size();
-  std::vector<bool> counted(body.num_values(), false);
+  // An operand is loaded where a step first reads it (a repeated one is a broadcast operand of
+  // that instruction), so it is live from its first reader on: a chain taking a scalar per step
+  // keeps about two values live, not one per operand.
+  std::vector<bool> counted(body.num_values(), false), loaded(body.num_values(), true);
+  for (ValueId v : body.inputs()) loaded[size_t(v)] = false;
   size_t live = 0, peak = 0;
-  for (ValueId v : body.inputs()) counted[size_t(v)] = true, ++live;
+  for (ValueId v : body.outputs()) {
+    if (!loaded[size_t(v)]) loaded[size_t(v)] = counted[size_t(v)] = true, ++live;
+  }
   peak = live;
   for (size_t i = 0; i < nodes.size(); ++i) {
+    for (ValueId v : nodes[i].inputs) {
+      if (!loaded[size_t(v)]) loaded[size_t(v)] = counted[size_t(v)] = true, ++live;
+    }
     if (nodes[i].op != Op::Constant) {  // constants fold into instructions
       for (ValueId v : nodes[i].outputs) counted[size_t(v)] = true, ++live;
     }
@@ -265,8 +274,8 @@ class LlvmKernel final : public JitKernel {
 };
 
 // Builds `void name(i8** operands, i8** outputs, i64 n)`.
-void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, JitVariant variant, bool x86,
-                  bool avx512) {
+void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, const JitVariant& variant,
+                  bool x86, bool avx512) {
   llvm::LLVMContext& ctx = m.getContext();
   llvm::IRBuilder<> b(ctx);
   llvm::Type* i8p = b.getInt8PtrTy();
@@ -295,7 +304,7 @@ void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, J
     llvm::Value* p = b.CreatePointerCast(raw, scalar.stored(d)->getPointerTo());
     in_ptr.push_back(p);
     llvm::Value* one = nullptr;
-    if (variant.repeated >> k & 1) one = scalar.from_storage(d, b.CreateLoad(scalar.stored(d), p));
+    if (variant.is_repeated(k)) one = scalar.from_storage(d, b.CreateLoad(scalar.stored(d), p));
     repeated_scalar.push_back(one);
   }
   std::vector<llvm::Value*> out_ptr;
@@ -424,10 +433,12 @@ void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, J
 }
 
 // The cache key: the body's text without its name, plus the variant.
-std::string structure_key(const Graph& body, JitVariant v) {
+std::string structure_key(const Graph& body, const JitVariant& v) {
   std::string text = print_graph(body);
   size_t open = text.find('(');
-  return text.substr(open == std::string::npos ? 0 : open) + "|repeated=" + std::to_string(v.repeated) +
+  std::string repeated;
+  for (size_t k = 0; k < body.inputs().size(); ++k) repeated += v.is_repeated(k) ? '1' : '0';
+  return text.substr(open == std::string::npos ? 0 : open) + "|repeated=" + repeated +
          "|streaming=" + (v.streaming ? "1" : "0") + "|avx512=" + (v.avx512 ? "1" : "0");
 }
 

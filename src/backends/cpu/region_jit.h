@@ -43,7 +43,10 @@ using JitKernelFn = void (*)(const void* const* operands, void* const* outputs, 
 inline constexpr int64_t kJitMaxLanes = 64;
 
 struct JitVariant {
-  uint64_t repeated = 0;   // bit k: operand k is one element repeated
+  // repeated[k]: operand k is one element repeated (empty: none is). Any number of operands: a
+  // lazy chain's lifted scalars give a region one operand per step.
+  std::vector<bool> repeated;
+  bool is_repeated(size_t k) const { return k < repeated.size() && repeated[k]; }
   bool streaming = false;  // non-temporal stores; every output 64-byte aligned at index 0
   // Whether approximated functions may use AVX-512-only instructions (vscalefps, vpermi2ps)
   // where the host has them; false gives the code other x86 hosts run (tests use it).

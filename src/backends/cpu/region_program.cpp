@@ -364,12 +364,13 @@ Status RegionProgram::run(std::span<const Array> inputs, std::span<Array> output
   }
   const int64_t total = outputs[0].numel();
   if (total == 0) return Status::ok();
-  // A variant marks repeated operands in 64 bits; wider regions interpret.
-  if (codegen_ != Codegen::Interpreter && jit_unsupported_.empty() && inputs.size() <= 64 &&
+  if (codegen_ != Codegen::Interpreter && jit_unsupported_.empty() &&
       (codegen_ == Codegen::Jit || total >= kJitMinElements)) {
     JitVariant variant;
     for (size_t k = 0; k < inputs.size(); ++k) {
-      if (inputs[k].numel() == 1) variant.repeated |= uint64_t(1) << k;
+      if (inputs[k].numel() != 1) continue;
+      if (variant.repeated.empty()) variant.repeated.resize(inputs.size());
+      variant.repeated[k] = true;
     }
     int64_t out_bytes = 0;
     bool aligned = true;

@@ -92,7 +92,7 @@ class RegionProgram {
   Codegen codegen_ = Codegen::Auto;
   std::string jit_unsupported_;
   mutable std::mutex jit_mu_;
-  mutable std::map<std::pair<uint64_t, bool>, std::shared_ptr<const JitKernel>> jit_kernels_;
+  mutable std::map<std::pair<std::vector<bool>, bool>, std::shared_ptr<const JitKernel>> jit_kernels_;
   mutable bool jit_failed_ = false;
 };
 
