@@ -175,6 +175,19 @@ TEST(BlockedLayout, OneDnnReorderEqualsTheReferenceConversion) {
     ASSERT_TRUE(cpu::onednn::reorder_layout(got, back).is_ok());
     EXPECT_TRUE(back.same_data(x));
   }
+  // A few channels in NHWC's order (a network's input image), small and large.
+  for (std::vector<int64_t> shape : std::vector<std::vector<int64_t>>{{1, 3, 5, 7}, {2, 1, 4, 3}, {2, 4, 97, 203}}) {
+    Array img = random_array(DType::F32, shape, 6);
+    Array want = to_nchwc(img, shape[1]);
+    Array got(DType::F32, want.shape());
+    got.fill_bytes(0xFF);
+    ASSERT_TRUE(cpu::onednn::reorder_layout(img, got).is_ok());
+    EXPECT_TRUE(got.same_data(want)) << img.type_string();
+    Array back(DType::F32, img.shape());
+    back.fill_bytes(0xFF);
+    ASSERT_TRUE(cpu::onednn::reorder_layout(got, back).is_ok());
+    EXPECT_TRUE(back.same_data(img)) << img.type_string();
+  }
 }
 
 TEST(BlockedLayout, ShapeErrorsNameTheOperand) {

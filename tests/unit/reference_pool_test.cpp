@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 
+#include "ir/layout.h"
 #include "ir/shape_inference.h"
 #include "support/test_util.h"
 
@@ -214,6 +215,22 @@ TEST(ReferencePool, GlobalAvgPoolAnyRank) {
   auto y = run_reference_poisoned(Op::GlobalAvgPool, {array_f32({1, 2, 2, 2}, {1, 2, 3, 4, -1, -2, -3, -10})}, {});
   ASSERT_EQ(y.size(), 1u);
   EXPECT_TRUE(arrays_close(y[0], array_f32({1, 2, 1, 1}, {2.5, -4})));
+}
+
+// Blocked layouts give the plain kernel's bits: NHWC (one block of all 160 channels) and
+// nChw16c, on one image and on two.
+TEST(ReferencePool, GlobalAvgPoolBlockedEqualsPlainBitForBit) {
+  for (int64_t n : {1, 2}) {
+    Array x = random_array(DType::F32, {n, 160, 31, 33}, 18);
+    auto plain = run_reference_poisoned(Op::GlobalAvgPool, {x}, {});
+    ASSERT_EQ(plain.size(), 1u);
+    for (auto [block, layout] : {std::pair<int64_t, const char*>{160, "nhwc"}, {16, "nchwc"}}) {
+      auto y = run_reference_poisoned(Op::GlobalAvgPool, {to_nchwc(x, block)}, {{"layout", std::string(layout)}});
+      ASSERT_EQ(y.size(), 1u);
+      ASSERT_EQ(y[0].numel(), n * 160) << layout;
+      EXPECT_TRUE(y[0].reshaped(plain[0].shape()).same_data(plain[0])) << layout << " n=" << n;
+    }
+  }
 }
 
 }  // namespace
