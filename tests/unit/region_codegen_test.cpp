@@ -493,6 +493,33 @@ TEST(RegionCodegen, RegionsOfManyScalarOperandsRunGeneratedCode) {
   EXPECT_TRUE(results[1].same_data(want));
 }
 
+// Auto generates code from 2^14 elements, or from 2^16 element-steps for a long body: a
+// 100-step chain on 1024 elements runs generated code, a 5-step one interprets.
+TEST(RegionCodegen, AutoGeneratesCodeForLongBodiesOnFewElements) {
+  SKIP_WITHOUT_JIT();
+  const int64_t n = 1024;
+  for (int64_t steps : {5, 100}) {
+    Graph body("body");
+    TensorType f32{DType::F32, {}};
+    ValueId v = body.add_input("x", f32);
+    ValueId c = body.add_input("c", f32);
+    for (int64_t s = 0; s < steps; ++s) v = body.add_node(s % 2 ? Op::Add : Op::Mul, {v, c}, {f32})[0];
+    body.add_output(v);
+    Node region{Op::ElementwiseRegion, {}, {}, {}, std::make_shared<Graph>(body), {}};
+    std::vector<TensorType> types = {{DType::F32, make_shape({n})}, {DType::F32, {}}};
+    std::vector<Array> in = {testing::random_array(DType::F32, {n}, 41, -1, 1), testing::array_f32({}, {0.999f})};
+    Expected<std::shared_ptr<const cpu::RegionProgram>> program =
+        cpu::RegionProgram::compile(region, types, cpu::Codegen::Auto);
+    ASSERT_TRUE(program) << program.status().to_string();
+    std::vector<Array> out = {Array(DType::F32, {n})};
+    const cpu::JitStats before = cpu::jit_stats();
+    ASSERT_TRUE((*program)->run(in, out).is_ok());
+    const cpu::JitStats after = cpu::jit_stats();
+    const uint64_t used = after.compiled + after.cache_hits - before.compiled - before.cache_hits;
+    EXPECT_EQ(used, steps * n >= cpu::kJitMinElementSteps ? 1u : 0u) << steps << " steps";
+  }
+}
+
 // The batch and prologue kernels run regions from the threads of their own parallel region. A
 // region too small for threads must still run its whole loop on the calling thread: its loop is
 // an orphaned `omp for`, which would otherwise share its iterations out over the caller's team.

@@ -365,7 +365,8 @@ Status RegionProgram::run(std::span<const Array> inputs, std::span<Array> output
   const int64_t total = outputs[0].numel();
   if (total == 0) return Status::ok();
   if (codegen_ != Codegen::Interpreter && jit_unsupported_.empty() &&
-      (codegen_ == Codegen::Jit || total >= kJitMinElements)) {
+      (codegen_ == Codegen::Jit || total >= kJitMinElements ||
+       total * std::max<int64_t>(1, int64_t(steps_.size())) >= kJitMinElementSteps)) {
     JitVariant variant;
     for (size_t k = 0; k < inputs.size(); ++k) {
       if (inputs[k].numel() != 1) continue;

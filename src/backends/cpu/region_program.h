@@ -38,8 +38,12 @@ namespace fusebox::cpu {
 inline constexpr int64_t kTile = 512;
 inline constexpr int64_t kJitChunk = 4096;  // a multiple of kJitMaxLanes
 // Auto generates code for runs of at least this many elements: below it the interpreter is as
-// fast and a first run need not wait for code generation.
+// fast and a first run need not wait for code generation. A long body generates code from fewer
+// elements, at kJitMinElementSteps (elements x steps): the interpreter fills a register with each
+// repeated operand and passes over a tile per step, which for a 100-step chain on 1024 elements
+// cost more than the rest of a lazy cache-hit run.
 inline constexpr int64_t kJitMinElements = int64_t(1) << 14;
+inline constexpr int64_t kJitMinElementSteps = int64_t(1) << 16;
 // Outputs of at least this many bytes are written with non-temporal stores: they would not stay
 // in the last-level cache anyway.
 inline constexpr int64_t kStreamingBytes = int64_t(16) << 20;
