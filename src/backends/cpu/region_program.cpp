@@ -386,11 +386,11 @@ Status RegionProgram::run(std::span<const Array> inputs, std::span<Array> output
   return run_interpreted(inputs, outputs);
 }
 
-Expected<std::shared_ptr<const JitKernel>> RegionProgram::jit_kernel(JitVariant variant) const {
+Expected<std::shared_ptr<const JitKernel>> RegionProgram::jit_kernel(const JitVariant& variant) const {
   std::lock_guard<std::mutex> lock(jit_mu_);
-  auto key = std::make_pair(variant.repeated, variant.streaming);
-  auto it = jit_kernels_.find(key);
-  if (it != jit_kernels_.end()) return it->second;
+  auto& kernels = jit_kernels_[variant.streaming ? 1 : 0];
+  auto it = kernels.find(variant.repeated);
+  if (it != kernels.end()) return it->second;
   if (jit_failed_) return std::shared_ptr<const JitKernel>();
   Expected<std::shared_ptr<const JitKernel>> kernel = jit_compile(*body_, variant);
   if (!kernel) {
@@ -399,7 +399,7 @@ Expected<std::shared_ptr<const JitKernel>> RegionProgram::jit_kernel(JitVariant 
     jit_failed_ = true;
     return std::shared_ptr<const JitKernel>();
   }
-  jit_kernels_[key] = *kernel;
+  kernels[variant.repeated] = *kernel;
   return *kernel;
 }
 

@@ -75,7 +75,7 @@ class RegionProgram {
   RegionProgram() = default;
   // The kernel for a variant, generated on first use; null when code generation failed in Auto
   // (the interpreter runs), an error when it failed in Jit.
-  Expected<std::shared_ptr<const JitKernel>> jit_kernel(JitVariant variant) const;
+  Expected<std::shared_ptr<const JitKernel>> jit_kernel(const JitVariant& variant) const;
   Status run_interpreted(std::span<const Array> inputs, std::span<Array> outputs) const;
   Status run_generated(const JitKernel& kernel, std::span<const Array> inputs, std::span<Array> outputs) const;
   // Whether `total` elements through every step are worth waking other threads: at least 8 tiles
@@ -96,7 +96,8 @@ class RegionProgram {
   Codegen codegen_ = Codegen::Auto;
   std::string jit_unsupported_;
   mutable std::mutex jit_mu_;
-  mutable std::map<std::pair<std::vector<bool>, bool>, std::shared_ptr<const JitKernel>> jit_kernels_;
+  // Generated kernels by repeated operands, one map per streaming choice (found without a key copy).
+  mutable std::map<std::vector<bool>, std::shared_ptr<const JitKernel>> jit_kernels_[2];
   mutable bool jit_failed_ = false;
 };
 
