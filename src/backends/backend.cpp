@@ -1,5 +1,6 @@
 #include "backends/backend.h"
 
+#include "ir/block_pool.h"
 #include "ir/check.h"
 
 namespace fusebox {
@@ -26,7 +27,10 @@ std::vector<Array> arrays_over(std::span<const BufferView> views) {
   return arrays;
 }
 
-Buffer Buffer::wrap(const Array& a) { return Buffer(host_view(a), std::make_shared<Array>(a)); }
+Buffer Buffer::wrap(const Array& a) {
+  // A pooled block (ir/block_pool.h): a lazy flush wraps every operand of its plan.
+  return Buffer(host_view(a), std::allocate_shared<Array>(PoolAllocator<Array>(), a));
+}
 
 Buffer Buffer::reshaped(std::vector<int64_t> shape) const {
   FUSEBOX_CHECK(view_.strides == contiguous_strides(view_.shape)) << "reshaping a strided buffer";

@@ -4,10 +4,20 @@
 #include <cstdlib>
 #include <new>
 
+#include "ir/block_pool.h"
 #include "ir/check.h"
 #include "ir/size.h"
 
 namespace fusebox {
+namespace {
+
+// The bytes of an array of at most kSmallArrayBytes, aligned by hand inside the block.
+constexpr size_t kSmallArrayBytes = 64;
+struct SmallArrayBlock {
+  uint8_t bytes[kSmallArrayBytes + kArrayAlignment - 1];
+};
+
+}  // namespace
 
 int64_t product(std::span<const int64_t> dims) {
   // Shapes from user input are checked (ir/size.h) before any array takes them.
@@ -30,7 +40,17 @@ Array::Array(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(st
   for (int64_t d : shape_) FUSEBOX_CHECK(d >= 0) << "negative dim in array shape";
   numel_ = product(shape_);
   // Always allocate at least one byte so raw() of an empty array is a valid pointer.
-  buffer_ = std::shared_ptr<uint8_t[]>(allocate_array_bytes(std::max<size_t>(nbytes(), 1)), free_array_bytes);
+  const size_t bytes = std::max<size_t>(nbytes(), 1);
+  if (bytes <= kSmallArrayBytes) {
+    // One pooled block holds the control block and the bytes (ir/block_pool.h): the lazy API
+    // makes a scalar per op, which took two mallocs.
+    auto block = std::allocate_shared<SmallArrayBlock>(PoolAllocator<SmallArrayBlock>());
+    const auto start = reinterpret_cast<uintptr_t>(block->bytes);
+    uint8_t* p = block->bytes + (kArrayAlignment - start % kArrayAlignment) % kArrayAlignment;
+    buffer_ = std::shared_ptr<uint8_t[]>(std::move(block), p);
+    return;
+  }
+  buffer_ = std::shared_ptr<uint8_t[]>(allocate_array_bytes(bytes), free_array_bytes);
 }
 
 // A plain malloc of kArrayAlignment more bytes, aligned by hand, with the distance back to the

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <iterator>
 #include <mutex>
+#include <vector>
 
 #include "lazy/stream.h"
 
@@ -25,29 +27,95 @@ std::shared_ptr<const std::vector<std::shared_ptr<Observer>>> snapshot() {
   return observers().list;
 }
 
-struct Counters {
-  std::atomic<uint64_t> records{0}, flushes{0}, blocks_fused{0}, blocks_unfused{0}, kernels{0}, plan_hits{0},
-      plan_misses{0}, allocations{0}, inplace_reuses{0};
+// Counters kept per thread and summed when read: every op made and dropped two tensor states,
+// and the process-wide atomic add of each state's count and bytes was a tenth of a cached 100-op
+// chain's time. A thread's slot is written only by its thread (a plain load and store); readers
+// and the slot's owner at thread end take the registry's lock.
+enum Counter : int {
+  kRecords,
+  kFlushes,
+  kBlocksFused,
+  kBlocksUnfused,
+  kKernels,
+  kPlanHits,
+  kPlanMisses,
+  kAllocations,
+  kInplaceReuses,
+  kLiveTensors,
+  kLiveBytes,
+  kCounters
 };
-Counters& counters_store() {
-  static Counters* c = new Counters();
-  return *c;
-}
-std::atomic<uint64_t>& counter_for(uint64_t LazyStats::*field) {
-  Counters& c = counters_store();
-  if (field == &LazyStats::records) return c.records;
-  if (field == &LazyStats::flushes) return c.flushes;
-  if (field == &LazyStats::blocks_fused) return c.blocks_fused;
-  if (field == &LazyStats::blocks_unfused) return c.blocks_unfused;
-  if (field == &LazyStats::kernels) return c.kernels;
-  if (field == &LazyStats::plan_hits) return c.plan_hits;
-  if (field == &LazyStats::plan_misses) return c.plan_misses;
-  if (field == &LazyStats::allocations) return c.allocations;
-  return c.inplace_reuses;
+constexpr uint64_t LazyStats::*kStatFields[] = {
+    &LazyStats::records,        &LazyStats::flushes,     &LazyStats::blocks_fused,
+    &LazyStats::blocks_unfused, &LazyStats::kernels,     &LazyStats::plan_hits,
+    &LazyStats::plan_misses,    &LazyStats::allocations, &LazyStats::inplace_reuses};
+constexpr int kStats = int(std::size(kStatFields));
+
+struct Slot {
+  std::atomic<int64_t> value[kCounters]{};
+};
+struct Registry {
+  std::mutex mu;
+  std::vector<Slot*> slots;                 // of running threads
+  std::atomic<int64_t> ended[kCounters]{};  // of threads that ended, and adds made while ending
+  int64_t stats_base[kStats]{};             // the totals at the last reset_stats()
+};
+Registry& registry() {
+  static Registry* r = new Registry();  // never destroyed: threads may end after static destruction
+  return *r;
 }
 
-std::atomic<int64_t> g_live{0};
-std::atomic<int64_t> g_bytes{0};
+// Trivially destructible, so they stay usable while other thread-locals are destroyed (a stream's
+// records drop states then).
+thread_local Slot* t_slot = nullptr;
+thread_local bool t_ended = false;
+struct SlotOwner {
+  ~SlotOwner() {
+    if (!t_slot) return;
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    for (int k = 0; k < kCounters; ++k)
+      r.ended[k].fetch_add(t_slot->value[k].load(std::memory_order_relaxed));
+    r.slots.erase(std::find(r.slots.begin(), r.slots.end(), t_slot));
+    delete t_slot;
+    t_slot = nullptr;
+    t_ended = true;
+  }
+};
+thread_local SlotOwner t_owner;
+
+void add_to(Counter k, int64_t n) {
+  if (!t_slot && !t_ended) {
+    auto* s = new Slot();
+    {
+      std::lock_guard<std::mutex> lock(registry().mu);
+      registry().slots.push_back(s);
+    }
+    static_cast<void>(&t_owner);  // constructs the owner, whose destructor folds the slot back
+    t_slot = s;
+  }
+  if (!t_slot) {
+    registry().ended[k].fetch_add(n, std::memory_order_relaxed);
+    return;
+  }
+  std::atomic<int64_t>& v = t_slot->value[k];
+  v.store(v.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+
+// The caller holds the registry's lock.
+int64_t total_locked(Counter k) {
+  Registry& r = registry();
+  int64_t sum = r.ended[k].load(std::memory_order_relaxed);
+  for (const Slot* s : r.slots) sum += s->value[k].load(std::memory_order_relaxed);
+  return sum;
+}
+
+Counter counter_for(uint64_t LazyStats::*field) {
+  for (int k = 0; k < kStats; ++k) {
+    if (kStatFields[k] == field) return Counter(k);
+  }
+  return kInplaceReuses;
+}
 
 }  // namespace
 
@@ -77,21 +145,21 @@ void notify_block(const BlockEvent& e) {
 }
 
 LazyStats stats() {
-  Counters& c = counters_store();
-  return {c.records.load(), c.flushes.load(), c.blocks_fused.load(), c.blocks_unfused.load(), c.kernels.load(),
-          c.plan_hits.load(), c.plan_misses.load(), c.allocations.load(), c.inplace_reuses.load()};
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  LazyStats out;
+  for (int k = 0; k < kStats; ++k) out.*kStatFields[k] = uint64_t(total_locked(Counter(k)) - r.stats_base[k]);
+  return out;
 }
 
 void reset_stats() {
-  for (auto f : {&LazyStats::records, &LazyStats::flushes, &LazyStats::blocks_fused, &LazyStats::blocks_unfused,
-                 &LazyStats::kernels, &LazyStats::plan_hits, &LazyStats::plan_misses, &LazyStats::allocations,
-                 &LazyStats::inplace_reuses}) {
-    counter_for(f).store(0);
-  }
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  for (int k = 0; k < kStats; ++k) r.stats_base[k] = total_locked(Counter(k));
 }
 
 namespace counters {
-void add(uint64_t LazyStats::*field, uint64_t n) { counter_for(field).fetch_add(n, std::memory_order_relaxed); }
+void add(uint64_t LazyStats::*field, uint64_t n) { add_to(counter_for(field), int64_t(n)); }
 }  // namespace counters
 
 // Tensor values live in host memory between blocks on every device (a cuda block copies its
@@ -100,11 +168,14 @@ MemoryUsage memory_usage(Device device) {
   if (!device.available()) return {};
   return memory_usage_all();
 }
-MemoryUsage memory_usage_all() { return {g_live.load(), g_bytes.load()}; }
+MemoryUsage memory_usage_all() {
+  std::lock_guard<std::mutex> lock(registry().mu);
+  return {total_locked(kLiveTensors), total_locked(kLiveBytes)};
+}
 
 namespace memory_accounting {
-void on_state(int delta) { g_live.fetch_add(delta, std::memory_order_relaxed); }
-void on_bytes(int64_t delta) { g_bytes.fetch_add(delta, std::memory_order_relaxed); }
+void on_state(int delta) { add_to(kLiveTensors, delta); }
+void on_bytes(int64_t delta) { add_to(kLiveBytes, delta); }
 }  // namespace memory_accounting
 
 LeakCheck::LeakCheck() : live_at_start_(memory_usage_all().live_tensors) {}

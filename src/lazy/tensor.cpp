@@ -5,6 +5,7 @@
 #include <random>
 
 #include "backends/registry/registry.h"
+#include "ir/block_pool.h"
 #include "ir/shape_inference.h"
 #include "ir/verifier.h"
 #include "lazy/log.h"
@@ -83,8 +84,10 @@ Operands view(const lazy::SmallVec<const Tensor*, 3>& v) { return Operands(v.dat
 std::atomic<uint64_t> g_next_id{1};
 
 StatePtr new_state(DType dtype, std::vector<int64_t> shape, lazy::Device device) {
-  return std::make_shared<TensorState>(g_next_id.fetch_add(1, std::memory_order_relaxed), dtype, std::move(shape),
-                                       device);
+  // A pooled block (ir/block_pool.h): a chain of small ops makes and drops two states per op.
+  return std::allocate_shared<TensorState>(PoolAllocator<TensorState>(),
+                                           g_next_id.fetch_add(1, std::memory_order_relaxed), dtype,
+                                           std::move(shape), device);
 }
 
 Tensor error_tensor(Status s, lazy::Device device = lazy::Device::cpu()) {

@@ -34,6 +34,30 @@ TEST_F(LazyTest, DropsAcrossThreads) {
   EXPECT_TRUE(sync().is_ok());
 }
 
+// Memory usage and stats are counted per thread and summed when read: what a thread counted stays
+// counted after it ends, and a drop on another thread than the maker's balances it.
+TEST_F(LazyTest, UsageAndStatsCountWorkOfThreadsThatEndedAcrossThreads) {
+  const lazy::MemoryUsage start = lazy::memory_usage_all();
+  lazy::reset_stats();
+  std::vector<Tensor> kept;
+  std::thread maker([&] {
+    std::vector<Tensor> made;
+    for (int i = 0; i < 5; ++i) made.push_back(Tensor::rand({100}, uint64_t(i)) * 3.0);
+    EXPECT_TRUE(sync().is_ok());
+    kept = {made[1], made[3]};
+  });
+  maker.join();
+  EXPECT_EQ(lazy::memory_usage_all().live_tensors, start.live_tensors + 2);
+  EXPECT_EQ(lazy::memory_usage_all().bytes, start.bytes + 800);
+  EXPECT_EQ(lazy::stats().records, 5u);  // the five products; rand and the scalars are not records
+  std::thread dropper([moved = std::move(kept)]() mutable { moved.clear(); });
+  dropper.join();
+  EXPECT_EQ(lazy::memory_usage_all().live_tensors, start.live_tensors);
+  EXPECT_EQ(lazy::memory_usage_all().bytes, start.bytes);
+  lazy::reset_stats();
+  EXPECT_EQ(lazy::stats().records, 0u);
+}
+
 // Weakness 5 of spec §8: sync waits for every thread's stream, not only the caller's.
 TEST_F(LazyTest, Weakness5SyncAcrossThreadsRunsEveryStream) {
   std::atomic<bool> recorded{false}, synced{false};
