@@ -7,7 +7,8 @@
 //                      The highest score > 0 wins (ties: the earlier registered fuser); its
 //                      prefix is one optimization. No winner: record p runs alone (UnfusedOp).
 //
-// Groups are runs of consecutive records, so recorded order is kept and read-after-write and
+// Groups are runs of consecutive records of the scheduled order (schedule.h: recorded order with
+// consumers pulled next to their producers), a topological order, so read-after-write and
 // free-after-read hazards cannot arise between groups. Drop records are accepted by every fuser.
 // A custom op without a body is a fusion boundary: no fuser is offered it, so it runs alone.
 #pragma once

@@ -24,7 +24,7 @@ struct RecordEvent {
 
 struct BlockEvent {
   Device device;
-  std::vector<Op> ops;        // the records of the block, in recorded order
+  std::vector<Op> ops;        // the records of the block, in the order they ran (lazy/schedule.h)
   bool fused = false;         // a fuser's optimization (else one UnfusedOp)
   std::string fuser;          // the fuser's name ("unfused" for UnfusedOp)
   std::vector<std::string> kernels;  // op keywords of the compiled graph's nodes

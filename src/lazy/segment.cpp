@@ -14,6 +14,7 @@
 #include "lazy/log.h"
 #include "lazy/observer.h"
 #include "lazy/relative_form.h"
+#include "lazy/schedule.h"
 #include "lazy/small_vec.h"
 #include "lazy/trace.h"
 
@@ -32,6 +33,7 @@ struct CompiledGroup {
 struct Plan {
   uint32_t device = 0;  // Device::key(): a plan compiled for one device never runs on another
   std::vector<uint64_t> tokens;
+  std::vector<int> order;  // the records' run order (schedule.h); empty: recorded order
   std::vector<CompiledGroup> groups;
   // Some group was compiled with concrete sizes: the plan holds only for the same dim sizes.
   bool size_specific = false;
@@ -235,9 +237,12 @@ Expected<CompiledGroup> compile_group(const RelativeForm& rf, const std::vector<
   return cg;
 }
 
-Expected<std::shared_ptr<const Plan>> make_plan(RelativeForm& rf, const std::vector<Record>& ops, const Device& device) {
+// `ops` are in the scheduled order `order` already.
+Expected<std::shared_ptr<const Plan>> make_plan(RelativeForm& rf, const std::vector<Record>& ops,
+                                                const Device& device, std::vector<int> order) {
   auto plan = std::make_shared<Plan>();
   plan->device = device.key();
+  plan->order = std::move(order);
   std::vector<Group> groups;
   SegmentView view{&ops, [&rf](const TensorState* s, size_t b, size_t e) { return rf.escapes(s, b, e); }};
   if (device.fusion && !fusion_disabled_by_env()) {
@@ -409,9 +414,18 @@ Status run_segment(std::vector<Record> records, const Device& device, Trigger tr
   const bool hit = plan != nullptr;
   if (hit) {
     counters::add(&LazyStats::plan_hits);
+    if (!plan->order.empty()) apply_order(rf, ops, plan->order);
   } else {
     counters::add(&LazyStats::plan_misses);
-    Expected<std::shared_ptr<const Plan>> made = make_plan(rf, ops, device);
+    std::vector<int> order;
+    if (device.fusion && !fusion_disabled_by_env()) order = chain_order(rf, ops);
+    if (!order.empty() && !is_valid_order(rf, ops, order)) {
+      if (log_level() >= LogLevel::Medium)
+        log_line("schedule: the chain order failed its check; recorded order kept");
+      order.clear();
+    }
+    if (!order.empty()) apply_order(rf, ops, order);
+    Expected<std::shared_ptr<const Plan>> made = make_plan(rf, ops, device, std::move(order));
     if (!made) {
       Status s(StatusCode::kExecutionError, "deferred work failed: " + made.status().message());
       fail_rest(ops, s);

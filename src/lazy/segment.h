@@ -21,8 +21,9 @@
 
 namespace fusebox::lazy {
 
-// Runs the records (in recorded order) on the device. Tensors they produce that still have a
-// handle get their value; on an error every tensor not yet computed gets it as its error.
+// Runs the records on the device, in recorded order or, with fusion on, in the order of
+// schedule.h. Tensors they produce that still have a handle get their value; on an error every
+// tensor not yet computed gets it as its error.
 // `record_lock` (the stream's, held by the caller) is released once the relative form (which
 // counts the handles) is built, before any exploring, compiling or running.
 Status run_segment(std::vector<Record> records, const Device& device, Trigger trigger,
