@@ -325,7 +325,18 @@ Status convert_node(ImportContext& ctx, const Opsets& opsets, const onnx::NodePr
   return Status::ok();
 }
 
-Expected<Graph> import_model(const onnx::ModelProto& m, const std::string& name, const ExternalDataDir& external,
+// Gives an initializer's data back to the allocator once it is an Array: the parsed model and
+// the graph's constants would otherwise hold every weight twice at the import's peak.
+void release_tensor_data(onnx::TensorProto& t) {
+  std::string().swap(*t.mutable_raw_data());
+  google::protobuf::RepeatedField<float>().Swap(t.mutable_float_data());
+  google::protobuf::RepeatedField<double>().Swap(t.mutable_double_data());
+  google::protobuf::RepeatedField<int32_t>().Swap(t.mutable_int32_data());
+  google::protobuf::RepeatedField<int64_t>().Swap(t.mutable_int64_data());
+}
+
+// `m`'s initializers are emptied as they become constants.
+Expected<Graph> import_model(onnx::ModelProto& m, const std::string& name, const ExternalDataDir& external,
                              const Request& req) {
   FUSEBOX_ASSIGN_OR_RETURN(Opsets opsets, read_opsets(m));
   if (!m.has_graph()) return Status::invalid("the model has no graph");
@@ -336,11 +347,12 @@ Expected<Graph> import_model(const onnx::ModelProto& m, const std::string& name,
   ctx.set_node_converter([opsets](ImportContext& c, const onnx::NodeProto& p, int i) {
     return convert_node(c, opsets, p, i);
   });
-  for (const onnx::TensorProto& t : g.initializer()) {
+  for (onnx::TensorProto& t : *m.mutable_graph()->mutable_initializer()) {
     if (t.name().empty()) return Status::invalid("an initializer has no name");
     std::string what = "initializer '" + t.name() + "'";
     FUSEBOX_ASSIGN_OR_RETURN(Array a, tensor_to_array(t, what, external));
     ctx.add_constant(t.name(), std::move(a), what);
+    release_tensor_data(t);
   }
   for (const onnx::ValueInfoProto& vi : g.input()) {
     if (ctx.defined(vi.name())) continue;  // an initializer listed as input (IR < 4): a constant
@@ -390,6 +402,16 @@ Expected<Graph> import_model(const onnx::ModelProto& m, const std::string& name,
   return ctx.build();
 }
 
+Expected<Graph> import_parsed(onnx::ModelProto& m, const std::string& name, const ExternalDataDir& external,
+                              const Request& req) {
+  try {
+    return import_model(m, name, external, req);
+  } catch (const std::exception& e) {
+    // Nothing below should throw; a bad_alloc from a corrupt size still must not crash.
+    return Status::internal(std::string("import failed: ") + e.what());
+  }
+}
+
 Expected<Graph> import_bytes(std::string_view bytes, const std::string& name, const ExternalDataDir& external,
                              const Request& req) {
   if (req.needs_value) req.needs_value->clear();
@@ -399,12 +421,7 @@ Expected<Graph> import_bytes(std::string_view bytes, const std::string& name, co
   if (!m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
     return Status::invalid("not a valid ONNX model (the protobuf does not parse)");
   }
-  try {
-    return import_model(m, name, external, req);
-  } catch (const std::exception& e) {
-    // Nothing below should throw; a bad_alloc from a corrupt size still must not crash.
-    return Status::internal(std::string("import failed: ") + e.what());
-  }
+  return import_parsed(m, name, external, req);
 }
 
 Expected<Graph> import_file(const std::string& path, const Request& req) {
@@ -415,6 +432,27 @@ Expected<Graph> import_file(const std::string& path, const Request& req) {
     return Status::not_found(path + ": cannot open the ONNX file");
   // protobuf parses at most 2 GiB; stop there rather than read /dev/zero until memory runs out.
   constexpr size_t kMaxModelBytes = size_t(INT_MAX);
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  const ExternalDataDir external{dir.empty() ? "." : dir};
+  if (std::filesystem::is_regular_file(path, ec)) {
+    // A file of known size is parsed from the stream: no copy of its bytes beside the parsed model.
+    const auto size = std::filesystem::file_size(path, ec);
+    if (!ec && size > kMaxModelBytes) {
+      return Status::invalid(
+          path + ": larger than the 2 GiB an ONNX file can hold (weights over that go in external data)");
+    }
+    if (!ec) {
+      if (req.report) *req.report = {};
+      onnx::ModelProto m;
+      if (!m.ParseFromIstream(&f)) {
+        if (f.bad()) return Status::invalid(path + ": cannot read the ONNX file");
+        return Status::invalid("not a valid ONNX model (the protobuf does not parse)").with_context(path);
+      }
+      Expected<Graph> g = import_parsed(m, path, external, req);
+      if (!g) return g.status().with_context(path);
+      return g;
+    }
+  }
   std::string bytes;
   char chunk[1 << 16];
   while (f.read(chunk, sizeof chunk) || f.gcount() > 0) {
@@ -425,8 +463,7 @@ Expected<Graph> import_file(const std::string& path, const Request& req) {
     }
   }
   if (f.bad()) return Status::invalid(path + ": cannot read the ONNX file");
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  Expected<Graph> g = import_bytes(bytes, path, {dir.empty() ? "." : dir}, req);
+  Expected<Graph> g = import_bytes(bytes, path, external, req);
   if (!g) return g.status().with_context(path);
   return g;
 }

@@ -3,11 +3,13 @@
 // backend (a fake one that claims only `add`, on a device of its own so copies are exercised).
 // Every result is compared with the reference backend on random inputs.
 #include <atomic>
+#include <cstring>
 #include <thread>
 
+#include "backends/array_pool.h"
+#include "backends/cpu/reference_backend.h"
 #include "backends/host_backend.h"
 #include "backends/registry/registry.h"
-#include "backends/cpu/reference_backend.h"
 #include "fusion/fuse.h"
 #include "ir/parser.h"
 #include "ir/structural_hash.h"
@@ -86,6 +88,35 @@ TEST(RuntimePlan, ReshapesAliasTheirOperandExceptWhenReturned) {
   // The returned reshape does not share the caller's input.
   x.data<float>()[0] += 100.0f;
   EXPECT_TRUE(arrays_close((*got)[1], want[1], 0, 0));
+}
+
+// An idle buffer serves a smaller request when it is less than twice as large (a plan's values
+// come in many sizes), never a larger one, and keeps its own capacity when it goes back.
+TEST(ArrayPool, IdleBuffersServeSmallerRequestsUpToHalfTheirSize) {
+  ArrayPool pool;
+  uint8_t* first = nullptr;
+  {
+    std::shared_ptr<uint8_t[]> a = pool.allocate_bytes(1000);
+    first = a.get();
+    std::memset(a.get(), 7, 1000);
+  }
+  EXPECT_EQ(pool.stats().cached_bytes, 1000u);
+  {
+    std::shared_ptr<uint8_t[]> b = pool.allocate_bytes(600);  // 1000 < 2 * 600: reused
+    EXPECT_EQ(b.get(), first);
+    EXPECT_EQ(pool.stats().reuses, 1u);
+    EXPECT_EQ(pool.stats().cached_bytes, 0u);
+    std::shared_ptr<uint8_t[]> c = pool.allocate_bytes(500);  // nothing idle: a new buffer
+    EXPECT_NE(c.get(), first);
+  }
+  EXPECT_EQ(pool.stats().cached_bytes, 1500u);               // the 1000-byte buffer back at its capacity
+  std::shared_ptr<uint8_t[]> d = pool.allocate_bytes(400);   // 500 < 800: the 500-byte buffer
+  std::shared_ptr<uint8_t[]> e = pool.allocate_bytes(1001);  // larger than any idle one: new
+  std::shared_ptr<uint8_t[]> f = pool.allocate_bytes(499);   // 1000 >= 2 * 499: not reused
+  EXPECT_EQ(pool.stats().reuses, 2u);
+  EXPECT_EQ(pool.stats().allocations, 4u);
+  EXPECT_EQ(pool.stats().cached_bytes, 1000u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(f.get()) % kArrayAlignment, 0u);
 }
 
 TEST(RuntimePlan, RunByPositionEqualsRunByName) {
