@@ -14,6 +14,7 @@
 // Inputs are random, never zeros; the runtime poisons intermediate buffers in tests.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -329,6 +330,41 @@ TEST(BlockedLayout, CpuBackendEqualsTheReferenceWithEveryBlock) {
         for (size_t i = 0; i < got.size(); ++i) {
           EXPECT_TRUE(close(got[i], want[i])) << g.name() << " N " << n << " block " << b << " output " << i;
         }
+      }
+    }
+  }
+}
+
+// oneDNN's max pool drops a NaN in the window; the cpu backend gives such an input to the
+// reference kernel, so the NaN wins as it does unfused, in every layout.
+TEST(BlockedLayout, ANanInAMaxPoolWindowWinsInEveryLayout) {
+  if (!cpu::onednn::available()) GTEST_SKIP() << "built without oneDNN";
+  Graph g = parse_one(R"(
+func @pool(%x: f32[N,16,8,8]) -> (f32[N,16,4,4]) {
+  %p = max_pool2d %x {kernel = [2, 2], stride = [2, 2]} : f32[N,16,4,4]
+  return %p
+}
+)");
+  NamedArrays in = random_inputs(g, 2, 31);
+  Array& x = in.begin()->second;
+  for (int64_t i : {int64_t(0), int64_t(77), int64_t(300), int64_t(1029), int64_t(2047)}) {
+    x.set_f64(i, std::nan(""));
+  }
+  std::vector<Array> want = run(g, in, "reference", false, 0);
+  ASSERT_EQ(want.size(), 1u);
+  const std::vector<double> w = testing::to_doubles(want[0]);
+  EXPECT_EQ(std::count_if(w.begin(), w.end(), [](double v) { return std::isnan(v); }), 5);
+  for (int64_t b :
+       {int64_t(0), int64_t(8), int64_t(16), CpuBackendOptions::kNhwc, CpuBackendOptions::kAutoBlock}) {
+    std::vector<Array> got = run(g, in, "cpu", true, b);
+    ASSERT_EQ(got.size(), 1u);
+    const std::vector<double> a = testing::to_doubles(got[0]);
+    ASSERT_EQ(a.size(), w.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (std::isnan(w[i])) {
+        EXPECT_TRUE(std::isnan(a[i])) << "block " << b << " element " << i;
+      } else {
+        EXPECT_EQ(a[i], w[i]) << "block " << b << " element " << i;
       }
     }
   }

@@ -1,5 +1,6 @@
 #include "backends/cpu/contraction_kernel.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <limits>
 #include <string_view>
@@ -95,11 +96,47 @@ class ContractionKernel final : public Kernel {
   std::shared_ptr<const RegionProgram> tail_;  // the activation, when not a post-op
 };
 
+// Whether a float array holds a NaN (other dtypes hold none). Blocks of 4096 elements are scanned
+// without a branch per element, so the loop vectorises; large arrays are split across threads.
+template <typename Bits, typename IsNan>
+bool any_in_blocks(const Bits* p, int64_t n, IsNan is_nan) {
+  constexpr int64_t kBlock = 4096;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  int found = 0;
+#pragma omp parallel for schedule(static) reduction(| : found) if (blocks >= 64)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t end = std::min(n, (b + 1) * kBlock);
+    bool any = false;
+    for (int64_t i = b * kBlock; i < end; ++i) any |= is_nan(p[i]);
+    found |= int(any);
+  }
+  return found != 0;
+}
+
+bool has_nan(const Array& a) {
+  switch (a.dtype()) {
+    case DType::F32:
+      return any_in_blocks(a.data<float>(), a.numel(), [](float v) { return v != v; });
+    case DType::F64:
+      return any_in_blocks(a.data<double>(), a.numel(), [](double v) { return v != v; });
+    case DType::F16:
+      return any_in_blocks(a.data<uint16_t>(), a.numel(), [](uint16_t b) { return (b & 0x7fff) > 0x7c00; });
+    case DType::BF16:
+      return any_in_blocks(a.data<uint16_t>(), a.numel(), [](uint16_t b) { return (b & 0x7fff) > 0x7f80; });
+    default:
+      return false;
+  }
+}
+
+// oneDNN's max pool drops a NaN in the window (its max keeps the other operand) where the
+// reference, the CUDA kernel and PyTorch let it win; an input holding a NaN runs the reference
+// (a read of the input per run: about 1 % of resnet50's time, docs/reliability.md).
 class PoolingKernel final : public Kernel {
  public:
   explicit PoolingKernel(std::unique_ptr<onednn::PoolKernel> impl, Node node) : impl_(std::move(impl)), node_(std::move(node)) {}
   Status run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const override {
     std::vector<Array> ins = arrays_over(in), outs = arrays_over(out);
+    if (node_.op == Op::MaxPool2d && has_nan(ins[0])) return run_reference(node_, ins, outs);
     return or_reference(impl_->run(ins[0], outs[0]), node_, ins, outs);
   }
   std::string_view kind() const override { return "onednn"; }
