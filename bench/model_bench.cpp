@@ -3,7 +3,9 @@
 //
 //   model_bench CACHE_DIR [--runs N] [--warmup W] [--min-ms T] [--profile-runs P] [--top K]
 //   model_bench CACHE_DIR --only CASE [--runs N]      (peak resident memory of the fused plan)
-//   ... [--cpu-layout auto|nchw|nchw8c|nchw16c|nhwc]          (the cpu backend's activation layout, both plans)
+//   ... [--cpu-layout auto|nchw|nchw8c|nchw16c|nhwc]          (the cpu backend's activation layout, both
+//   plans)
+//   ... [--cpu-winograd]                                      (CpuBackendOptions::winograd, both plans)
 //
 // CACHE_DIR is the model cache of onnx_models_test (tests/models/fetch_models.sh prepares it);
 // its ref/manifest.txt lists the cases: <model>_<size>, the .onnx file, the input name, the
@@ -52,6 +54,7 @@ struct Settings {
   int runs = 5, warmup = 1, profile_runs = 2, top = 8, min_ms = 2000;
   std::string only;  // --only CASE: that case alone, fused plan only, then the peak resident memory
   int64_t nchwc_block = CpuBackendOptions::kAutoBlock;  // --cpu-layout, for both plans
+  bool winograd = false;                                // --cpu-winograd, for both plans
 };
 
 
@@ -73,8 +76,10 @@ double median(std::vector<double> xs) {
 }
 
 [[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr, "model_bench: %s\nusage: model_bench CACHE_DIR [--runs N] [--warmup W] "
-               "[--profile-runs P] [--top K] [--min-ms T]\n", problem.c_str());
+  std::fprintf(stderr,
+               "model_bench: %s\nusage: model_bench CACHE_DIR [--runs N] [--warmup W] "
+               "[--profile-runs P] [--top K] [--min-ms T] [--only CASE] [--cpu-layout L] [--cpu-winograd]\n",
+               problem.c_str());
   std::exit(2);
 }
 
@@ -95,6 +100,8 @@ Settings parse_args(int argc, char** argv) {
     else if (a == "--profile-runs") s.profile_runs = number(0);
     else if (a == "--top") s.top = number(1);
     else if (a == "--min-ms") s.min_ms = number(0);
+    else if (a == "--cpu-winograd")
+      s.winograd = true;
     else if (a == "--cpu-layout") {
       if (i + 1 >= argc) usage("--cpu-layout needs a value");
       std::optional<int64_t> b = parse_cpu_layout(argv[++i]);
@@ -144,10 +151,11 @@ Array load(const std::string& path) {
   return *a;
 }
 
-Executable compile(const Graph& g, bool fused, const std::string& model, int64_t nchwc_block) {
+Executable compile(const Graph& g, bool fused, const std::string& model, const Settings& s) {
   CompileOptions o;
   o.fuse = fused;
-  o.cpu.nchwc_block = nchwc_block;
+  o.cpu.nchwc_block = s.nchwc_block;
+  o.cpu.winograd = s.winograd;
   auto t0 = Clock::now();
   Expected<Executable> exe = Session().compile(g, o);
   if (!exe) fail(model + (fused ? " (fused)" : " (unfused)") + ": " + exe.status().to_string());
@@ -255,7 +263,7 @@ void print_profile(const Executable& fused, const Executable& unfused, const Nam
 int run_peak_memory(const Settings& s, const Case& c) {
   Expected<Graph> g = import_onnx_file(s.cache + "/" + c.model);
   if (!g) fail(g.status().to_string());
-  Executable fused = compile(*g, true, c.model, s.nchwc_block);
+  Executable fused = compile(*g, true, c.model, s);
   g = Graph();  // the caller keeps only the plan
   NamedArrays inputs{{onnx_value_name(c.input_name), load(s.cache + "/" + c.input_npy)}};
   for (int i = 0; i < std::max(1, s.runs); ++i) {
@@ -286,8 +294,8 @@ int run(const Settings& s) {
     Expected<Graph> g = import_onnx_file(s.cache + "/" + model);
     if (!g) fail(g.status().to_string());
     std::printf("%s: imported %zu nodes in %.0f ms\n", model.c_str(), g->nodes().size(), ms_since(t0));
-    Executable fused = compile(*g, true, model, s.nchwc_block);
-    Executable unfused = compile(*g, false, model, s.nchwc_block);
+    Executable fused = compile(*g, true, model, s);
+    Executable unfused = compile(*g, false, model, s);
     for (const Case& c : cases) {
       if (c.model != model) continue;
       Array input = load(s.cache + "/" + c.input_npy);

@@ -11,6 +11,12 @@
 // and prints one line per case:
 //
 //   ort <model> <size> <median_ms> samples <n>        e.g.  ort det 1x3x320x320 23.7 samples 85
+//
+// --profile N: N more runs with ONNX Runtime's profiler on after the timed ones, then one line per
+// operator type, slowest first, of the mean time per run in its kernels (the peer of model_bench's
+// per-op profile):
+//
+//   ort_op <model> <size> <op_type> <ms_per_run> nodes <n>
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -26,6 +32,7 @@ function parseArgs(argv) {
     warmup: 3,
     minMs: 2000,
     only: null,
+    profile: 0,
   };
   for (let i = 0; i < argv.length; ++i) {
     const a = argv[i];
@@ -38,17 +45,21 @@ function parseArgs(argv) {
     else if (a === '--warmup') opts.warmup = Number(value());
     else if (a === '--min-ms') opts.minMs = Number(value());
     else if (a === '--only') opts.only = value();
+    else if (a === '--profile')
+      opts.profile = Number(value());
     else if (a === '--help' || a === '-h') usage(null);
     else usage(`unknown argument '${a}'`);
   }
   if (!Number.isInteger(opts.runs) || opts.runs < 1) usage('--runs takes an integer >= 1');
   if (!Number.isInteger(opts.warmup) || opts.warmup < 0) usage('--warmup takes an integer >= 0');
   if (!Number.isInteger(opts.minMs) || opts.minMs < 0) usage('--min-ms takes an integer >= 0');
+  if (!Number.isInteger(opts.profile) || opts.profile < 0) usage('--profile takes an integer >= 0');
   return opts;
 }
 
 function usage(problem) {
-  const text = 'usage: node bench/peers/ort_bench.js [--cache DIR] [--runs N] [--warmup W] [--min-ms T]';
+  const text =
+      'usage: node bench/peers/ort_bench.js [--cache DIR] [--runs N] [--warmup W] [--min-ms T] [--only CASE] [--profile N]';
   if (problem) {
     console.error(`ort_bench: ${problem}\n${text}`);
     process.exit(2);
@@ -90,6 +101,54 @@ function splitCase(name) {
   return k < 0 ? [name, '?'] : [name.slice(0, k), name.slice(k + 1)];
 }
 
+// Runs `runs` profiled runs in a session of its own (the profiler is a session option) and prints
+// the kernel time per operator type. The profile file goes to the system's temporary directory and
+// is removed after reading.
+async function profileCase(ort, modelPath, feeds, runs, model, size) {
+  const prefix = path.join(require('os').tmpdir(), `ort_profile_${process.pid}`);
+  const session = await ort.InferenceSession.create(modelPath, {
+    graphOptimizationLevel: 'all',
+    intraOpNumThreads: INTRA_OP_THREADS,
+    interOpNumThreads: 1,
+    executionMode: 'sequential',
+    executionProviders: ['cpu'],
+    enableProfiling: true,
+    profileFilePrefix: prefix
+  });
+  for (let i = 0; i < 3; ++i) await session.run(feeds);  // warm-up, profiled too: skipped below by run count
+  for (let i = 0; i < runs; ++i) await session.run(feeds);
+  session.endProfiling();
+  const dir = path.dirname(prefix);
+  const file =
+      fs.readdirSync(dir).filter((f) => f.startsWith(path.basename(prefix))).map((f) => path.join(dir, f))[0];
+  if (!file) throw new Error(`no profile file ${prefix}*`);
+  const events = JSON.parse(fs.readFileSync(file, 'utf8'));
+  fs.unlinkSync(file);
+  const byOp = new Map();
+  let runIndex = -1;
+  for (const e of events) {
+    if (e.cat === 'Session' && e.name === 'model_run') ++runIndex;
+  }
+  const totalRuns = runIndex + 1;
+  // Kernel events carry args.op_name; the first 3 runs (warm-up) are left out by their order.
+  let seenRuns = 0;
+  for (const e of events) {
+    if (e.cat === 'Session' && e.name === 'model_run') {
+      ++seenRuns;
+      continue;
+    }
+    if (e.cat !== 'Node' || !e.name.endsWith('_kernel_time') || !e.args || !e.args.op_name) continue;
+    if (totalRuns - runs > 0 && seenRuns < totalRuns - runs) continue;
+    const o = byOp.get(e.args.op_name) || {us: 0, nodes: new Set()};
+    o.us += e.dur;
+    o.nodes.add(e.name);
+    byOp.set(e.args.op_name, o);
+  }
+  [...byOp.entries()].sort((a, b) => b[1].us - a[1].us).forEach(([op, o]) => {
+    console.log(`ort_op ${model} ${size} ${op} ${(o.us / 1000 / runs).toFixed(3)} nodes ${o.nodes.size}`);
+  });
+}
+
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
   const manifestPath = path.join(opts.cache, 'ref', 'manifest.txt');
@@ -126,6 +185,8 @@ async function main() {
     }
     const [model, size] = splitCase(c.name);
     console.log(`ort ${model} ${size} ${median(ms).toFixed(3)} samples ${ms.length}`);
+    if (opts.profile > 0)
+      await profileCase(ort, path.join(opts.cache, c.model), feeds, opts.profile, model, size);
   }
   // With --only: the process's peak resident memory (the runtime, the session, the model).
   if (opts.only) {

@@ -112,8 +112,10 @@ NamedArrays random_inputs(const Graph& g, int64_t n, uint64_t seed) {
   return in;
 }
 
-std::vector<Array> run(const Graph& g, const NamedArrays& in, const char* backend, bool fuse, int64_t block) {
+std::vector<Array> run(const Graph& g, const NamedArrays& in, const char* backend, bool fuse, int64_t block,
+                       bool winograd = false) {
   CompileOptions o;
+  o.cpu.winograd = winograd;
   o.backend = backend;
   o.fuse = fuse;
   o.verify_each_pass = true;
@@ -366,6 +368,96 @@ func @pool(%x: f32[N,16,8,8]) -> (f32[N,16,4,4]) {
       } else {
         EXPECT_EQ(a[i], w[i]) << "block " << b << " element " << i;
       }
+    }
+  }
+}
+
+// The cpu backend's global_avg_pool kernel (f32 lanes in blocks of 256 positions, each block's sum
+// in double; runs of channels across threads for one NHWC slab) against the reference, in every
+// layout, at batch 1 and 3, over 23x23 = 529 positions (three blocks) with values far from zero;
+// the depthwise conv keeps channels apart, so the NaN of one channel and the infinity of another
+// reach their means alone.
+TEST(BlockedLayout, GlobalAvgPoolMatchesTheReferenceInEveryLayout) {
+  Graph g = parse_one(R"(
+func @gap(%x: f32[N,144,23,23], %w: f32[144,1,1,1]) -> (f32[N,144,1,1]) {
+  %c = conv2d %x, %w {groups = 144} : f32[N,144,23,23]
+  %p = global_avg_pool %c : f32[N,144,1,1]
+  return %p
+}
+)");
+  for (int64_t n : {int64_t(1), int64_t(3)}) {
+    NamedArrays in = random_inputs(g, n, 40 + n);
+    Array& x = in.at("x");
+    for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, x.get_f64(i) + 300.0);
+    const int64_t plane = 23 * 23;
+    x.set_f64(5 * plane + 17, std::nan(""));                                // channel 5 of item 0
+    x.set_f64(130 * plane + 400, std::numeric_limits<double>::infinity());  // channel 130
+    std::vector<Array> want = run(g, in, "reference", false, 0);
+    ASSERT_EQ(want.size(), 1u);
+    const std::vector<double> w = testing::to_doubles(want[0]);
+    ASSERT_TRUE(std::isnan(w[5]) && std::isinf(w[130]));
+    for (int64_t b :
+         {int64_t(0), int64_t(8), int64_t(16), CpuBackendOptions::kNhwc, CpuBackendOptions::kAutoBlock}) {
+      std::vector<Array> got = run(g, in, "cpu", true, b);
+      ASSERT_EQ(got.size(), 1u);
+      const std::vector<double> a = testing::to_doubles(got[0]);
+      ASSERT_EQ(a.size(), w.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (!std::isfinite(w[i])) {
+          EXPECT_TRUE(std::isnan(w[i]) ? std::isnan(a[i]) : a[i] == w[i])
+              << "n " << n << " block " << b << " element " << i;
+        } else {
+          EXPECT_NEAR(a[i], w[i], 2e-6 * std::fabs(w[i])) << "n " << n << " block " << b << " element " << i;
+        }
+      }
+    }
+  }
+}
+
+// CpuBackendOptions::winograd: 3x3 stride-1 convs (with bias, residual and relu, as in ResNet) stay
+// within 5e-5 of the largest output of the reference in every layout; the convs it does not take
+// (stride 2, groups) give bit for bit what the direct algorithm gives.
+TEST(BlockedLayout, WinogradConvsMatchTheReferenceAndOthersAreUnchanged) {
+  if (!cpu::onednn::available()) GTEST_SKIP() << "built without oneDNN";
+  Graph g = parse_one(R"(
+func @res(%x: f32[N,64,14,14], %w1: f32[64,64,3,3], %b1: f32[64], %w2: f32[64,64,3,3], %b2: f32[64], %w3: f32[64,16,3,3], %w4: f32[32,64,3,3]) -> (f32[N,64,14,14], f32[N,32,7,7]) {
+  %c1 = conv2d %x, %w1, %b1 {pad = [1, 1, 1, 1]} : f32[N,64,14,14]
+  %r1 = relu %c1 : f32[N,64,14,14]
+  %c2 = conv2d %r1, %w2, %b2 {pad = [1, 1, 1, 1]} : f32[N,64,14,14]
+  %s = add %c2, %x : f32[N,64,14,14]
+  %r2 = relu %s : f32[N,64,14,14]
+  %c3 = conv2d %r2, %w3 {pad = [1, 1, 1, 1], groups = 4} : f32[N,64,14,14]
+  %c4 = conv2d %c3, %w4 {pad = [1, 1, 1, 1], stride = [2, 2]} : f32[N,32,7,7]
+  return %r2, %c4
+}
+)");
+  for (int64_t n : {int64_t(1), int64_t(2)}) {
+    NamedArrays in = random_inputs(g, n, 50 + n);
+    std::vector<Array> want = run(g, in, "reference", false, 0);
+    ASSERT_EQ(want.size(), 2u);
+    for (int64_t b : {int64_t(0), int64_t(16), CpuBackendOptions::kNhwc}) {
+      std::vector<Array> got = run(g, in, "cpu", true, b, true);
+      ASSERT_EQ(got.size(), 2u);
+      std::vector<double> a = testing::to_doubles(got[0]), w = testing::to_doubles(want[0]);
+      double scale = 1;
+      for (double v : w) scale = std::max(scale, std::fabs(v));
+      for (size_t i = 0; i < a.size(); ++i) {
+        ASSERT_NEAR(a[i], w[i], 5e-5 * scale) << "n " << n << " block " << b << " element " << i;
+      }
+      // The last two convs read %r2: feed both plans the same %r2 to compare them alone.
+      Graph tail = parse_one(R"(
+func @tail(%r: f32[N,64,14,14], %w3: f32[64,16,3,3], %w4: f32[32,64,3,3]) -> (f32[N,32,7,7]) {
+  %c3 = conv2d %r, %w3 {pad = [1, 1, 1, 1], groups = 4} : f32[N,64,14,14]
+  %c4 = conv2d %c3, %w4 {pad = [1, 1, 1, 1], stride = [2, 2]} : f32[N,32,7,7]
+  return %c4
+}
+)");
+      NamedArrays tail_in{{"r", got[0]}, {"w3", in.at("w3")}, {"w4", in.at("w4")}};
+      std::vector<Array> direct = run(tail, tail_in, "cpu", true, b, false);
+      std::vector<Array> wino = run(tail, tail_in, "cpu", true, b, true);
+      ASSERT_EQ(direct.size(), 1u);
+      ASSERT_EQ(wino.size(), 1u);
+      EXPECT_EQ(testing::to_doubles(direct[0]), testing::to_doubles(wino[0])) << "block " << b;
     }
   }
 }

@@ -240,6 +240,7 @@ std::optional<int> read_backend(const CommandLine& cl, CompileOptions* options) 
     if (!b) return cl.usage_error("unknown --cpu-layout '" + *layout + "' (choices: auto, nchw, nchw4c, nchw8c, nchw16c, nhwc)");
     options->cpu.nchwc_block = *b;
   }
+  options->cpu.winograd = cl.has("--cpu-winograd");
   options->cuda.allow_tf32 = cl.has("--cuda-tf32");
   return std::nullopt;
 }
@@ -283,25 +284,31 @@ std::string describe_codegen(const CodegenCounters& a, const CodegenCounters& b)
 }  // namespace
 
 int cmd_run(const Args& args) {
-  CommandLine cl("run", "FILE.fbir [options]",
-                 "Runs one function of FILE.fbir (or an ONNX model, FILE.onnx) on the CPU and prints each\n"
-                 "output's type and checksum (the sum of its values and an FNV-1a hash of its bytes).",
-                 {
-                     {"--input", "NAME=FILE.npy", "value of input %NAME (others are drawn from --seed)", true},
-                     {"--func", "NAME", "the function to run (default: the first)"},
-                     {"--dim", "SYM=N", "size of symbol SYM when no input fixes it (default 2)", true},
-                     {"--seed", "S", "seed of the random inputs (default 0)"},
-                     {"--output-dir", "DIR", "write each output to DIR/<name>.npy"},
-                     {"--target", "T", "cpu (default) or cuda (when built with the CUDA backend and run on a GPU)"},
-                     {"--fusion-options", "LIST", "e.g. skip_fusion=1 or unfuse_elementwise_regions=1"},
-                     {"--backend", "B", "cpu (default), reference (every op on its reference kernel) or cuda"},
-                     {"--cpu-codegen", "C", "fused regions on cpu: auto (default), interpreter or jit"},
-                     {"--cpu-layout", "L", "CNN activations on cpu: auto (default: as the host prefers), nchw, nchw8c/16c or nhwc"},
-                     {"--executor", "E", "shorthand: cpu, cpu-interpreter, cpu-jit or reference"},
-                     {"--cuda-tf32", "", "f32 matmuls and convolutions on cuda may use TF32 tensor cores (about 1e-3 relative error)"},
-                     {"--profile", "RUNS", "run RUNS more times and print the time per op kind to stderr"},
-                     {"--timings", "", "print compile, first-run and warm-run times and kernel code generation to stderr"},
-                 });
+  CommandLine cl(
+      "run", "FILE.fbir [options]",
+      "Runs one function of FILE.fbir (or an ONNX model, FILE.onnx) on the CPU and prints each\n"
+      "output's type and checksum (the sum of its values and an FNV-1a hash of its bytes).",
+      {
+          {"--input", "NAME=FILE.npy", "value of input %NAME (others are drawn from --seed)", true},
+          {"--func", "NAME", "the function to run (default: the first)"},
+          {"--dim", "SYM=N", "size of symbol SYM when no input fixes it (default 2)", true},
+          {"--seed", "S", "seed of the random inputs (default 0)"},
+          {"--output-dir", "DIR", "write each output to DIR/<name>.npy"},
+          {"--target", "T", "cpu (default) or cuda (when built with the CUDA backend and run on a GPU)"},
+          {"--fusion-options", "LIST", "e.g. skip_fusion=1 or unfuse_elementwise_regions=1"},
+          {"--backend", "B", "cpu (default), reference (every op on its reference kernel) or cuda"},
+          {"--cpu-codegen", "C", "fused regions on cpu: auto (default), interpreter or jit"},
+          {"--cpu-layout", "L",
+           "CNN activations on cpu: auto (default: as the host prefers), nchw, nchw8c/16c or nhwc"},
+          {"--executor", "E", "shorthand: cpu, cpu-interpreter, cpu-jit or reference"},
+          {"--cpu-winograd", "",
+           "3x3 stride-1 convolutions on cpu may use Winograd kernels (about 1e-5 relative error)"},
+          {"--cuda-tf32", "",
+           "f32 matmuls and convolutions on cuda may use TF32 tensor cores (about 1e-3 relative error)"},
+          {"--profile", "RUNS", "run RUNS more times and print the time per op kind to stderr"},
+          {"--timings", "",
+           "print compile, first-run and warm-run times and kernel code generation to stderr"},
+      });
   if (std::optional<int> exit = cl.parse(args)) return *exit;
   RunRequest req;
   if (std::optional<int> exit = read_request(cl, &req)) return *exit;

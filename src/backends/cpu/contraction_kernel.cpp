@@ -18,13 +18,19 @@ namespace fusebox::cpu {
 
 namespace {
 
-// oneDNN 2.6's tanh post-op (tanh, gelu_tanh) runs at a fraction of the speed of the generated
-// region code on AVX2 (matmul 256x256x1024 + bias + gelu_tanh: 2.8 ms fused against 2.3 ms
-// as matmul, add, gelu), so those run after the contraction as a one-op region, in place.
-// FUSEBOX_ONEDNN_TANH=postop|after overrides the rule (for measuring it on other hosts).
+// oneDNN 2.6's post-ops built on exp (tanh, gelu_tanh, silu, sigmoid) run at a fraction of the
+// speed of the generated region code: matmul 256x256x1024 + bias + gelu_tanh 2.8 ms fused against
+// 2.3 ms as matmul, add, gelu (AVX2); a depthwise 3x3 conv over 1x144x56x56 NHWC 0.073 ms bare,
+// +0.083 ms with the swish post-op, +0.070 ms with logistic, where silu alone as a region takes
+// 0.046 ms and sigmoid 0.036 ms (AVX-512). So those run after the contraction as a one-op region,
+// in place. gelu_erf stays a post-op (the region's erf costs more: 0.137 ms), as do the cheap
+// piecewise ones. FUSEBOX_ONEDNN_ACT=postop overrides the rule (for measuring it on other hosts).
 bool act_runs_after(EpilogueAct a) {
-  if (a != EpilogueAct::Tanh && a != EpilogueAct::GeluTanh) return false;
-  const char* env = std::getenv("FUSEBOX_ONEDNN_TANH");
+  if (a != EpilogueAct::Tanh && a != EpilogueAct::GeluTanh && a != EpilogueAct::Silu &&
+      a != EpilogueAct::Sigmoid) {
+    return false;
+  }
+  const char* env = std::getenv("FUSEBOX_ONEDNN_ACT");
   return !(env && std::string_view(env) == "postop");
 }
 
@@ -188,7 +194,8 @@ void read_window(const Node& n, int64_t stride[2], int64_t pad[4], int64_t dilat
 
 }  // namespace
 
-Expected<std::shared_ptr<const Kernel>> make_onednn_kernel(const Graph& g, const Node& n, Codegen codegen) {
+Expected<std::shared_ptr<const Kernel>> make_onednn_kernel(const Graph& g, const Node& n, Codegen codegen,
+                                                           bool winograd) {
   if (!onednn::available() || n.outputs.size() != 1) return std::shared_ptr<const Kernel>();
   const DType dt = g.type(n.outputs[0]).dtype;
   const OperandRoles roles = contraction_roles(n);
@@ -226,6 +233,7 @@ Expected<std::shared_ptr<const Kernel>> make_onednn_kernel(const Graph& g, const
       spec.ep = epilogue(n, roles.bias >= 0, roles.residual >= 0);
       spec.block = block_of(g, n);
       spec.nhwc = has_nhwc_layout(n);
+      spec.winograd = winograd;
       return wrap(onednn::ConvKernel::create(spec, constant_of(g, n.inputs[1])), roles, n, tail);
     }
     case Op::MaxPool2d:

@@ -14,6 +14,8 @@ namespace fusebox::cpu {
 // A oneDNN kernel for node `n` of `g`, or null when oneDNN does not take it (no oneDNN in this
 // build, a dtype other than f32, an op it does not cover): the caller then uses the reference.
 // Weights that are constants of `g` are handed to the kernel to be reordered once.
-Expected<std::shared_ptr<const Kernel>> make_onednn_kernel(const Graph& g, const Node& n, Codegen codegen);
+// winograd: CpuBackendOptions::winograd (3x3 stride-1 convolutions).
+Expected<std::shared_ptr<const Kernel>> make_onednn_kernel(const Graph& g, const Node& n, Codegen codegen,
+                                                           bool winograd = false);
 
 }  // namespace fusebox::cpu

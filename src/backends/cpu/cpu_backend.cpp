@@ -7,6 +7,7 @@
 #include "backends/cpu/attention_kernel.h"
 #include "backends/cpu/batch_kernel.h"
 #include "backends/cpu/contraction_kernel.h"
+#include "backends/cpu/global_pool_kernel.h"
 #include "backends/cpu/onednn/onednn_kernels.h"
 #include "backends/cpu/prologue_kernel.h"
 #include "backends/cpu/reduction_kernel.h"
@@ -129,8 +130,10 @@ class CpuBackend final : public HostBackend {
     // Softmax and the norms (plain or fused with a residual), f32 over the last axis.
     if (std::shared_ptr<const Kernel> rows = make_row_kernel(g, n, best_row_isa())) return rows;
     if (auto attention = make_attention_kernel(g, n)) return attention;
+    if (auto pool = make_global_pool_kernel(g, n)) return pool;
     if (options_.onednn) {
-      FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const Kernel> k, make_onednn_kernel(g, n, options_.codegen));
+      FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const Kernel> k,
+                               make_onednn_kernel(g, n, options_.codegen, options_.winograd));
       if (k) return k;
     }
     return make_reference_kernel(n);

@@ -146,6 +146,28 @@ std::optional<dnnl::reorder> reorder_if_needed(const memory::desc& from, const m
   return dnnl::reorder(dnnl::reorder::primitive_desc(eng, from, eng, to));
 }
 
+// The shapes oneDNN's Winograd kernels take: 3x3, stride 1, no dilation, one group.
+bool winograd_shape(const ConvSpec& s, const ConvGeom& g) {
+  return s.winograd && !s.transposed && s.groups == 1 && g.wei.size() == 4 && g.wei[2] == 3 &&
+         g.wei[3] == 3 && g.strides == memory::dims{1, 1} && g.dilates == memory::dims{0, 0};
+}
+
+// The Winograd primitive over formats of its own choosing (the caller reorders to and from
+// them), or nothing where oneDNN has no Winograd kernel for it (the ISA, the channel counts,
+// a post-op it does not take).
+std::optional<dnnl::convolution_forward::primitive_desc> winograd_primitive(
+    const ConvGeom& g, const memory::desc& bias, const dnnl::primitive_attr& attr) {
+  try {
+    dnnl::convolution_forward::desc d(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_winograd,
+        memory::desc(g.src, kF32, Tag::any), memory::desc(g.wei, kF32, Tag::any), bias,
+        memory::desc(g.dst, kF32, Tag::any), g.strides, g.dilates, g.pad_l, g.pad_r);
+    return dnnl::convolution_forward::primitive_desc(d, attr, cpu_engine());
+  } catch (const dnnl::error&) {
+    return std::nullopt;
+  }
+}
+
 }  // namespace
 
 struct ConvKernel::Impl {
@@ -191,12 +213,16 @@ struct ConvKernel::Impl {
       e->scratchpad = pd.scratchpad_desc();
       e->prim = dnnl::deconvolution_forward(pd);
     } else {
-      dnnl::convolution_forward::desc d(kInference, dnnl::algorithm::convolution_direct, src_any, wei_any, e->bias,
-                                        dst_any, g.strides, g.dilates, g.pad_l, g.pad_r);
-      dnnl::convolution_forward::primitive_desc pd(d, attr, eng);
-      e->src = pd.src_desc(), e->dst = pd.dst_desc(), e->wei = pd.weights_desc();
-      e->scratchpad = pd.scratchpad_desc();
-      e->prim = dnnl::convolution_forward(pd);
+      std::optional<dnnl::convolution_forward::primitive_desc> pd;
+      if (winograd_shape(spec, g)) pd = winograd_primitive(g, e->bias, attr);
+      if (!pd) {
+        dnnl::convolution_forward::desc d(kInference, dnnl::algorithm::convolution_direct, src_any, wei_any,
+                                          e->bias, dst_any, g.strides, g.dilates, g.pad_l, g.pad_r);
+        pd.emplace(d, attr, eng);
+      }
+      e->src = pd->src_desc(), e->dst = pd->dst_desc(), e->wei = pd->weights_desc();
+      e->scratchpad = pd->scratchpad_desc();
+      e->prim = dnnl::convolution_forward(*pd);
     }
     e->src_in = reorder_if_needed(e->user_src, e->src);
     e->dst_out = reorder_if_needed(e->dst, e->user_dst);

@@ -79,6 +79,10 @@ struct ConvSpec {
   int64_t block = 0;
   bool nhwc = false;
   Epilogue ep;
+  // Use oneDNN's Winograd algorithm when it has a kernel for the convolution (3x3, stride 1, no
+  // dilation, groups 1, f32; AVX-512 in oneDNN 2.6), reordering x and out to and from its
+  // blocked format; else the direct algorithm, as without it.
+  bool winograd = false;
 };
 
 class ConvKernel {
