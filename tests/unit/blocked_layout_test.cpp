@@ -337,6 +337,22 @@ TEST(BlockedLayout, CpuBackendEqualsTheReferenceWithEveryBlock) {
   }
 }
 
+// got against want element by element: NaN where want is NaN, equal where want is infinite,
+// within rel * |want| elsewhere (rel 0: equal).
+void expect_elements(const Array& got, const Array& want, double rel, const std::string& label) {
+  const std::vector<double> a = testing::to_doubles(got), w = testing::to_doubles(want);
+  ASSERT_EQ(a.size(), w.size()) << label;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(w[i])) {
+      EXPECT_TRUE(std::isnan(a[i])) << label << " element " << i;
+    } else if (rel == 0 || std::isinf(w[i])) {
+      EXPECT_EQ(a[i], w[i]) << label << " element " << i;
+    } else {
+      EXPECT_NEAR(a[i], w[i], rel * std::fabs(w[i])) << label << " element " << i;
+    }
+  }
+}
+
 // oneDNN's max pool drops a NaN in the window; the cpu backend gives such an input to the
 // reference kernel, so the NaN wins as it does unfused, in every layout.
 TEST(BlockedLayout, ANanInAMaxPoolWindowWinsInEveryLayout) {
@@ -360,55 +376,41 @@ func @pool(%x: f32[N,16,8,8]) -> (f32[N,16,4,4]) {
        {int64_t(0), int64_t(8), int64_t(16), CpuBackendOptions::kNhwc, CpuBackendOptions::kAutoBlock}) {
     std::vector<Array> got = run(g, in, "cpu", true, b);
     ASSERT_EQ(got.size(), 1u);
-    const std::vector<double> a = testing::to_doubles(got[0]);
-    ASSERT_EQ(a.size(), w.size());
-    for (size_t i = 0; i < a.size(); ++i) {
-      if (std::isnan(w[i])) {
-        EXPECT_TRUE(std::isnan(a[i])) << "block " << b << " element " << i;
-      } else {
-        EXPECT_EQ(a[i], w[i]) << "block " << b << " element " << i;
-      }
-    }
+    expect_elements(got[0], want[0], 0, "block " + std::to_string(b));
   }
 }
 
 // The cpu backend's global_avg_pool kernel (f32 lanes in blocks of 256 positions, each block's sum
-// in double; runs of channels across threads for one NHWC slab) against the reference, in every
-// layout, at batch 1 and 3, over 23x23 = 529 positions (three blocks) with values far from zero;
-// the depthwise conv keeps channels apart, so the NaN of one channel and the infinity of another
-// reach their means alone.
+// in double; with fewer slabs than threads, parts of a slab's positions or runs of its lanes on
+// different threads) against the reference, in every layout, at batch 1 and 3, with values far
+// from zero: 23x23 = 529 positions (three blocks) with 144 channels (groups of 32 and 16 lanes in
+// NHWC) and 147 (three lanes alone), and 16x16 (one block: lanes split) with 147; the depthwise
+// conv keeps channels apart, so the NaN of one channel and the infinity of another reach their
+// means alone.
 TEST(BlockedLayout, GlobalAvgPoolMatchesTheReferenceInEveryLayout) {
-  Graph g = parse_one(R"(
-func @gap(%x: f32[N,144,23,23], %w: f32[144,1,1,1]) -> (f32[N,144,1,1]) {
-  %c = conv2d %x, %w {groups = 144} : f32[N,144,23,23]
-  %p = global_avg_pool %c : f32[N,144,1,1]
-  return %p
-}
-)");
-  for (int64_t n : {int64_t(1), int64_t(3)}) {
-    NamedArrays in = random_inputs(g, n, 40 + n);
-    Array& x = in.at("x");
-    for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, x.get_f64(i) + 300.0);
-    const int64_t plane = 23 * 23;
-    x.set_f64(5 * plane + 17, std::nan(""));                                // channel 5 of item 0
-    x.set_f64(130 * plane + 400, std::numeric_limits<double>::infinity());  // channel 130
-    std::vector<Array> want = run(g, in, "reference", false, 0);
-    ASSERT_EQ(want.size(), 1u);
-    const std::vector<double> w = testing::to_doubles(want[0]);
-    ASSERT_TRUE(std::isnan(w[5]) && std::isinf(w[130]));
-    for (int64_t b :
-         {int64_t(0), int64_t(8), int64_t(16), CpuBackendOptions::kNhwc, CpuBackendOptions::kAutoBlock}) {
-      std::vector<Array> got = run(g, in, "cpu", true, b);
-      ASSERT_EQ(got.size(), 1u);
-      const std::vector<double> a = testing::to_doubles(got[0]);
-      ASSERT_EQ(a.size(), w.size());
-      for (size_t i = 0; i < a.size(); ++i) {
-        if (!std::isfinite(w[i])) {
-          EXPECT_TRUE(std::isnan(w[i]) ? std::isnan(a[i]) : a[i] == w[i])
-              << "n " << n << " block " << b << " element " << i;
-        } else {
-          EXPECT_NEAR(a[i], w[i], 2e-6 * std::fabs(w[i])) << "n " << n << " block " << b << " element " << i;
-        }
+  for (auto [c, hw] : {std::pair<int64_t, int64_t>{144, 23}, {147, 23}, {147, 16}}) {
+    const std::string cs = std::to_string(c), xs = cs + "," + std::to_string(hw) + "," + std::to_string(hw);
+    const std::string text = "func @gap(%x: f32[N," + xs + "], %w: f32[" + cs + ",1,1,1]) -> (f32[N," + cs +
+                             ",1,1]) {\n  %c = conv2d %x, %w {groups = " + cs + "} : f32[N," + xs +
+                             "]\n  %p = global_avg_pool %c : f32[N," + cs + ",1,1]\n  return %p\n}\n";
+    Graph g = parse_one(text.c_str());
+    for (int64_t n : {int64_t(1), int64_t(3)}) {
+      NamedArrays in = random_inputs(g, n, 40 + n);
+      Array& x = in.at("x");
+      for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, x.get_f64(i) + 300.0);
+      const int64_t plane = hw * hw;
+      x.set_f64(5 * plane + 17, std::nan(""));                              // channel 5 of item 0
+      x.set_f64(131 * plane - 1, std::numeric_limits<double>::infinity());  // channel 130
+      std::vector<Array> want = run(g, in, "reference", false, 0);
+      ASSERT_EQ(want.size(), 1u);
+      const std::vector<double> w = testing::to_doubles(want[0]);
+      ASSERT_TRUE(std::isnan(w[5]) && std::isinf(w[130]));
+      for (int64_t b :
+           {int64_t(0), int64_t(8), int64_t(16), CpuBackendOptions::kNhwc, CpuBackendOptions::kAutoBlock}) {
+        std::vector<Array> got = run(g, in, "cpu", true, b);
+        ASSERT_EQ(got.size(), 1u);
+        expect_elements(got[0], want[0], 2e-6,
+                        "c " + cs + " hw " + std::to_string(hw) + " n " + std::to_string(n) + " block " + std::to_string(b));
       }
     }
   }

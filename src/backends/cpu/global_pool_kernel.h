@@ -5,10 +5,12 @@
 // It reads its input once, in order: lanes of channels (a plane's positions in NCHW) accumulate
 // in f32 over blocks of 256 positions, and each block's sum is added in double, so the mean is
 // within a few f32 roundings of the reference's (which sums in double) at any plane size. NaN and
-// infinities propagate as they do there. Work is split across threads by planes, or for one slab
-// (NHWC at batch 1) by runs of channels. The reference kernel is single-threaded and sums each
-// lane in double at the build's baseline ISA: squeeze-excite means of efficientnet_b0 (17 per
-// run) took 0.8 ms of a 7.8 ms run that way (docs/benchmarks.md).
+// infinities propagate as they do there. Work is split across threads by planes (NCHW), by slabs
+// (the blocked layouts), or, with fewer slabs than threads (NHWC at batch 1), by parts of each
+// slab's positions (whole 256-position blocks; their double sums are added afterwards) or runs of
+// its lanes. Lane sums are 4-lane vectors in registers, 32 lanes at a time. The reference kernel
+// is single-threaded and sums each lane in double at the build's baseline ISA: squeeze-excite
+// means of efficientnet_b0 (17 per run) took 0.8 ms of a 7.8 ms run that way (docs/benchmarks.md).
 #pragma once
 
 #include <memory>
