@@ -4,8 +4,10 @@
 // bench/run_cuda_bench.sh runs both).
 //
 //   build/bench/cuda_bench [--only NAME[,NAME]] [--min-seconds S] [--target cuda|cpu] [--print-graphs]
-//                          [--onnx MODEL.onnx]... [--dim SYM=N]...   (ONNX models as more workloads;
-//                          --dim sizes their symbolic input dims)
+//                          [--onnx MODEL.onnx]... [--dim SYM=N]... [--cuda-tf32]
+//   (ONNX models as more workloads; --dim sizes their symbolic input dims; --cuda-tf32 lets f32
+//   products use TF32 tensor cores, CompileOptions::cuda.allow_tf32, as PyTorch's cuDNN
+//   convolutions do by default)
 //
 // --target cpu runs the same on the CPU target (host buffers, a host copy as the ceiling): it
 // checks the program where there is no GPU. --print-graphs prints the workloads as .fbir.
@@ -136,12 +138,18 @@ struct Compiled {
   std::vector<Buffer> outs;  // of the first run
 };
 
+bool& allow_tf32() {
+  static bool allow = false;
+  return allow;
+}
+
 Expected<Compiled> compile_and_run(const Session& session, FusionTarget target, const Graph& g, bool fuse,
                                    const std::vector<Buffer>& in) {
   CompileOptions o;
   o.target = target;
   o.device_io = true;
   o.fuse = fuse;
+  o.cuda.allow_tf32 = allow_tf32();
   const double start = now();
   FUSEBOX_ASSIGN_OR_RETURN(Executable exe, session.compile(g, o));
   FUSEBOX_ASSIGN_OR_RETURN(std::vector<Buffer> outs, exe.run_buffers(in));
@@ -275,7 +283,7 @@ double host_copy_bandwidth() {
 }
 
 int usage(const char* argv0) {
-  std::fprintf(stderr, "usage: %s [--only NAME[,NAME]] [--min-seconds S] [--target cuda|cpu] [--print-graphs] [--onnx MODEL.onnx]... [--dim SYM=N]...\nworkloads:",
+  std::fprintf(stderr, "usage: %s [--only NAME[,NAME]] [--min-seconds S] [--target cuda|cpu] [--print-graphs] [--onnx MODEL.onnx]... [--dim SYM=N]... [--cuda-tf32]\nworkloads:",
                argv0);
   for (const bench::GpuWorkload& w : bench::gpu_workloads()) std::fprintf(stderr, " %s", w.name.c_str());
   std::fprintf(stderr, "\n");
@@ -311,6 +319,8 @@ int main(int argc, char** argv) {
       on_cpu = t == "cpu";
     } else if (a == "--print-graphs") {
       print_graphs = true;
+    } else if (a == "--cuda-tf32") {
+      allow_tf32() = true;
     } else if (a == "--onnx" && i + 1 < argc) {
       onnx_paths.push_back(argv[++i]);
     } else if (a == "--dim" && i + 1 < argc) {

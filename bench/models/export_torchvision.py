@@ -1,11 +1,13 @@
 """Exports torchvision's resnet50 and efficientnet_b0 to ONNX for the model benchmark.
 
-    python3 bench/models/export_torchvision.py OUT_DIR
+    python3 bench/models/export_torchvision.py OUT_DIR [--f16]
 
 Random weights (torch.manual_seed(0), no download: nothing outside the package registries is
 reachable, and the benchmark needs the architecture, not trained weights), eval mode, batch as
 a dynamic axis, opset 13. Writes OUT_DIR/resnet50.onnx, OUT_DIR/efficientnet_b0.onnx and
-OUT_DIR/cases.json (the cases make_reference.js runs: batch 1 and 8 at 224x224).
+OUT_DIR/cases.json (the cases make_reference.js runs: batch 1 and 8 at 224x224). --f16 also
+writes OUT_DIR/resnet50_f16.onnx and OUT_DIR/efficientnet_b0_f16.onnx: the same weights in f16,
+f16 input and output, traced on the GPU (needs CUDA: PyTorch's CPU convolutions have no f16).
 """
 import inspect
 import json
@@ -17,10 +19,13 @@ import torchvision
 
 
 def main() -> int:
-    if len(sys.argv) != 2:
-        print("usage: export_torchvision.py OUT_DIR", file=sys.stderr)
+    args = sys.argv[1:]
+    f16 = "--f16" in args
+    args = [a for a in args if a != "--f16"]
+    if len(args) != 1:
+        print("usage: export_torchvision.py OUT_DIR [--f16]", file=sys.stderr)
         return 2
-    out = sys.argv[1]
+    out = args[0]
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
     cases = []
@@ -44,6 +49,12 @@ def main() -> int:
             cases.append({"name": f"{short}_{batch}x3x224x224", "model": name + ".onnx",
                           "shape": [batch, 3, 224, 224], "seed": 10 * seed + batch})
         print(f"exported {path}")
+        if f16:
+            half = model.cuda().half()
+            path16 = os.path.join(out, name + "_f16.onnx")
+            torch.onnx.export(half, example.cuda().half(), path16, opset_version=13, input_names=["x"],
+                              output_names=["y"], dynamic_axes={"x": {0: "N"}, "y": {0: "N"}}, **legacy)
+            print(f"exported {path16}")
     with open(os.path.join(out, "cases.json"), "w") as f:
         json.dump(cases, f, indent=1)
     return 0

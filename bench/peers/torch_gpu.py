@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch on the GPU, eager and torch.compile, on the workloads of bench/cuda_bench.cpp.
 
-    python3 bench/peers/torch_gpu.py [--only NAME[,NAME]] [--min-seconds 0.2] [--models]
+    python3 bench/peers/torch_gpu.py [--only NAME[,NAME]] [--min-seconds 0.2] [--models [NAME[,NAME]]]
 
 The workloads are those of bench/cuda_workloads.h, written with torch ops, float32 unless the
 workload says f16; inputs are uniform in [-1, 1) (the frame: random u8). Output,
@@ -21,8 +21,11 @@ GB/s = bytes / time; frac_of_copy = compile_GBps / copy GB/s; rel_diff = max |co
 / max |eager|.
 
 --models adds torchvision's resnet50 and efficientnet_b0 (random weights, eval mode) at batch 1
-and 32 in f32 and f16, eager and torch.compile (cudnn.benchmark on for both); their rows leave
-the byte columns as '-'.
+and 32, eager and torch.compile (cudnn.benchmark on for both), in three precisions: f32 (TF32 off
+for cuDNN and matmuls: exact f32 products, as fusebox's default), tf32 (f32 with PyTorch's default
+of TF32 convolutions) and f16; their rows, named <model>_b<batch>_<precision>, leave the byte
+columns as '-'. --models NAME[,NAME] runs only the rows named (e.g. resnet50_b1_f32), and no
+workload but those --only names.
 """
 import argparse
 import math
@@ -250,15 +253,22 @@ def run_workload(name, fn, make_inputs, copy_gbps, min_seconds):
             f"{comp_gbps:9.1f} {comp_gbps / copy_gbps if copy_gbps else 0:6.3f} {diff:9.2e}")
 
 
-def run_models(min_seconds):
+def run_models(min_seconds, only):
     import torchvision
 
     torch.backends.cudnn.benchmark = True
+    precisions = ((torch.float32, "f32", False), (torch.float32, "tf32", True), (torch.float16, "f16", False))
     for model_name in ("resnet50", "efficientnet_b0"):
-        for dtype, dname in ((torch.float32, "f32"), (torch.float16, "f16")):
+        for dtype, dname, tf32 in precisions:
+            names = [f"{model_name}_b{batch}_{dname}" for batch in (1, 32)]
+            if only and not any(n in only for n in names):
+                continue
+            torch.backends.cudnn.allow_tf32 = tf32
+            torch.backends.cuda.matmul.allow_tf32 = tf32
             model = getattr(torchvision.models, model_name)(weights=None).cuda().eval().to(dtype)
-            for batch in (1, 32):
-                name = f"{model_name}_b{batch}_{dname}"
+            for batch, name in zip((1, 32), names):
+                if only and name not in only:
+                    continue
                 print(f"torch_gpu: {name}", file=sys.stderr, flush=True)
                 try:
                     g = torch.Generator(device="cuda").manual_seed(batch)
@@ -280,7 +290,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="", help="comma-separated workload names")
     ap.add_argument("--min-seconds", type=float, default=0.2)
-    ap.add_argument("--models", action="store_true", help="also resnet50 and efficientnet_b0")
+    ap.add_argument("--models", nargs="?", const="all", default=None,
+                    help="also resnet50 and efficientnet_b0 (all rows, or the comma-separated rows named)")
     args = ap.parse_args()
     table = workloads()
     only = [n for n in args.only.split(",") if n]
@@ -300,7 +311,7 @@ def main():
         print("# name eager_ms compile_ms compile_time_s bytes eager_GBps compile_GBps frac_of_copy rel_diff",
               flush=True)
         for name, (fn, make_inputs) in table.items():
-            if only and name not in only:
+            if (only and name not in only) or (not only and args.models not in (None, "all")):
                 continue
             print(f"torch_gpu: {name}", file=sys.stderr, flush=True)
             try:
@@ -310,7 +321,7 @@ def main():
                 print(f"{name:17s} error {one_line(e)}", flush=True)
             torch.cuda.empty_cache()
         if args.models:
-            run_models(args.min_seconds)
+            run_models(args.min_seconds, [] if args.models == "all" else [n for n in args.models.split(",") if n])
     return 1 if failed else 0
 
 
