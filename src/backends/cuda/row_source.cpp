@@ -9,13 +9,14 @@
 //
 // Accuracy against the reference (double throughout, one rounding):
 // - softmax: max, then sum of e^(x - max) over the row in float (no cancellation: every term is
-//   positive), e^(x - max) / sum; log_softmax (x - max) - log(sum). A streamed row keeps a
+//   positive), e^(x - max) times 1 / sum (the row's one division: a rounding more than a
+//   division per element, far below the float sum's own error); log_softmax (x - max) - log(sum). A streamed row keeps a
 //   running (max, sum) and rescales the sum when the max grows.
 // - layer norm in registers: two passes (mean, then the squared deviations around it), each
 //   thread's float partial sum added across the block in double; streamed: deviations from the
 //   row's first value summed per chunk in float and over the row in double, so the variance
 //   follows the row's spread, not its mean.
-//   1 / denominator is never formed: (v - mean) / sqrt(var / n + eps), the square root in double.
+//   (v - mean) * (1 / sqrt(var / n + eps)), the reciprocal square root in double, rounded once.
 // - NaN anywhere in a row makes the row NaN, infinities give the reference's NaN and zeros.
 #include <sstream>
 
@@ -133,8 +134,9 @@ __device__ __forceinline__ void fb_finish(const FbRow& a, i64 col, float* v, flo
 #pragma unroll
   for (int j = 0; j < FB_V; ++j) v[j] = (v[j] - m) - log_s;
 #else
+  const float inv_s = 1.f / s;
 #pragma unroll
-  for (int j = 0; j < FB_V; ++j) v[j] = expf(v[j] - m) / s;
+  for (int j = 0; j < FB_V; ++j) v[j] = expf(v[j] - m) * inv_s;
 #endif
   fb_store(a.y, a.base + col, v);
 }
@@ -166,14 +168,14 @@ __device__ __forceinline__ void fb_row_registers(const FbRow& a, int chunks) {
     }
   }
   s = fb_block_reduce(s, FbAdd());
-  const float log_s = logf(s);
+  const float log_s = FB_OP == FB_LOG_SOFTMAX ? logf(s) : 0.f, inv_s = 1.f / s;
 #pragma unroll
   for (int k = 0; k < FB_CHUNKS; ++k) {
     const int c = threadIdx.x + k * blockDim.x;
     if (c < chunks) {
       float* w = &v[k * FB_V];
 #pragma unroll
-      for (int j = 0; j < FB_V; ++j) w[j] = FB_OP == FB_LOG_SOFTMAX ? w[j] - log_s : w[j] / s;
+      for (int j = 0; j < FB_V; ++j) w[j] = FB_OP == FB_LOG_SOFTMAX ? w[j] - log_s : w[j] * inv_s;
       fb_store(a.y, a.base + i64(c) * FB_V, w);
     }
   }
@@ -206,9 +208,10 @@ __device__ __forceinline__ void fb_row_streamed(const FbRow& a, int chunks) {
 // ---- layer_norm, rms_norm ----------------------------------------------------------------------
 #define FB_RMS (FB_OP == FB_RMS_NORM)
 
-__device__ __forceinline__ void fb_normalise(const FbRow& a, i64 col, float* v, float mean, float denom) {
+// inv_denom: 1 / sqrt(var + eps), formed in double and rounded once.
+__device__ __forceinline__ void fb_normalise(const FbRow& a, i64 col, float* v, float mean, float inv_denom) {
 #pragma unroll
-  for (int j = 0; j < FB_V; ++j) v[j] = (v[j] - mean) / denom;
+  for (int j = 0; j < FB_V; ++j) v[j] = (v[j] - mean) * inv_denom;
   fb_write_norm(a, col, v);
 }
 
@@ -242,11 +245,11 @@ __device__ __forceinline__ void fb_row_registers(const FbRow& a, int chunks, i64
     }
   }
   const double squares = fb_block_reduce(double(part), FbAdd());
-  const float denom = float(sqrt(squares / double(n) + eps));
+  const float inv_denom = float(1.0 / sqrt(squares / double(n) + eps));
 #pragma unroll
   for (int k = 0; k < FB_CHUNKS; ++k) {
     const int c = threadIdx.x + k * blockDim.x;
-    if (c < chunks) fb_normalise(a, i64(c) * FB_V, &v[k * FB_V], mean, denom);
+    if (c < chunks) fb_normalise(a, i64(c) * FB_V, &v[k * FB_V], mean, inv_denom);
   }
 }
 
@@ -279,10 +282,10 @@ __device__ __forceinline__ void fb_row_streamed(const FbRow& a, int chunks, i64 
   var = var - shift * shift;
   if (var < 0) var = 0;
 #endif
-  const float m = float(mean), denom = float(sqrt(var + eps));
+  const float m = float(mean), inv_denom = float(1.0 / sqrt(var + eps));
   for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
     fb_values(a, i64(c) * FB_V, v, false);
-    fb_normalise(a, i64(c) * FB_V, v, m, denom);
+    fb_normalise(a, i64(c) * FB_V, v, m, inv_denom);
   }
 }
 #endif
