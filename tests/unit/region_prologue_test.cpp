@@ -91,6 +91,27 @@ TEST(RegionPrologue, CropsOfEverySizeMatchTheReference) {
   }
 }
 
+// The program fused for the CPU (one prologue, passes verified) against the reference backend
+// running it unfused, on each set of inputs.
+void expect_windowed_runs_match(const Graph& g, const std::vector<NamedArrays>& inputs) {
+  Session session;
+  CompileOptions ref_opts;
+  ref_opts.fuse = false;
+  testing::use_backend(ref_opts, testing::kReference);
+  CompileOptions fused_opts;
+  fused_opts.verify_each_pass = true;
+  Expected<Executable> ref = session.compile(g, ref_opts);
+  Expected<Executable> fused = session.compile(g, fused_opts);
+  ASSERT_TRUE(ref && fused) << fused.status().to_string();
+  EXPECT_EQ(count_prologues(fused->graph()), 1u) << print_graph(fused->graph());
+  for (const NamedArrays& in : inputs) {
+    Expected<std::vector<Array>> want = ref->run(in);
+    Expected<std::vector<Array>> got = fused->run(in);
+    ASSERT_TRUE(want && got) << got.status().to_string();
+    EXPECT_TRUE(testing::arrays_close((*got)[0], (*want)[0], 1e-6, 1e-6));
+  }
+}
+
 // Results large enough that the CPU runs the prologue a window of rows at a time, with an operand
 // that varies along the cut axis (viewed per window) and one that broadcasts over it.
 TEST(RegionPrologue, WindowedRunsMatchTheReference) {
@@ -107,23 +128,50 @@ func @windows(%frame: u8[300,400,3], %noise: f32[200,180,3]) -> f32[200,180,3] {
   return %4
 }
 )");
-    Session session;
-    CompileOptions ref_opts;
-    ref_opts.fuse = false;
-    testing::use_backend(ref_opts, testing::kReference);
-    CompileOptions fused_opts;
-    fused_opts.verify_each_pass = true;
-    Expected<Executable> ref = session.compile(g, ref_opts);
-    Expected<Executable> fused = session.compile(g, fused_opts);
-    ASSERT_TRUE(ref && fused) << fused.status().to_string();
-    EXPECT_EQ(count_prologues(fused->graph()), 1u) << print_graph(fused->graph());
+    std::vector<NamedArrays> inputs;
     for (uint64_t seed : {21u, 22u}) {
-      NamedArrays in{{"frame", random_array(DType::U8, {300, 400, 3}, seed, 0, 256)},
-                     {"noise", random_array(DType::F32, {200, 180, 3}, seed + 100, 0.5, 2.0)}};
-      Expected<std::vector<Array>> want = ref->run(in);
-      Expected<std::vector<Array>> got = fused->run(in);
-      ASSERT_TRUE(want && got) << got.status().to_string();
-      EXPECT_TRUE(testing::arrays_close((*got)[0], (*want)[0], 1e-6, 1e-6));
+      inputs.push_back({{"frame", random_array(DType::U8, {300, 400, 3}, seed, 0, 256)},
+                        {"noise", random_array(DType::F32, {200, 180, 3}, seed + 100, 0.5, 2.0)}});
+    }
+    expect_windowed_runs_match(g, inputs);
+  }
+}
+
+// A channels-first result (the transpose and a reshape to a batch of one inside the prologue, as
+// the Preprocessor builds it): its rows are (channel, y), so windows are one channel and a run of
+// rows, with operands that vary along the channels, the rows or both, and one result shape
+// without the leading unit axis.
+TEST(RegionPrologue, ChannelsFirstWindowedRunsMatchTheReference) {
+  for (const std::string resize : {R"(mode = "linear")", R"(mode = "nearest", coordinate = "half_pixel")"}) {
+    for (const bool batch_axis : {true, false}) {
+      SCOPED_TRACE(resize + (batch_axis ? " [1,3,200,180]" : " [3,200,180]"));
+      const std::string out = batch_axis ? "f32[1,3,200,180]" : "f32[3,200,180]";
+      const std::string lead = batch_axis ? "1," : "";
+      const std::string shape = batch_axis ? "1, 3, 200, 180" : "3, 200, 180";
+      Graph g = parse_one(
+          "func @chw(%frame: u8[300,400,3], %rows: f32[" + lead + "3,200,1], %cols: f32[" + lead +
+          "1,200,180]) -> " + out + " {\n  %m = constant {value = dense<f32[" + lead +
+          "3,1,1]: [123.675, 116.28, 103.53]>} : f32[" + lead + "3,1,1]\n" +
+          "  %0 = slice %frame {starts = [7, 13], ends = [297, 393], axes = [0, 1]} : u8[290,380,3]\n"
+          "  %1 = cast %0 {to = f32} : f32[290,380,3]\n"
+          "  %2 = resize %1 {sizes = [200, 180, 3], " +
+          resize +
+          "} : f32[200,180,3]\n"
+          "  %4 = transpose %2 {perm = [2, 0, 1]} : f32[3,200,180]\n"
+          "  %5 = reshape %4 {shape = [" +
+          shape + "]} : " + out + "\n" + "  %6 = sub %5, %m : " + out + "\n  %7 = mul %6, %rows : " + out +
+          "\n  %8 = add %7, %cols : " + out + "\n  return %8\n}\n");
+      const std::vector<int64_t> rows =
+          batch_axis ? std::vector<int64_t>{1, 3, 200, 1} : std::vector<int64_t>{3, 200, 1};
+      const std::vector<int64_t> cols =
+          batch_axis ? std::vector<int64_t>{1, 1, 200, 180} : std::vector<int64_t>{1, 200, 180};
+      std::vector<NamedArrays> inputs;
+      for (uint64_t seed : {31u, 32u}) {
+        inputs.push_back({{"frame", random_array(DType::U8, {300, 400, 3}, seed, 0, 256)},
+                          {"rows", random_array(DType::F32, rows, seed + 100, 0.5, 2.0)},
+                          {"cols", random_array(DType::F32, cols, seed + 200, -1.0, 1.0)}});
+      }
+      expect_windowed_runs_match(g, inputs);
     }
   }
 }

@@ -55,30 +55,53 @@ bool has_two_taps(const TransformPlan::Axis& ax) {
   return std::any_of(ax.count.begin(), ax.count.end(), [](uint8_t c) { return c == 2; });
 }
 
+// One tap of weight 1 at every index: an axis that may join the row without changing any sum.
+bool one_unit_tap(const TransformPlan::Axis& ax) {
+  for (size_t i = 0; i < ax.count.size(); ++i) {
+    if (ax.count[i] != 1 || ax.weight[2 * i] != 1.0) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
-std::optional<RowTables> row_tables(const TransformPlan& p, std::string* why) {
+std::optional<RowTables> row_tables(const TransformPlan& p, std::string* why, bool merge_rows) {
   auto fail = [why](const char* reason) -> std::optional<RowTables> {
     if (why) *why = reason;
     return std::nullopt;
   };
   const size_t R = p.out_axes, A = p.axes.size();
   if (R < 2) return fail("the transform has fewer than two output axes");
+  // The row axes [0, k]: axis 0, or with merge_rows also the leading axes of one unit tap while
+  // they have size 1 or the axes after them interpolate along more than one (a CHW result:
+  // channels and rows).
+  size_t k = 0;
+  auto column_splits = [&](size_t from) {
+    int n = 0;
+    for (size_t d = from; d < A; ++d) n += has_two_taps(p.axes[d]);
+    return n;
+  };
+  while (merge_rows && k + 2 < R && one_unit_tap(p.axes[k]) &&
+         (p.out_shape[k] == 1 || column_splits(k + 1) > 1))
+    ++k;
   RowTables t;
   t.linear = p.linear;
-  t.rows = p.out_shape[0];
+  t.row_axes = int(k) + 1;
+  t.rows = 1;
+  for (size_t d = 0; d <= k; ++d) t.rows *= p.out_shape[d];
   t.cols = 1;
-  for (size_t d = 1; d < R; ++d) t.cols *= p.out_shape[d];
+  for (size_t d = k + 1; d < R; ++d) t.cols *= p.out_shape[d];
   t.inner = p.out_shape[R - 1];
   // The reference sums the taps with the weight order's first axis outermost: the row's taps
   // must come before the column's, and only one column axis may split.
   int split_col = -1;
-  for (size_t d = 1; d < A; ++d) {
+  for (size_t d = k + 1; d < A; ++d) {
     if (!has_two_taps(p.axes[d])) continue;
     if (d >= R || split_col >= 0) return fail("two column axes (or a phantom axis) interpolate");
     split_col = int(d);
   }
-  if (split_col >= 0 && has_two_taps(p.axes[0]) && p.axes[0].resize_pos > p.axes[size_t(split_col)].resize_pos) {
+  if (split_col >= 0 && has_two_taps(p.axes[k]) &&
+      p.axes[k].resize_pos > p.axes[size_t(split_col)].resize_pos) {
     return fail("the columns interpolate before the rows");
   }
 
@@ -90,23 +113,36 @@ std::optional<RowTables> row_tables(const TransformPlan& p, std::string* why) {
     phantom_off += x.off[0];
     phantom_step = std::max(phantom_step, x.step);
   }
+  // Rows: the row-major walk over axes 0..k; the merged axes add their one offset.
+  std::vector<size_t> row_index(k + 1, 0);
   for (int64_t r = 0; r < t.rows; ++r) {
-    Taps x = taps_of(p.axes[0], size_t(r));
+    int64_t lead_off = 0;
+    int lead_step = -1;
+    for (size_t d = 0; d < k; ++d) {
+      Taps m = taps_of(p.axes[d], row_index[d]);
+      lead_off += m.off[0];
+      lead_step = std::max(lead_step, m.step);
+    }
+    Taps x = taps_of(p.axes[k], row_index[k]);
     for (int j = 0; j < 2; ++j) {
-      t.row_off.push_back(x.off[j] + phantom_off);
+      t.row_off.push_back(x.off[j] + lead_off + phantom_off);
       t.row_w.push_back(x.w[j]);
     }
-    t.row_const.push_back(std::max(x.step, phantom_step));
+    t.row_const.push_back(std::max({x.step, lead_step, phantom_step}));
     t.has_const = t.has_const || t.row_const.back() >= 0;
+    for (size_t d = k + 1; d-- > 0;) {
+      if (++row_index[d] < size_t(p.out_shape[d])) break;
+      row_index[d] = 0;
+    }
   }
 
-  // Columns: the row-major walk over axes 1..R-1, each index's taps summed.
+  // Columns: the row-major walk over axes k+1..R-1, each index's taps summed.
   std::vector<size_t> index(R, 0);
   for (int64_t j = 0; j < t.cols; ++j) {
     int64_t off[2] = {0, 0};
     double w[2] = {1, 0};
     int step = -1;
-    for (size_t d = 1; d < R; ++d) {
+    for (size_t d = k + 1; d < R; ++d) {
       Taps x = taps_of(p.axes[d], index[d]);
       step = std::max(step, x.step);
       off[0] += x.off[0];
@@ -122,7 +158,7 @@ std::optional<RowTables> row_tables(const TransformPlan& p, std::string* why) {
     t.col_w1.push_back(w[1]);
     t.col_const.push_back(step);
     if (step >= 0) t.const_cols.push_back(int32_t(j)), t.has_const = true;
-    for (size_t d = R; d-- > 1;) {
+    for (size_t d = R; d-- > k + 1;) {
       if (++index[d] < size_t(p.out_shape[d])) break;
       index[d] = 0;
     }

@@ -1,5 +1,7 @@
 // A transform plan (backends/transform_plan.h) seen as rows: its first output axis is the row,
 // every other output axis together the column (row-major, so an HWC image's columns are x*C+c).
+// Asked to (merge_rows), leading axes of one unit tap join the row: a CHW result's rows are then
+// (channel, y), its columns x.
 // Every tap of the plan is the sum of one tap of each axis, so the plan's taps factor into a
 // table per row and a table per column, each with at most two taps:
 //
@@ -26,6 +28,7 @@ namespace fusebox::cpu {
 
 struct RowTables {
   int64_t rows = 0, cols = 0;
+  int row_axes = 1;              // the leading output axes that make the row (rows: their product)
   int64_t inner = 1;             // the size of the last output axis (the channels of HWC)
   bool linear = false;
   bool has_const = false;        // some tap reads a pad constant
@@ -44,8 +47,11 @@ struct RowTables {
 
 // The tables of `plan`, or nothing (with `why`) when it does not factor into rows: fewer than
 // two output axes, two column axes with two taps, weights not in the row's then the column's
-// order, column offsets beyond 32 bits, a plan whose own windows span several rows.
-std::optional<RowTables> row_tables(const TransformPlan& plan, std::string* why = nullptr);
+// order, column offsets beyond 32 bits, a plan whose own windows span several rows. merge_rows:
+// the row may be several leading axes (row_axes), where one axis alone leaves two column axes
+// with two taps.
+std::optional<RowTables> row_tables(const TransformPlan& plan, std::string* why = nullptr,
+                                    bool merge_rows = false);
 
 // Rows [r0, r1) of the plan's result, exactly as run_transform_window computes them, to
 // dst[0, (r1 - r0) * cols) in the plan's output dtype.

@@ -1,15 +1,17 @@
 // The prologue kernel (prologue_kernel.h).
 //
-//   out axis `ax` (the first of size > 1), cut into windows of about kWindowElements:
+//   the cut axis: the last axis of the plan's rows (row tables, preprocess_rows.h: for a CHW
+//   result, rows are (channel, y)), else the first of size > 1; windows are one index of each
+//   axis before it and a run of its indices, about kWindowElements each:
 //     per window, in parallel:  transform rows of the window -> a window-sized buffer (cache)
-//                               (by the plan's row tables, preprocess_rows.h, when `ax` is the
-//                               plan's first axis and the plan factors into rows)
-//                               region program over (buffer, operand views of the window)
+//                               (by the row tables when the plan factors into rows)
+//                               region program over (buffer, operand blocks of the window)
 //                               -> the window of every result
 //
-// An operand that varies along `ax` is viewed at the window's rows; one that broadcasts along it
-// is passed whole. When the plan's rows do not tile the windows, or the transform has no plan,
-// the transform runs whole into one buffer and the program once over it.
+// An operand is viewed at the window's block: its index along each axis before the cut where it
+// varies, the window's run along the cut where it varies, whole along the rest (it broadcasts
+// where it has size 1). When the plan's windows do not tile the rows, or the transform has no
+// plan, the transform runs whole into one buffer and the program once over it.
 #include "backends/cpu/prologue_kernel.h"
 
 #include <algorithm>
@@ -35,13 +37,23 @@ int64_t product_of(const std::vector<int64_t>& d, size_t from) {
   return p;
 }
 
-// `a` restricted to [a0, a1) along its axis `axis` (all axes before it have size 1).
-Array window_of(const Array& a, size_t axis, int64_t a0, int64_t a1) {
+// The block of `a` (its axes right-aligned against the R axes of the result) for the window at
+// `index` along the axes before `cut` and [a0, a1) along `cut`; where `a` has size 1 it
+// broadcasts. Fixing leading axes and a run of the next keeps the block contiguous.
+Array block_of(const Array& a, size_t R, size_t cut, const std::vector<int64_t>& index, int64_t a0,
+               int64_t a1) {
   std::vector<int64_t> shape = a.shape();
-  const int64_t inner = product_of(shape, axis + 1);
-  shape[axis] = a1 - a0;
+  const size_t lead = R - shape.size();
+  int64_t offset = 0, stride = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    const size_t axis = d + lead;
+    const int64_t extent = shape[d];
+    if (extent != 1 && axis < cut) offset += index[axis] * stride, shape[d] = 1;
+    if (extent != 1 && axis == cut) offset += a0 * stride, shape[d] = a1 - a0;
+    stride *= extent;
+  }
   auto* base = static_cast<uint8_t*>(const_cast<void*>(a.raw()));
-  return Array::view(a.dtype(), std::move(shape), base + size_t(a0 * inner) * size_t(dtype_size(a.dtype())));
+  return Array::view(a.dtype(), std::move(shape), base + size_t(offset) * size_t(dtype_size(a.dtype())));
 }
 
 class PrologueKernel final : public Kernel {
@@ -50,7 +62,16 @@ class PrologueKernel final : public Kernel {
                  std::shared_ptr<const RegionProgram> program)
       : parts_(std::move(parts)), plan_(std::move(plan)), program_(std::move(program)) {
     for (const Dim& d : parts_.read.shape) read_dims_.push_back(d.value());
-    if (plan_ && plan_->out_shape == read_dims_) rows_ = row_tables(*plan_);
+    // Row tables when the read is the plan's result, or that result under leading unit axes (a
+    // reshape to a batch of one).
+    if (plan_ && plan_->out_shape.size() <= read_dims_.size() &&
+        std::equal(plan_->out_shape.begin(), plan_->out_shape.end(),
+                   read_dims_.end() - plan_->out_shape.size())) {
+      row_lead_ = read_dims_.size() - plan_->out_shape.size();
+      if (product_of(read_dims_, 0) == product_of(plan_->out_shape, 0)) {
+        rows_ = row_tables(*plan_, nullptr, /*merge_rows=*/true);
+      }
+    }
   }
 
   Status run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const override {
@@ -76,41 +97,44 @@ class PrologueKernel final : public Kernel {
 
   Status run_windows(std::vector<Array>& ins, std::vector<Array>& outs) const {
     const std::vector<int64_t>& dims = read_dims_;
-    size_t ax = 0;
-    while (ax < dims.size() && dims[ax] == 1) ++ax;
-    if (ax + 1 >= dims.size()) return run_whole(ins, outs);  // nothing (or one axis) to cut
-    const int64_t inner = product_of(dims, ax + 1);
-    if (inner % transform_window_unit(*plan_) != 0) return run_whole(ins, outs);
+    const size_t R = dims.size();
+    size_t cut = 0;
+    if (rows_) {
+      cut = row_lead_ + size_t(rows_->row_axes - 1);
+    } else {
+      while (cut < R && dims[cut] == 1) ++cut;
+    }
+    if (cut + 1 >= R) return run_whole(ins, outs);  // nothing (or one axis) to cut
+    const int64_t outer = product_of(std::vector<int64_t>(dims.begin(), dims.begin() + cut), 0);
+    const int64_t inner = product_of(dims, cut + 1);
+    // The row tables compute any run of rows; the plan's own windows start at its unit.
+    if (!rows_ && inner % transform_window_unit(*plan_) != 0) return run_whole(ins, outs);
     const int64_t step = std::max<int64_t>(1, kWindowElements / inner);
-    const int64_t windows = (dims[ax] + step - 1) / step;
+    const int64_t blocks = (dims[cut] + step - 1) / step;
+    const int64_t windows = outer * blocks;
     if (windows < 2) return run_whole(ins, outs);
-    // Which operands vary along `ax` (viewed per window) and which broadcast over it (whole).
-    const size_t k = parts_.input, R = dims.size();
-    std::vector<int> axis_of(ins.size(), -1);
+    const size_t k = parts_.input;
     for (size_t j = 0; j < ins.size(); ++j) {
-      if (j == k) continue;
-      const auto& s = ins[j].shape();
-      if (s.size() > R) return run_whole(ins, outs);
-      const size_t lead = R - s.size();
-      if (ax < lead || s[ax - lead] == 1) continue;
-      for (size_t a = lead; a < ax; ++a)
-        if (s[a - lead] != 1) return run_whole(ins, outs);
-      axis_of[j] = int(ax - lead);
+      if (j != k && ins[j].rank() > R) return run_whole(ins, outs);
     }
     Status first_error = Status::ok();
 #pragma omp parallel for schedule(dynamic)
     for (int64_t w = 0; w < windows; ++w) {
-      const int64_t a0 = w * step, a1 = std::min(dims[ax], a0 + step);
-      std::vector<int64_t> wdims = dims;
-      wdims[ax] = a1 - a0;
+      const int64_t o = w / blocks, a0 = (w % blocks) * step, a1 = std::min(dims[cut], a0 + step);
+      std::vector<int64_t> index(cut, 0), wdims = dims;
+      for (int64_t rest = o, a = int64_t(cut) - 1; a >= 0; --a)
+        index[size_t(a)] = rest % dims[size_t(a)], rest /= dims[size_t(a)];
+      for (size_t a = 0; a < cut; ++a) wdims[a] = 1;
+      wdims[cut] = a1 - a0;
       Array read(parts_.read.dtype, wdims);
-      Status s = rows_ && ax == 0 ? fill_rows(*plan_, *rows_, ins[k], read.raw(), a0, a1)
-                                  : run_transform_window(*plan_, ins[k], read.raw(), a0 * inner, a1 * inner);
+      // The window's rows in the row-major order of the axes up to the cut.
+      const int64_t r0 = o * dims[cut] + a0, r1 = o * dims[cut] + a1;
+      Status s = rows_ ? fill_rows(*plan_, *rows_, ins[k], read.raw(), r0, r1)
+                       : run_transform_window(*plan_, ins[k], read.raw(), r0 * inner, r1 * inner);
       std::vector<Array> win_in(ins.size()), win_out;
-      for (size_t j = 0; j < ins.size(); ++j) {
-        win_in[j] = j == k ? read : axis_of[j] < 0 ? ins[j] : window_of(ins[j], size_t(axis_of[j]), a0, a1);
-      }
-      for (const Array& o : outs) win_out.push_back(window_of(o, ax, a0, a1));
+      for (size_t j = 0; j < ins.size(); ++j)
+        win_in[j] = j == k ? read : block_of(ins[j], R, cut, index, a0, a1);
+      for (const Array& out : outs) win_out.push_back(block_of(out, R, cut, index, a0, a1));
       if (s.is_ok()) s = program_->run(win_in, win_out);
       if (!s.is_ok()) {
 #pragma omp critical(fusebox_prologue_error)
@@ -125,6 +149,7 @@ class PrologueKernel final : public Kernel {
   std::shared_ptr<const RegionProgram> program_;
   std::vector<int64_t> read_dims_;
   std::optional<RowTables> rows_;  // the plan as rows (preprocess_rows.h) when it factors so
+  size_t row_lead_ = 0;            // unit axes of the read before the plan's first axis
 };
 
 }  // namespace
