@@ -5,7 +5,8 @@
 //
 //   build/bench/cuda_bench [--only NAME[,NAME]] [--min-seconds S] [--target cuda|cpu] [--print-graphs]
 //                          [--onnx MODEL.onnx]... [--dim SYM=N]... [--cuda-tf32]
-//   (ONNX models as more workloads; --dim sizes their symbolic input dims; --cuda-tf32 lets f32
+//   (ONNX models as more workloads, always run: --only naming one of them, by its file's stem,
+//   leaves out every built-in workload; --dim sizes their symbolic input dims; --cuda-tf32 lets f32
 //   products use TF32 tensor cores, CompileOptions::cuda.allow_tf32, as PyTorch's cuDNN
 //   convolutions do by default)
 //
