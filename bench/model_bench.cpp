@@ -3,9 +3,8 @@
 //
 //   model_bench CACHE_DIR [--runs N] [--warmup W] [--min-ms T] [--profile-runs P] [--top K]
 //   model_bench CACHE_DIR --only CASE [--runs N]      (peak resident memory of the fused plan)
-//   ... [--cpu-layout auto|nchw|nchw8c|nchw16c|nhwc]          (the cpu backend's activation layout, both
-//   plans)
-//   ... [--cpu-winograd]                                      (CpuBackendOptions::winograd, both plans)
+//   ... [--cpu-layout auto|nchw|nchw8c|nchw16c|nhwc]   (the cpu backend's activation layout, both plans)
+//   ... [--cpu-winograd]                               (CpuBackendOptions::winograd, both plans)
 //
 // CACHE_DIR is the model cache of onnx_models_test (tests/models/fetch_models.sh prepares it);
 // its ref/manifest.txt lists the cases: <model>_<size>, the .onnx file, the input name, the

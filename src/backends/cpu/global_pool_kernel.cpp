@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/row_kernels.h"
 #include "backends/host_backend.h"
 #include "ir/layout.h"
 
@@ -61,26 +62,6 @@ void add_lanes(const float* x, int64_t count, int64_t stride, int64_t lanes, dou
   for (; l < lanes; ++l) add_lane(x + l, count, stride, sum + l);
 }
 
-// The sum of count contiguous floats: 16 f32 lanes per block, the blocks' sums in double.
-double sum_plane(const float* x, int64_t count) {
-  constexpr int64_t kLanes = 16;
-  double sum = 0;
-  float lanes[kLanes];
-  for (int64_t i0 = 0; i0 < count; i0 += kBlock) {
-    const int64_t i1 = std::min(count, i0 + kBlock);
-    std::fill(lanes, lanes + kLanes, 0.f);
-    int64_t i = i0;
-    for (; i + kLanes <= i1; i += kLanes) {
-      for (int64_t l = 0; l < kLanes; ++l) lanes[l] += x[i + l];
-    }
-    double block = 0;
-    for (; i < i1; ++i) block += x[i];
-    for (float v : lanes) block += v;
-    sum += block;
-  }
-  return sum;
-}
-
 float mean(double sum, int64_t count) {
   return count > 0 ? static_cast<float>(sum / static_cast<double>(count))
                    : std::numeric_limits<float>::quiet_NaN();
@@ -101,8 +82,9 @@ class GlobalPoolKernel final : public Kernel {
       if (x.rank() < 3 || y.numel() != s[0] * s[1])
         return Status::invalid("global_avg_pool: result " + y.type_string() + " for " + x.type_string());
       const int64_t planes = s[0] * s[1], size = x.numel() / std::max<int64_t>(planes, 1);
+      const RowLoops& loops = row_loops(best_row_isa());  // the row kernels' per-ISA sum
 #pragma omp parallel for schedule(static) if (x.numel() >= (int64_t(1) << 15))
-      for (int64_t p = 0; p < planes; ++p) dst[p] = mean(sum_plane(src + p * size, size), size);
+      for (int64_t p = 0; p < planes; ++p) dst[p] = mean(loops.sum(src + p * size, size), size);
       return Status::ok();
     }
     if (x.rank() != 5 || y.numel() != s[0] * s[1] * s[4])

@@ -15,6 +15,7 @@
 #include "backends/cpu/prologue_kernel.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 
 #include "backends/cpu/preprocess_rows.h"
@@ -31,9 +32,10 @@ namespace {
 // enough that the window's buffer stays in the L2 cache.
 constexpr int64_t kWindowElements = int64_t(1) << 15;
 
-int64_t product_of(const std::vector<int64_t>& d, size_t from) {
+// The product of d[from, to).
+int64_t product_of(const std::vector<int64_t>& d, size_t from, size_t to = SIZE_MAX) {
   int64_t p = 1;
-  for (size_t i = from; i < d.size(); ++i) p *= d[i];
+  for (size_t i = from; i < std::min(to, d.size()); ++i) p *= d[i];
   return p;
 }
 
@@ -105,7 +107,7 @@ class PrologueKernel final : public Kernel {
       while (cut < R && dims[cut] == 1) ++cut;
     }
     if (cut + 1 >= R) return run_whole(ins, outs);  // nothing (or one axis) to cut
-    const int64_t outer = product_of(std::vector<int64_t>(dims.begin(), dims.begin() + cut), 0);
+    const int64_t outer = product_of(dims, 0, cut);
     const int64_t inner = product_of(dims, cut + 1);
     // The row tables compute any run of rows; the plan's own windows start at its unit.
     if (!rows_ && inner % transform_window_unit(*plan_) != 0) return run_whole(ins, outs);

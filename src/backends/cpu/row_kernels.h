@@ -53,6 +53,8 @@ struct NormRows {
 struct RowLoops {
   void (*softmax_row)(const float* x, float* y, int64_t n, bool log);
   void (*norm_row)(const NormRows& a, int64_t row);
+  // The sum of n contiguous floats: f32 lanes over blocks of 256, the blocks' sums in double.
+  double (*sum)(const float* v, int64_t n);
 };
 const RowLoops& row_loops(RowIsa isa);
 
