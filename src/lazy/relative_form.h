@@ -1,6 +1,10 @@
 // The relative form of a segment (segment.h explains it): the plan-cache key as a token list,
 // the renumbering of its tensors and its dim ids, and what the fusers and graph builder ask of
 // it (is a tensor still needed after a group, what is a size's dim id).
+//
+// It is built record by record as the stream records them (spec §5, "lookup is incremental"):
+// the tokens and their hash grow with each record and each drop, so a flush adds only what it
+// alone knows (which tensors still have a handle, what triggered it) before the plan lookup.
 #pragma once
 
 #include <cstdint>
@@ -45,8 +49,34 @@ struct RelativeForm {
   bool escapes(const TensorState* s, size_t begin, size_t end) const;
 };
 
-// Builds the relative form of the records; the records that are not drops move to `ops`.
-RelativeForm relative_form(std::vector<Record>& records, bool fusion, uint8_t trigger,
-                           std::vector<Record>* ops);
+// A stream's relative form in the making. `add` and `drop` run on the recording path (under the
+// stream's record lock); `finish` at the flush, under the same lock, so the handle counts it reads
+// cannot change meanwhile.
+class RelativeFormBuilder {
+ public:
+  explicit RelativeFormBuilder(bool fusion);
+  // The op record at position `op_index` of the segment.
+  void add(const Record& r, int op_index);
+  // The last handle of `s` died (a tensor of another segment changes nothing).
+  void drop(const TensorState* s);
+  // The finished form (alive bits, the trigger, the hash); the builder starts the next segment,
+  // with room for one as large.
+  RelativeForm finish(uint8_t trigger);
+
+ private:
+  void token(uint64_t t);
+  int dim(int64_t size);
+  void shape(const TensorState& s);
+  int tensor(TensorState* s, bool produced, int op_index);
+  void attr(const AttrValue& v);
+  void restart();
+
+  const bool fusion_;
+  RelativeForm rf_;
+  // The hash in four independent lanes (token i goes to lane i % 4): one chain of mixes was a
+  // serial multiply-shift chain of ~10 cycles per token (the tokens are compared exactly on a
+  // hit anyway).
+  uint64_t lane_[4];
+};
 
 }  // namespace fusebox::lazy

@@ -404,12 +404,8 @@ Status run_group(const RelativeForm& rf, const std::vector<Record>& ops, const C
 
 }  // namespace
 
-Status run_segment(std::vector<Record> records, const Device& device, Trigger trigger,
-                   std::unique_lock<std::mutex>* record_lock) {
+Status run_segment(std::vector<Record> ops, RelativeForm rf, const Device& device) {
   counters::add(&LazyStats::flushes);
-  std::vector<Record> ops;
-  RelativeForm rf = relative_form(records, device.fusion && !fusion_disabled_by_env(), uint8_t(trigger), &ops);
-  if (record_lock && record_lock->owns_lock()) record_lock->unlock();
   std::shared_ptr<const Plan> plan = plan_store().find(rf, device);
   const bool hit = plan != nullptr;
   if (hit) {

@@ -12,22 +12,19 @@
 #pragma once
 
 #include <cstddef>
-#include <mutex>
 #include <vector>
 
 #include "fusebox/status.h"
+#include "lazy/relative_form.h"
 #include "lazy/state.h"
-#include "lazy/stream.h"
+#include "lazy/stream.h"  // kMaxPendingRecords, for users of the public header
 
 namespace fusebox::lazy {
 
-// Runs the records on the device, in recorded order or, with fusion on, in the order of
-// schedule.h. Tensors they produce that still have a handle get their value; on an error every
-// tensor not yet computed gets it as its error.
-// `record_lock` (the stream's, held by the caller) is released once the relative form (which
-// counts the handles) is built, before any exploring, compiling or running.
-Status run_segment(std::vector<Record> records, const Device& device, Trigger trigger,
-                   std::unique_lock<std::mutex>* record_lock = nullptr);
+// Runs the op records of a segment, whose relative form is `form`, on the device: in recorded
+// order or, with fusion on, in the order of schedule.h. Tensors they produce that still have a
+// handle get their value; on an error every tensor not yet computed gets it as its error.
+Status run_segment(std::vector<Record> ops, RelativeForm form, const Device& device);
 
 struct PlanCacheInfo {
   size_t entries = 0;

@@ -86,12 +86,11 @@ using StatePtr = std::shared_ptr<TensorState>;
 // How a record's input is passed, from the handle count when the op is recorded (spec §2).
 enum class InputStatus : uint8_t { NotInit, ReadOnly, ReadWrite };
 
-// One deferred op. `op` is meaningless for drops (is_drop: the last handle of inputs[0] died).
-// A custom op's record has `custom` set and op ElementwiseRegion (lazy/custom_op.h). The lists
-// keep up to three operands and one result inline: recording allocates no list (small_vec.h).
+// One deferred op (a dropped handle is not a record: it goes into the relative form only). A custom op's
+// record has `custom` set and op ElementwiseRegion (lazy/custom_op.h). The lists keep up to three operands
+// and one result inline: recording allocates no list (small_vec.h).
 struct Record {
   Op op = Op::Identity;
-  bool is_drop = false;
   std::shared_ptr<const CustomOp> custom;
   Attrs attrs;
   SmallVec<StatePtr, 3> inputs;

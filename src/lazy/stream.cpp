@@ -9,6 +9,13 @@
 
 namespace fusebox::lazy {
 
+Stream::Stream(Device device) : device_(device), form_(device.fusion && !fusion_disabled_by_env()) {}
+
+void Stream::drop(const TensorState* s) {
+  std::lock_guard<std::mutex> lock(record_mu_);
+  form_.drop(s);
+}
+
 size_t Stream::pending() const {
   std::lock_guard<std::mutex> lock(record_mu_);
   return pending_.size();
@@ -17,17 +24,21 @@ size_t Stream::pending() const {
 Status Stream::flush(Trigger trigger) {
   std::lock_guard<std::mutex> flush_lock(flush_mu_);
   std::vector<Record> records;
-  // The record lock stays held until the segment's handles are counted (run_segment releases
-  // it before anything runs): a record the owner thread appends meanwhile reads its operand
-  // through a handle, so that operand is seen alive and gets written.
-  std::unique_lock<std::mutex> lock(record_mu_);
-  records.swap(pending_);
-  // The next batch is likely as long as this one: growing the queue record by record would move
-  // every pending record at each doubling, on the recording thread.
-  pending_.reserve(records.size());
-  if (records.empty()) lock.unlock();
+  RelativeForm form;
+  {
+    // The record lock stays held until the segment's handles are counted (finish): a record the
+    // owner thread appends meanwhile reads its operand through a handle, so that operand is seen
+    // alive and gets written.
+    std::lock_guard<std::mutex> lock(record_mu_);
+    records.swap(pending_);
+    // Drops alone leave nothing to run: the next segment starts afresh either way.
+    form = form_.finish(uint8_t(trigger));
+    // The next batch is likely as long as this one: growing the queue record by record would
+    // move every pending record at each doubling, on the recording thread.
+    pending_.reserve(records.size());
+  }
   if (!records.empty()) {
-    Status s = run_segment(std::move(records), device_, trigger, &lock);
+    Status s = run_segment(std::move(records), std::move(form), device_);
     if (!s.is_ok()) {
       std::lock_guard<std::mutex> lock(error_mu_);
       if (error_.is_ok()) error_ = s;

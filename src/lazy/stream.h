@@ -1,6 +1,7 @@
 // Streams: one queue of pending records per (thread, device). Recording appends under a short
-// lock; a flush takes the whole queue and runs it as one segment (segment.h) while holding only
-// the stream's flush lock, so recording on the stream's thread never waits for kernels of a
+// lock and adds the record to the segment's relative form (the plan-cache key, relative_form.h);
+// a flush takes the whole queue and its form and runs them as one segment (segment.h) while
+// holding only the stream's flush lock, so recording on the stream's thread never waits for kernels of a
 // flush started by another thread. Streams are never freed: when its thread exits a stream is
 // flushed and parked for the next thread, so a pointer to a stream stays valid.
 #pragma once
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "fusebox/status.h"
+#include "lazy/relative_form.h"
 #include "lazy/state.h"
 
 namespace fusebox::lazy {
@@ -23,7 +25,7 @@ inline constexpr size_t kMaxPendingRecords = 4096;
 
 class Stream {
  public:
-  explicit Stream(Device device) : device_(device) {}
+  explicit Stream(Device device);
   const Device& device() const { return device_; }
 
   // Appends a record built in place by `fill(Record&)` (and flushes when the queue reaches
@@ -35,11 +37,15 @@ class Stream {
     size_t n;
     {
       std::lock_guard<std::mutex> lock(record_mu_);
-      fill(pending_.emplace_back());
+      Record& r = pending_.emplace_back();
+      fill(r);
+      form_.add(r, int(pending_.size() - 1));
       n = pending_.size();
     }
     if (n >= kMaxPendingRecords) (void)flush(Trigger::OnOperations);
   }
+  // The last handle of a pending tensor of this stream died.
+  void drop(const TensorState* s);
   // Runs every pending record; the first error since the last flush/sync is returned and cleared.
   Status flush(Trigger trigger = Trigger::OnSync);
   size_t pending() const;
@@ -49,8 +55,9 @@ class Stream {
  private:
   friend struct StreamRegistry;
   const Device device_;
-  mutable std::mutex record_mu_;  // guards pending_
+  mutable std::mutex record_mu_;  // guards pending_ and form_
   std::vector<Record> pending_;
+  RelativeFormBuilder form_;
   std::mutex flush_mu_;           // one segment at a time, in order
   std::mutex error_mu_;
   Status error_;

@@ -170,10 +170,7 @@ void Tensor::release() {
     lazy::Stream* producer = state_->producer.load(std::memory_order_acquire);
     for (lazy::Stream* s : lazy::thread_streams()) {
       if (s != producer) continue;
-      s->emplace([&](lazy::Record& r) {
-        r.is_drop = true;
-        r.inputs.push_back(state_);
-      });
+      s->drop(state_.get());
       break;
     }
   }

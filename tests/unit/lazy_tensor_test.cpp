@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <thread>
 
 #include "support/lazy_test_util.h"
 
@@ -158,6 +159,50 @@ TEST_F(LazyTest, LoopHitsPlanCacheOnSecondIterationAndAfterBatchChange) {
   Tensor x = Tensor::randn({9, 16}, 9, DType::F32, u);
   Tensor wu = Tensor::from_array(read(w), u), bu = Tensor::from_array(read(b), u);
   EXPECT_TRUE(close_to_scale(big, read(((matmul(x, wu) + bu) * 0.75).relu().sum({1})), 1e-5));
+}
+
+// The key is built record by record; whether an intermediate is still needed is known only at the
+// flush (its handle, or the drop of its last one), and two flushes that differ in it must not share
+// a plan: the plan of the dropped case never writes the intermediate.
+TEST_F(LazyTest, PlanKeyTellsAKeptIntermediateFromADroppedOne) {
+  Tensor a = rnd({64}, 71);
+  const Array expect_mid = read(Tensor::from_array(read(a), lazy::Device::cpu().unfused()) * 3.0);
+  const uint64_t misses = lazy::stats().plan_misses, hits = lazy::stats().plan_hits;
+  for (int round = 0; round < 2; ++round) {
+    Tensor kept = a * 3.0;
+    Tensor y = kept.exp();
+    read(y);
+    ASSERT_TRUE(kept.is_computed()) << "round " << round;
+    EXPECT_TRUE(close_to_scale(read(kept), expect_mid, 1e-6));
+    const uint64_t before = lazy::stats().allocations;
+    Tensor y2 = (a * 3.0).exp();  // the same records; the intermediate's handle died at once
+    read(y2);
+    EXPECT_EQ(lazy::stats().allocations, before + 1) << "round " << round << ": only y2 is written";
+    EXPECT_TRUE(close_to_scale(read(y2), read(y), 1e-6));
+  }
+  EXPECT_EQ(lazy::stats().plan_misses, misses + 2);
+  EXPECT_EQ(lazy::stats().plan_hits, hits + 2);
+}
+
+// A handle that dies on another thread records no drop on the producer's stream: only the flush's
+// handle count tells the key that the intermediate is dead. The kept case that follows must not
+// run that plan, which never writes it.
+TEST_F(LazyTest, PlanKeyCountsHandlesThatDiedOnAnotherThread) {
+  Tensor a = rnd({64}, 72);
+  for (int round = 0; round < 2; ++round) {
+    Tensor gone = a * 5.0;
+    Tensor y = gone.sin();
+    std::thread([h = std::move(gone)]() mutable { h = Tensor(); }).join();
+    const uint64_t before = lazy::stats().allocations;
+    read(y);
+    EXPECT_EQ(lazy::stats().allocations, before + 1)
+        << "round " << round << ": the dead intermediate is not written";
+    Tensor kept = a * 5.0;
+    Tensor y2 = kept.sin();
+    read(y2);
+    ASSERT_TRUE(kept.is_computed()) << "round " << round;
+    EXPECT_TRUE(close_to_scale(read(y2), read(y), 1e-6));
+  }
 }
 
 // Weakness 2: the plan store is bounded.
