@@ -186,6 +186,17 @@ Array Array::reshaped(std::vector<int64_t> shape) const {
   return out;
 }
 
+Array Array::part(int64_t offset, std::vector<int64_t> shape) const {
+  const int64_t n = product(shape);
+  FUSEBOX_CHECK(offset >= 0 && n >= 0 && offset + n <= numel_) << "part: elements out of range";
+  Array out = *this;
+  out.shape_ = std::move(shape);
+  out.numel_ = n;
+  // Aliasing constructor: owns what this array owns, points into it.
+  if (buffer_) out.buffer_ = std::shared_ptr<uint8_t[]>(buffer_, buffer_.get() + offset * dtype_size(dtype_));
+  return out;
+}
+
 void Array::fill_bytes(uint8_t byte) {
   if (nbytes()) std::memset(raw(), byte, nbytes());
 }

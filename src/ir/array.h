@@ -61,6 +61,9 @@ class Array {
   Array clone() const;
   // Same data viewed with another shape of equal element count.
   Array reshaped(std::vector<int64_t> shape) const;
+  // Elements [offset, offset + product(shape)) of this array viewed with `shape`: shares the
+  // buffer and keeps it alive.
+  Array part(int64_t offset, std::vector<int64_t> shape) const;
   // Fills every byte with `byte` (tests poison outputs with 0xFF: NaN for floats).
   void fill_bytes(uint8_t byte);
   bool same_data(const Array& other) const;  // dtype, shape and bytes equal

@@ -424,7 +424,61 @@ Tensor Tensor::reduce(Op op, const std::vector<int64_t>& axes, bool keepdims) co
 }
 Tensor Tensor::reshape(std::vector<int64_t> shape) const { return apply(Op::Reshape, {*this}, {{"shape", make_shape(shape)}}); }
 Tensor Tensor::expand(std::vector<int64_t> shape) const { return apply(Op::Expand, {*this}, {{"shape", make_shape(shape)}}); }
+namespace {
+
+// A slice of a computed tensor that is one contiguous block of it (every axis after the first one
+// cut is whole, every axis before it has extent 1): the block's first element and shape, so the
+// result is a view of the tensor's buffer. nullopt for any other slice (or invalid attributes:
+// the recorded op words the error).
+std::optional<std::pair<int64_t, std::vector<int64_t>>> contiguous_block(const std::vector<int64_t>& shape,
+                                                                         const std::vector<int64_t>& starts,
+                                                                         const std::vector<int64_t>& ends,
+                                                                         const std::vector<int64_t>& axes) {
+  const int rank = int(shape.size());
+  if (ends.size() != starts.size() || (!axes.empty() && axes.size() != starts.size())) return std::nullopt;
+  std::vector<int64_t> first(shape.size(), 0), out = shape;
+  std::vector<bool> seen(shape.size(), false);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    const std::optional<int> axis = normalize_axis(axes.empty() ? int64_t(i) : axes[i], rank);
+    if (!axis || seen[size_t(*axis)]) return std::nullopt;
+    seen[size_t(*axis)] = true;
+    const SliceRange r = normalize_slice(shape[size_t(*axis)], starts[i], ends[i], 1);
+    first[size_t(*axis)] = r.start;
+    out[size_t(*axis)] = r.count;
+  }
+  size_t cut = 0;
+  while (cut < shape.size() && out[cut] == shape[cut]) ++cut;
+  for (size_t j = 0; j < cut && cut < shape.size(); ++j) {
+    if (shape[j] != 1) return std::nullopt;
+  }
+  for (size_t j = cut + 1; j < shape.size(); ++j) {
+    if (out[j] != shape[j]) return std::nullopt;
+  }
+  if (product(out) == 0) return std::make_pair(int64_t(0), out);
+  const std::vector<int64_t> strides = contiguous_strides(shape);
+  int64_t offset = 0;
+  for (size_t j = 0; j < shape.size(); ++j) offset += first[j] * strides[j];
+  return std::make_pair(offset, out);
+}
+
+}  // namespace
+
 Tensor Tensor::slice(std::vector<int64_t> starts, std::vector<int64_t> ends, std::vector<int64_t> axes) const {
+  // Slicing a computed tensor along its leading axes (a minibatch, a row) records nothing: the
+  // result is a view of the same buffer, so the bounds are run-time values by construction and a
+  // loop over minibatches runs one cached plan (docs/lazy.md "Slices of computed tensors").
+  if (state_ && state_->ready.load(std::memory_order_acquire) && state_->error().is_ok() &&
+      !state_->value().empty_storage()) {
+    if (auto block = contiguous_block(state_->shape, starts, ends, axes)) {
+      Tensor view = computed(state_->value().part(block->first, std::move(block->second)), state_->device);
+      if (view.state_ && view.state_->error().is_ok()) {
+        // Two tensors share memory now: neither is ever written in place.
+        state_->no_inplace.store(true, std::memory_order_relaxed);
+        view.state_->no_inplace.store(true, std::memory_order_relaxed);
+      }
+      return view;
+    }
+  }
   Attrs a{{"starts", std::move(starts)}, {"ends", std::move(ends)}};
   if (!axes.empty()) a.set("axes", std::move(axes));
   return apply(Op::Slice, {*this}, std::move(a));

@@ -205,6 +205,48 @@ TEST_F(LazyTest, PlanKeyCountsHandlesThatDiedOnAnotherThread) {
   }
 }
 
+// Minibatches sliced from a computed tensor are views, not records: their bounds never reach the
+// plan-cache key, so a loop over them compiles once (the last, shorter batch included) and each
+// result equals the recorded slice of the same rows with fusion off.
+TEST_F(LazyTest, MinibatchSlicesOfAComputedTensorRunOneCachedPlan) {
+  Tensor x = rnd({100, 16}, 81), w = rnd({16, 8}, 82);  // no size equals the last batch's 4
+  const lazy::Device u = lazy::Device::cpu().unfused();
+  const Tensor xu = Tensor::from_array(read(x), u), wu = Tensor::from_array(read(w), u);
+  std::vector<Array> want;
+  for (int64_t begin = 0; begin < 100; begin += 32) {
+    // (xu * 1) is pending: its slice is recorded and run by the slice kernel.
+    want.push_back(
+        read((matmul((xu * 1.0).slice({begin}, {std::min<int64_t>(begin + 32, 100)}), wu) * 0.5).relu()));
+  }
+  const uint64_t misses = lazy::stats().plan_misses, hits = lazy::stats().plan_hits;
+  for (int64_t begin = 0, k = 0; begin < 100; begin += 32, ++k) {
+    const int64_t end = std::min<int64_t>(begin + 32, 100);
+    Tensor batch = x.slice({begin}, {end});
+    EXPECT_TRUE(batch.is_computed()) << "a view needs no run";
+    Array got = read((matmul(batch, w) * 0.5).relu());
+    ASSERT_EQ(got.shape(), (std::vector<int64_t>{end - begin, 8}));
+    EXPECT_TRUE(close_to_scale(got, want[size_t(k)], 1e-5)) << "rows " << begin << ".." << end;
+  }
+  EXPECT_EQ(lazy::stats().plan_misses, misses + 1);
+  EXPECT_EQ(lazy::stats().plan_hits, hits + 3);
+}
+
+// A view shares its tensor's buffer: neither is written in place by a later op, even when the
+// handle of one of them has died.
+TEST_F(LazyTest, SliceViewsAreNeverWrittenInPlace) {
+  Tensor x = rnd({8, 5}, 83);
+  const Array before = read(x).clone();
+  Tensor row = x.slice({-3}, {-2});  // row 5, negative bounds
+  x = x * 2.0;                       // the old x has no handle left
+  row = row + 1.0;                   // nor has the old row
+  const Array rows = read(row), doubled = read(x);
+  for (int64_t j = 0; j < 5; ++j) {
+    EXPECT_EQ(rows.get_f64(j), float(before.get_f64(25 + j) + 1.0)) << j;
+  }
+  for (int64_t i = 0; i < 40; ++i) EXPECT_EQ(doubled.get_f64(i), float(before.get_f64(i) * 2.0)) << i;
+  EXPECT_EQ(lazy::stats().inplace_reuses, 0u);
+}
+
 // Weakness 2: the plan store is bounded.
 TEST_F(LazyTest, Weakness2PlanCacheIsBounded) {
   lazy::set_plan_cache_capacity(3);
