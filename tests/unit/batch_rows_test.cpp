@@ -243,33 +243,45 @@ TEST(BatchRows, AnOperandAlongTheRowsIsDeclined) {
 
 // The row loops of every instruction set this processor has agree bit for bit with the generic
 // ones on random rows: vector bodies and scalar tails (n = 37), rows too close to the frame's
-// start for the word gathers (before = 0), plain and streaming stores.
+// start for the word gathers (before = 0), plain and streaming stores. Bilinear rows also read
+// through byte windows (AVX-512 VBMI where the processor has it): the first block's taps are
+// those of a 2x downscale of 3 channels (a 94-byte window), the second's span more than 128
+// bytes (gathered, or one by one when `before` is too small).
 TEST(BatchRows, RowLoopsOfEveryIsaAgree) {
   const int64_t n = 37, frame = 4096;
   Array src = testing::random_array(DType::U8, {frame}, 11, 0, 256);
   Array src_f32 = testing::random_array(DType::F32, {frame}, 12, -50, 50);
   Array lut = testing::random_array(DType::I32, {3 * 256}, 13, -1e6, 1e6);
   Array w0 = testing::random_array(DType::F64, {n}, 14, 0, 1), w1 = testing::random_array(DType::F64, {n}, 15, 0, 1);
-  std::vector<int32_t> off0, off1, base, index;
+  std::vector<int32_t> off0, off1, base, index, near0, near1;
   for (int64_t i = 0; i < n; ++i) {
     off0.push_back(int32_t((i * 7919) % 1000));
     off1.push_back(off0.back() + 3);
     base.push_back(int32_t((i % 3) * 256));
     index.push_back(off0.back() % (3 * 256));
+    near0.push_back(int32_t(i < 16 ? 6 * i + 1 : 40 * i));
+    near1.push_back(near0.back() + 3);
   }
+  const std::vector<cpu::ByteWindow> windows = cpu::byte_windows(near0, near1);
+  ASSERT_EQ(windows.size(), 2u);
+  ASSERT_NE(windows[0].mask[0], 0u);
+  ASSERT_EQ(windows[1].mask[0], 0u);
   struct Rows {
     std::vector<uint32_t> lut, gathered;
-    std::vector<float> nearest, nearest_f32, bilinear;
+    std::vector<float> nearest, nearest_f32, bilinear, windowed, near;
   };
   auto run = [&](const cpu::PreprocessLoops& loops, int64_t before, bool stream) {
     Rows r{std::vector<uint32_t>(n), std::vector<uint32_t>(n), std::vector<float>(n), std::vector<float>(n),
-           std::vector<float>(n)};
+           std::vector<float>(n),    std::vector<float>(n),    std::vector<float>(n)};
     const auto* s8 = src.data<uint8_t>() + before;
     loops.lut_row(s8, before, off0.data(), base.data(), static_cast<const uint32_t*>(lut.raw()), r.lut.data(), n, stream);
-    loops.nearest_u8(s8, before, off0.data(), r.nearest.data(), n);
+    loops.nearest_u8(s8, before, off0.data(), r.nearest.data(), n, nullptr);
+    loops.nearest_u8(s8, before, near0.data(), r.near.data(), n, windows.data());
     loops.nearest_f32(src_f32.data<float>(), off0.data(), r.nearest_f32.data(), n);
     loops.bilinear_u8(s8, s8 + 1000, before, 0.25, 0.75, off0.data(), off1.data(), w0.data<double>(),
-                      w1.data<double>(), r.bilinear.data(), n);
+                      w1.data<double>(), r.bilinear.data(), n, nullptr);
+    loops.bilinear_u8(s8, s8 + 2000, before, 0.625, 0.375, near0.data(), near1.data(), w0.data<double>(),
+                      w1.data<double>(), r.windowed.data(), n, windows.data());
     loops.gather32(static_cast<const uint32_t*>(lut.raw()), index.data(), r.gathered.data(), n, stream);
     return r;
   };
@@ -285,6 +297,8 @@ TEST(BatchRows, RowLoopsOfEveryIsaAgree) {
         EXPECT_EQ(0, std::memcmp(got.nearest.data(), want.nearest.data(), size_t(n) * 4));
         EXPECT_EQ(0, std::memcmp(got.nearest_f32.data(), want.nearest_f32.data(), size_t(n) * 4));
         EXPECT_EQ(0, std::memcmp(got.bilinear.data(), want.bilinear.data(), size_t(n) * 4));
+        EXPECT_EQ(0, std::memcmp(got.windowed.data(), want.windowed.data(), size_t(n) * 4));
+        EXPECT_EQ(0, std::memcmp(got.near.data(), want.near.data(), size_t(n) * 4));
       }
     }
   }

@@ -28,6 +28,26 @@ const PreprocessLoops& preprocess_loops() {
   return best;
 }
 
+std::vector<ByteWindow> byte_windows(const std::vector<int32_t>& off0, const std::vector<int32_t>& off1) {
+  std::vector<ByteWindow> out(std::min(off0.size(), off1.size()) / 16);
+  for (size_t b = 0; b < out.size(); ++b) {
+    const auto first0 = off0.begin() + ptrdiff_t(16 * b), first1 = off1.begin() + ptrdiff_t(16 * b);
+    const int32_t lo =
+        std::min(*std::min_element(first0, first0 + 16), *std::min_element(first1, first1 + 16));
+    const int32_t hi =
+        std::max(*std::max_element(first0, first0 + 16), *std::max_element(first1, first1 + 16));
+    if (hi - lo >= 128) continue;  // no mask: gathered
+    ByteWindow& w = out[b];
+    w.lo = lo;
+    for (int32_t k = 0; k <= hi - lo; ++k) w.mask[k / 64] |= uint64_t(1) << (k % 64);
+    for (ptrdiff_t i = 0; i < 16; ++i) {
+      w.tap0[i] = uint8_t(first0[i] - lo);
+      w.tap1[i] = uint8_t(first1[i] - lo);
+    }
+  }
+  return out;
+}
+
 namespace {
 
 // The one or two taps of an index, as (offset, weight, pad step); a constant tap has offset 0.
@@ -167,6 +187,7 @@ std::optional<RowTables> row_tables(const TransformPlan& p, std::string* why, bo
                       *std::min_element(t.col_off1.begin(), t.col_off1.end()));
   t.col_hi = std::max(*std::max_element(t.col_off0.begin(), t.col_off0.end()),
                       *std::max_element(t.col_off1.begin(), t.col_off1.end()));
+  if (p.src_dtype == DType::U8) t.col_windows = byte_windows(t.col_off0, t.col_off1);
   const bool f32_out = p.out_dtype == DType::F32;
   const bool nearest = !p.linear && (p.src_dtype == DType::U8 || p.src_dtype == DType::F32);
   const bool bilinear = p.linear && p.src_dtype == DType::U8 && p.resize_dtype == DType::F32 && !t.has_const;
@@ -201,15 +222,16 @@ Status fill_rows(const TransformPlan& p, const RowTables& t, const Array& src, v
     const size_t k = 2 * size_t(r);
     if (t.linear) {
       loops.bilinear_u8(s8 + t.row_off[k], s8 + t.row_off[k + 1], std::min(t.row_off[k], t.row_off[k + 1]),
-                        t.row_w[k], t.row_w[k + 1], t.col_off0.data(),
-                        t.col_off1.data(), t.col_w0.data(), t.col_w1.data(), out, t.cols);
+                        t.row_w[k], t.row_w[k + 1], t.col_off0.data(), t.col_off1.data(), t.col_w0.data(),
+                        t.col_w1.data(), out, t.cols, t.col_windows.data());
       continue;
     }
     if (const int rs = t.row_const[size_t(r)]; rs >= 0) {
       for (int64_t j = 0; j < t.cols; ++j) out[j] = constant(std::max(rs, t.col_const[size_t(j)]));
       continue;
     }
-    if (p.src_dtype == DType::U8) loops.nearest_u8(s8 + t.row_off[k], t.row_off[k], t.col_off0.data(), out, t.cols);
+    if (p.src_dtype == DType::U8)
+      loops.nearest_u8(s8 + t.row_off[k], t.row_off[k], t.col_off0.data(), out, t.cols, t.col_windows.data());
     else loops.nearest_f32(s32 + t.row_off[k], t.col_off0.data(), out, t.cols);
     for (int32_t j : t.const_cols) out[j] = constant(t.col_const[size_t(j)]);
   }

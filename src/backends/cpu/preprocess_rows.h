@@ -26,6 +26,18 @@
 
 namespace fusebox::cpu {
 
+// A block of 16 columns whose taps all lie in one 128-byte window of a u8 source row (16 columns
+// of a 2x downscale of 3 channels span 94 bytes): with AVX-512 VBMI a row reads them by two masked
+// loads and a two-register byte permute per tap instead of a gather (which bounds the bilinear
+// rows otherwise). Built for u8 sources, one per whole block of columns.
+struct ByteWindow {
+  int32_t lo = 0;         // the window's first byte, relative to the row's offset
+  uint64_t mask[2] = {};  // the window's bytes that are read (none: the taps span 128 bytes or more)
+  uint8_t tap0[16] = {}, tap1[16] = {};  // each column's taps (col_off0, col_off1) within the window
+};
+// The windows of the columns' taps, one per whole block of 16.
+std::vector<ByteWindow> byte_windows(const std::vector<int32_t>& off0, const std::vector<int32_t>& off1);
+
 struct RowTables {
   int64_t rows = 0, cols = 0;
   int row_axes = 1;              // the leading output axes that make the row (rows: their product)
@@ -40,6 +52,7 @@ struct RowTables {
   std::vector<int32_t> col_const;           // per column: as row_const
   std::vector<int32_t> const_cols;          // the columns with col_const >= 0
   int32_t col_lo = 0, col_hi = 0;           // the least and the greatest column offset
+  std::vector<ByteWindow> col_windows;      // u8 sources: per block of 16 columns
   // Whether fill_rows computes rows itself (else through run_transform_window): f32 results
   // from u8 or f32 sources, nearest with any pad, bilinear from u8 without pads.
   bool own_loops = false;
@@ -70,13 +83,16 @@ struct PreprocessLoops {
   // out[i] = lut[base[i] + src[off[i]]]
   void (*lut_row)(const uint8_t* src, int64_t before, const int32_t* off, const int32_t* base, const uint32_t* lut,
                   uint32_t* out, int64_t n, bool stream);
-  // out[i] = float(src[off[i]])
-  void (*nearest_u8)(const uint8_t* src, int64_t before, const int32_t* off, float* out, int64_t n);
+  // out[i] = float(src[off[i]]); `windows` (may be null) as for bilinear_u8
+  void (*nearest_u8)(const uint8_t* src, int64_t before, const int32_t* off, float* out, int64_t n,
+                     const ByteWindow* windows);
   void (*nearest_f32)(const float* src, const int32_t* off, float* out, int64_t n);
   // out[i] = float(wy0*w0[i]*a[o0[i]] + wy0*w1[i]*a[o1[i]] + wy1*w0[i]*b[o0[i]] + wy1*w1[i]*b[o1[i]]),
-  // in double, summed left to right; `before` counts for both rows
-  void (*bilinear_u8)(const uint8_t* a, const uint8_t* b, int64_t before, double wy0, double wy1, const int32_t* o0,
-                      const int32_t* o1, const double* w0, const double* w1, float* out, int64_t n);
+  // in double, summed left to right; `before` counts for both rows. `windows` (may be null): the
+  // ByteWindows of o0/o1, used where the processor has AVX-512 VBMI.
+  void (*bilinear_u8)(const uint8_t* a, const uint8_t* b, int64_t before, double wy0, double wy1,
+                      const int32_t* o0, const int32_t* o1, const double* w0, const double* w1, float* out,
+                      int64_t n, const ByteWindow* windows);
   // out[i] = src[idx[i]] (4-byte elements)
   void (*gather32)(const uint32_t* src, const int32_t* idx, uint32_t* out, int64_t n, bool stream);
 };

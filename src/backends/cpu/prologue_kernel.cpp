@@ -117,7 +117,7 @@ class PrologueKernel final : public Kernel {
     if (windows < 2) return run_whole(ins, outs);
     const size_t k = parts_.input;
     for (size_t j = 0; j < ins.size(); ++j) {
-      if (j != k && ins[j].rank() > R) return run_whole(ins, outs);
+      if (j != k && size_t(ins[j].rank()) > R) return run_whole(ins, outs);
     }
     Status first_error = Status::ok();
 #pragma omp parallel for schedule(dynamic)
