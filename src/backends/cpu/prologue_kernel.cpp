@@ -120,9 +120,13 @@ class PrologueKernel final : public Kernel {
       if (j != k && size_t(ins[j].rank()) > R) return run_whole(ins, outs);
     }
     Status first_error = Status::ok();
-#pragma omp parallel for schedule(dynamic)
+    // The windows of one block of rows at every index before the cut run one after another on one
+    // thread: for a channels-first result they are the channels of the same source rows, which
+    // the first one brings into the cache for the others (one pass over a crop, not one per
+    // channel).
+#pragma omp parallel for schedule(dynamic, outer)
     for (int64_t w = 0; w < windows; ++w) {
-      const int64_t o = w / blocks, a0 = (w % blocks) * step, a1 = std::min(dims[cut], a0 + step);
+      const int64_t o = w % outer, a0 = (w / outer) * step, a1 = std::min(dims[cut], a0 + step);
       std::vector<int64_t> index(cut, 0), wdims = dims;
       for (int64_t rest = o, a = int64_t(cut) - 1; a >= 0; --a)
         index[size_t(a)] = rest % dims[size_t(a)], rest /= dims[size_t(a)];
