@@ -13,6 +13,13 @@
 //
 // A scale an exporter folded into q or k (a `mul`/`div` by a one-element constant on q or k,
 // before or after the split, or on kᵀ) moves into the scale attribute too.
+//
+// Scores of rank 3 are attention over a batch of [N,T,D] heads, N = batch x heads, as PyTorch
+// exports nn.MultiheadAttention (sequence first: each projection reshaped to [T,N,D] and
+// transposed to [N,T,D], kᵀ = transpose [1,2,0] of the keys' [T,N,D], the scale a `div` of q):
+// they become `fused_attention q, k, v {heads = 1, head_dim = D}` over those [N,T,D] values (one
+// head per batch entry), with k = transpose [1,0,2] of the keys' [T,N,D] added before it when
+// only kᵀ is there. No mask is taken at rank 3.
 // The matmul + mask may already be a fused_matmul_bias_act / fused_matmul_residual without
 // activation (those passes run first and take a [Tk] or full-shape add). Produces
 // `fused_attention q, k, v[, mask] {heads, head_dim, scale, merge_heads}` defining the last
@@ -46,7 +53,9 @@ class Matcher {
   Matcher(const Graph& g, const UseInfo& uses, const std::vector<std::string>& names, PassContext& ctx)
       : g_(g), uses_(uses), names_(names), ctx_(ctx) {}
 
-  std::optional<Rewrite> match(size_t softmax_index) const;
+  // The rewrite of the attention ending at softmax `softmax_index`; `*k_rows` is set when the
+  // caller must add k = transpose [1,0,2] of it (rank-3 scores with only kᵀ there).
+  std::optional<Rewrite> match(size_t softmax_index, ValueId* k_rows) const;
 
  private:
   const Node* def(ValueId v) const {
@@ -79,6 +88,13 @@ class Matcher {
   // `v` = mul(x, c) or div(x, c), c a one-element constant and v read only by an absorbed node
   // (an exporter's scale folded into q or k): x, the node absorbed and c put into the scale.
   ValueId peel_scale(ValueId v, bool reader_absorbed, Match* m) const;
+  // The rank-3 form (see the header) once the scores, softmax and claims are checked.
+  std::optional<Rewrite> match_batched(const Node& sm, const Node& mm, ValueId qh, ValueId kt, Match m,
+                                       ValueId* k_rows) const;
+  // Every absorbed intermediate is read by the next step only; else reports why at `sm`.
+  bool chain_is_private(const Node& sm, const Match& m) const;
+  // The matmul of the softmax's result with v; null (reported) when there is none.
+  const Node* product_with_values(const Node& sm) const;
 
   const Graph& g_;
   const UseInfo& uses_;
@@ -118,7 +134,8 @@ const Node* Matcher::scores(ValueId x, Match* m, ValueId* qh, ValueId* kt) const
   } else if (n->op != Op::MatMul) {
     return nullptr;
   }
-  if (g_.type(n->outputs[0]).rank() != 4) return nullptr;
+  const int rank = g_.type(n->outputs[0]).rank();
+  if (rank != 4 && rank != 3) return nullptr;
   absorbed.push_back(index(n));
   m->absorbed.insert(m->absorbed.end(), absorbed.begin(), absorbed.end());
   m->scale = scale;
@@ -169,7 +186,83 @@ ValueId Matcher::split_source(ValueId hv, const std::vector<int64_t>& perm, int6
   return r->inputs[0];
 }
 
-std::optional<Rewrite> Matcher::match(size_t softmax_index) const {
+bool Matcher::chain_is_private(const Node& sm, const Match& m) const {
+  for (size_t i : m.absorbed) {
+    const Node& n = g_.nodes()[i];
+    if (n.op == Op::Constant) continue;
+    ChainStep step = next_in_chain(g_, uses_, n.outputs[0], names_);
+    if (step.user < 0) {
+      miss(sm, uses_.is_output(n.outputs[0]) ? MissReason::EscapesAsOutput : MissReason::MultiConsumer,
+           step.why_not);
+      return false;
+    }
+  }
+  return true;
+}
+
+const Node* Matcher::product_with_values(const Node& sm) const {
+  ChainStep to_pv = next_in_chain(g_, uses_, sm.outputs[0], names_);
+  if (to_pv.user < 0) {
+    miss(sm, uses_.is_output(sm.outputs[0]) ? MissReason::EscapesAsOutput : MissReason::MultiConsumer,
+         to_pv.why_not);
+    return nullptr;
+  }
+  const Node* pv = &g_.nodes()[static_cast<size_t>(to_pv.user)];
+  return pv->op == Op::MatMul && pv->inputs[0] == sm.outputs[0] ? pv : nullptr;
+}
+
+std::optional<Rewrite> Matcher::match_batched(const Node& sm, const Node& mm, ValueId qh, ValueId kt, Match m,
+                                              ValueId* k_rows) const {
+  const TensorType& s = g_.type(mm.outputs[0]);
+  const TensorType& qt = g_.type(qh);
+  const TensorType& ktt = g_.type(kt);
+  if (m.mask != kNoValue) {
+    miss(sm, MissReason::ShapeMismatch, "a mask on the rank-3 scores " + s.to_string() + " is not fused");
+    return std::nullopt;
+  }
+  if (qt.rank() != 3 || ktt.rank() != 3 || !qt.shape[2].is_static()) {
+    miss(sm, MissReason::ShapeMismatch, "q " + qt.to_string() + " is not [N,Tq,D] with a static D");
+    return std::nullopt;
+  }
+  const int64_t head_dim = qt.shape[2].value();
+  if (!chain_is_private(sm, m)) return std::nullopt;
+  const Node* pv = product_with_values(sm);
+  if (!pv) return std::nullopt;
+  const TensorType& vt = g_.type(pv->inputs[1]);
+  const Dim batch = qt.shape[0];
+  if (vt.rank() != 3 || !(vt.shape[2] == Dim(head_dim)) || !(vt.shape[0] == batch) ||
+      !(ktt.shape[0] == batch)) {
+    miss(sm, MissReason::ShapeMismatch,
+         "v " + vt.to_string() + " and kᵀ " + ktt.to_string() + " are not [" + batch.to_string() + ",Tk," +
+             std::to_string(head_dim) + "] and its transpose");
+    return std::nullopt;
+  }
+  m.absorbed.push_back(index(&sm));
+  m.absorbed.push_back(index(pv));
+  m.q = peel_scale(qh, true, &m);
+  const ValueId kt_in = peel_scale(kt, true, &m);
+  const Node* t = def(kt_in);
+  const bool absorb = single_use(kt_in);
+  if (is_transpose(t, {0, 2, 1})) {
+    m.k = t->inputs[0];
+  } else if (is_transpose(t, {1, 2, 0})) {
+    *k_rows = t->inputs[0];
+  } else {
+    miss(sm, MissReason::ShapeMismatch, "kᵀ " + ktt.to_string() + " is not a transpose of the keys");
+    return std::nullopt;
+  }
+  if (absorb) m.absorbed.push_back(index(t));
+  m.v = pv->inputs[1];
+  m.result = pv->outputs[0];
+  // k: the caller's transpose of *k_rows when only kᵀ is there.
+  Node fused{Op::FusedAttention, {m.q, m.k == kNoValue ? kt_in : m.k, m.v}, {m.result}, {}, nullptr, sm.loc};
+  fused.attrs.set("heads", int64_t(1));
+  fused.attrs.set("head_dim", head_dim);
+  if (m.scale != 1.0) fused.attrs.set("scale", m.scale);
+  return Rewrite{std::move(m.absorbed), {}, std::move(fused)};
+}
+
+std::optional<Rewrite> Matcher::match(size_t softmax_index, ValueId* k_rows) const {
   const Node& sm = g_.nodes()[softmax_index];
   Match m;
   ValueId qh = kNoValue, kt = kNoValue;
@@ -197,7 +290,7 @@ std::optional<Rewrite> Matcher::match(size_t softmax_index) const {
   const TensorType& qt = g_.type(qh);
   const TensorType& ktt = g_.type(kt);
   std::optional<int> axis = normalize_axis(sm.attr_i64("axis"), g_.type(x).rank());
-  if (!axis || *axis != 3) {
+  if (!axis || *axis != s.rank() - 1) {
     miss(sm, MissReason::ShapeMismatch, "softmax runs over axis " + std::to_string(sm.attr_i64("axis")) +
                                             ", not the key axis of the scores " + s.to_string());
     return std::nullopt;
@@ -211,6 +304,7 @@ std::optional<Rewrite> Matcher::match(size_t softmax_index) const {
                                             std::string(target_name(ctx_.target)));
     return std::nullopt;
   }
+  if (s.rank() == 3) return match_batched(sm, *mm, qh, kt, std::move(m), k_rows);
   if (qt.rank() != 4 || ktt.rank() != 4 || !qt.shape[1].is_static() || !qt.shape[3].is_static()) {
     miss(sm, MissReason::ShapeMismatch, "q " + qt.to_string() + " is not [B,H,Tq,D] with static H and D");
     return std::nullopt;
@@ -221,26 +315,9 @@ std::optional<Rewrite> Matcher::match(size_t softmax_index) const {
                                                    " widens the scores " + s.to_string() + " (it must broadcast to them)");
     return std::nullopt;
   }
-  // Every intermediate is read by the next step only.
-  std::vector<ValueId> chain;
-  for (size_t i : m.absorbed) {
-    const Node& n = g_.nodes()[i];
-    if (n.op != Op::Constant) chain.push_back(n.outputs[0]);
-  }
-  for (ValueId v : chain) {
-    ChainStep step = next_in_chain(g_, uses_, v, names_);
-    if (step.user < 0) {
-      miss(sm, uses_.is_output(v) ? MissReason::EscapesAsOutput : MissReason::MultiConsumer, step.why_not);
-      return std::nullopt;
-    }
-  }
-  ChainStep to_pv = next_in_chain(g_, uses_, sm.outputs[0], names_);
-  const Node* pv = to_pv.user >= 0 ? &g_.nodes()[static_cast<size_t>(to_pv.user)] : nullptr;
-  if (!pv) {
-    miss(sm, uses_.is_output(sm.outputs[0]) ? MissReason::EscapesAsOutput : MissReason::MultiConsumer, to_pv.why_not);
-    return std::nullopt;
-  }
-  if (pv->op != Op::MatMul || pv->inputs[0] != sm.outputs[0]) return std::nullopt;
+  if (!chain_is_private(sm, m)) return std::nullopt;
+  const Node* pv = product_with_values(sm);
+  if (!pv) return std::nullopt;
   const TensorType& vt = g_.type(pv->inputs[1]);
   if (vt.rank() != 4 || !(vt.shape[3] == Dim(head_dim)) || !(vt.shape[1] == Dim(heads))) {
     miss(sm, MissReason::ShapeMismatch, "v " + vt.to_string() + " is not [B," + std::to_string(heads) + ",Tk," +
@@ -311,7 +388,17 @@ Status run_fuse_attention(Graph& g, PassContext& ctx) {
   std::vector<Rewrite> rewrites;
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     if (g.nodes()[i].op != Op::Softmax) continue;
-    if (std::optional<Rewrite> rw = matcher.match(i)) rewrites.push_back(std::move(*rw));
+    ValueId k_rows = kNoValue;
+    std::optional<Rewrite> rw = matcher.match(i, &k_rows);
+    if (!rw) continue;
+    if (k_rows != kNoValue) {  // rank-3 scores with only kᵀ: k = transpose [1,0,2] of the keys' [T,N,D]
+      Expected<ValueId> k =
+          Prelude(g, ctx, uses, rw->prelude)
+              .emit(Op::Transpose, {k_rows}, Attrs{{"perm", std::vector<int64_t>{1, 0, 2}}});
+      if (!k) continue;
+      rw->fused.inputs[1] = *k;
+    }
+    rewrites.push_back(std::move(*rw));
   }
   ctx.count("fuse-attention", "fused", static_cast<int64_t>(apply_rewrites(g, std::move(rewrites))));
   return Status::ok();

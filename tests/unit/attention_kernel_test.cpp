@@ -208,5 +208,41 @@ func @attn(%q: f32[1,21,64], %k: f32[1,33,64], %v: f32[1,33,64]) -> f32[1,21,64]
 })");
 }
 
+// PyTorch's nn.MultiheadAttention export (opset 17, sequence first, 4 heads of 16 over a batch of
+// 2): in-projection, slices, [T,N,D] heads, q divided by sqrt(D), kᵀ by transpose [1,2,0],
+// rank-3 scores, the heads merged back and the out-projection. The input is scaled down first:
+// with every operand drawn from [0.25, 2] in size, the scores would reach about 60 and the
+// softmax would be close to one-hot, where any rounding difference of the projections shows.
+TEST(AttentionKernel, MultiheadAttentionExportMatchesReference) {
+  expect_fused_equals_reference(R"(
+func @mha(%x0: f32[10,2,64], %w: f32[64,192], %b: f32[192], %wo: f32[64,64], %bo: f32[64]) -> f32[10,2,64] {
+  %s = constant {value = dense<f32[]: [0.05]>} : f32[]
+  %x = mul %x0, %s : f32[10,2,64]
+  %0 = matmul %x, %w : f32[10,2,192]
+  %1 = add %b, %0 : f32[10,2,192]
+  %2 = slice %1 {starts = [0], ends = [64], axes = [-1], steps = [1]} : f32[10,2,64]
+  %3 = slice %1 {starts = [64], ends = [128], axes = [-1], steps = [1]} : f32[10,2,64]
+  %4 = slice %1 {starts = [128], ends = [192], axes = [-1], steps = [1]} : f32[10,2,64]
+  %5 = reshape %2 {shape = [10, 8, 16]} : f32[10,8,16]
+  %6 = transpose %5 {perm = [1, 0, 2]} : f32[8,10,16]
+  %7 = reshape %3 {shape = [10, 8, 16]} : f32[10,8,16]
+  %8 = reshape %4 {shape = [10, 8, 16]} : f32[10,8,16]
+  %9 = transpose %8 {perm = [1, 0, 2]} : f32[8,10,16]
+  %c = constant {value = dense<f32[]: [4.0]>} : f32[]
+  %10 = div %6, %c : f32[8,10,16]
+  %11 = transpose %7 {perm = [1, 2, 0]} : f32[8,16,10]
+  %12 = matmul %10, %11 : f32[8,10,10]
+  %13 = softmax %12 {axis = 2} : f32[8,10,10]
+  %14 = matmul %13, %9 : f32[8,10,16]
+  %15 = transpose %14 {perm = [1, 0, 2]} : f32[10,8,16]
+  %16 = reshape %15 {shape = [20, 64]} : f32[20,64]
+  %17 = transpose %wo {perm = [1, 0]} : f32[64,64]
+  %18 = matmul %16, %17 : f32[20,64]
+  %19 = add %18, %bo : f32[20,64]
+  %y = reshape %19 {shape = [10, 2, 64]} : f32[10,2,64]
+  return %y
+})");
+}
+
 }  // namespace
 }  // namespace fusebox
