@@ -24,9 +24,13 @@ std::string float_literal(double v) {
   return text;
 }
 
-// The expression computing the activation of float t, or "" for none and relu.
+// The expression computing the activation of float t.
 std::string act_expression(const Epilogue& e) {
   switch (e.act) {
+    case EpilogueAct::None:
+      return "t";
+    case EpilogueAct::Relu:
+      return "fb_relu_f(t)";
     case EpilogueAct::Sigmoid:
       return "fb_sigmoid(t)";
     case EpilogueAct::Tanh:
@@ -54,16 +58,11 @@ std::string act_expression(const Epilogue& e) {
       const std::string a = float_literal(e.alpha.value_or(0.2)), b = float_literal(e.beta.value_or(0.5));
       return "fb_clip(" + a + " * t + " + b + ", 0.0f, 1.0f)";
     }
-    case EpilogueAct::None:
-    case EpilogueAct::Relu:
-      return "";
   }
   return "";
 }
 
 }  // namespace
-
-bool conv_epilogue_supports(EpilogueAct act) { return !act_expression(Epilogue{act}).empty(); }
 
 std::string conv_epilogue_source(DType dtype, const Epilogue& e) {
   FUSEBOX_CHECK(dtype == DType::F32 || dtype == DType::F16) << "conv epilogue dtype";

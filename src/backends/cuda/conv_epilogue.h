@@ -1,9 +1,10 @@
-// The conv kernels' epilogue for the activations cuDNN does not fuse (every one but relu): after
-// cudnnConvolutionForward, one CUDA C++ kernel (NVRTC) adds the bias and the residual and applies
-// the activation in place, one thread per element, with the reference's semantics (prelude.h's
-// device functions; leaky_relu, clip and hardsigmoid as reference/unary.cpp computes them, their
-// parameters written into the source as exact floats) and its rounding: for f16 the sum is
-// rounded to f16 after each add, as the unfused reference rounds each op's result.
+// The conv kernels' epilogue: after cudnnConvolutionForward, one CUDA C++ kernel (NVRTC) adds the
+// bias and the residual and applies the activation in place, one pass over the result, for every
+// epilogue but bias + relu in exact f32, which cuDNN's fused call takes where it supports the
+// shapes (cudnnConvolutionBiasActivationForward; conv_kernel.cpp says why), with the reference's
+// semantics (prelude.h's device functions; leaky_relu, clip and hardsigmoid as reference/unary.cpp
+// computes them, their parameters written into the source as exact floats) and its rounding: for
+// f16 the sum is rounded to f16 after each add, as the unfused reference rounds each op's result.
 #pragma once
 
 #include <cstdint>
@@ -14,9 +15,6 @@
 #include "ir/epilogue.h"
 
 namespace fusebox::cuda {
-
-// Whether the epilogue kernel computes `act`: every activation but none and relu (cuDNN's).
-bool conv_epilogue_supports(EpilogueAct act);
 
 // The kernel's source for `dtype` (f32 or f16) and epilogue `e`; its entry is fb_conv_epilogue.
 std::string conv_epilogue_source(DType dtype, const Epilogue& e);
