@@ -30,19 +30,21 @@ Status Stream::flush(Trigger trigger) {
     // owner thread appends meanwhile reads its operand through a handle, so that operand is seen
     // alive and gets written.
     std::lock_guard<std::mutex> lock(record_mu_);
-    records.swap(pending_);
-    // Drops alone leave nothing to run: the next segment starts afresh either way.
-    form = form_.finish(uint8_t(trigger));
-    // The next batch is likely as long as this one: growing the queue record by record would
-    // move every pending record at each doubling, on the recording thread.
-    pending_.reserve(records.size());
-  }
-  if (!records.empty()) {
-    Status s = run_segment(std::move(records), std::move(form), device_);
-    if (!s.is_ok()) {
-      std::lock_guard<std::mutex> lock(error_mu_);
-      if (error_.is_ok()) error_ = s;
+    // Nothing recorded leaves the form without a tensor (a drop counts only for a tensor of its
+    // segment): an idle stream's flush allocates nothing.
+    if (!pending_.empty()) {
+      records.swap(pending_);
+      form = form_.finish(uint8_t(trigger));
+      // The next batch is likely as long as this one: growing the queue record by record would
+      // move every pending record at each doubling, on the recording thread.
+      pending_.reserve(records.size());
     }
+  }
+  if (records.empty()) return take_error();
+  Status s = run_segment(std::move(records), std::move(form), device_);
+  if (!s.is_ok()) {
+    std::lock_guard<std::mutex> lock(error_mu_);
+    if (error_.is_ok()) error_ = s;
   }
   return take_error();
 }

@@ -1,8 +1,8 @@
 // Streams: one queue of pending records per (thread, device). Recording appends under a short
 // lock and adds the record to the segment's relative form (the plan-cache key, relative_form.h);
 // a flush takes the whole queue and its form and runs them as one segment (segment.h) while
-// holding only the stream's flush lock, so recording on the stream's thread never waits for kernels of a
-// flush started by another thread. Streams are never freed: when its thread exits a stream is
+// holding only the stream's flush lock, so recording on the stream's thread never waits for
+// kernels of a flush started by another thread. Streams are never freed: when its thread exits a stream is
 // flushed and parked for the next thread, so a pointer to a stream stays valid.
 #pragma once
 
