@@ -9,7 +9,8 @@
 //
 // Groups are runs of consecutive records of the scheduled order (schedule.h: recorded order with
 // consumers pulled next to their producers), a topological order, so read-after-write and
-// free-after-read hazards cannot arise between groups. Drop records are accepted by every fuser.
+// free-after-read hazards cannot arise between groups. Dropped handles are not records (they
+// shape the relative form only), so fusers see op records alone.
 // A custom op without a body is a fusion boundary: no fuser is offered it, so it runs alone.
 #pragma once
 
@@ -30,7 +31,7 @@ struct FuserProperties {
   bool ready = false;  // the records accepted so far form a runnable optimization
 };
 
-// What a fuser sees of the segment beyond one record (drop records are already removed).
+// What a fuser sees of the segment beyond one record.
 struct SegmentView {
   const std::vector<Record>* records = nullptr;
   // Whether `s`, produced in records [begin, end), is needed outside them: a live handle at the

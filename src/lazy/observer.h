@@ -18,7 +18,6 @@ namespace fusebox::lazy {
 struct RecordEvent {
   Device device;
   Op op;
-  bool is_drop = false;
   size_t num_inputs = 0;
 };
 

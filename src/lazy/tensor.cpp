@@ -355,7 +355,7 @@ void Tensor::record(Op op, std::shared_ptr<const lazy::CustomOp> custom, std::sp
     out[k] = Tensor(std::move(s));
   }
   lazy::counters::add(&lazy::LazyStats::records);
-  if (lazy::has_observers()) lazy::notify_record({device, op, false, inputs.size()});
+  if (lazy::has_observers()) lazy::notify_record({device, op, inputs.size()});
   stream.emplace([&](lazy::Record& r) {
     r.op = op;
     r.custom = std::move(custom);
@@ -446,13 +446,16 @@ std::optional<std::pair<int64_t, std::vector<int64_t>>> contiguous_block(const s
     first[size_t(*axis)] = r.start;
     out[size_t(*axis)] = r.count;
   }
+  // cut: the first axis the slice shortens (none: the whole tensor, a block already).
   size_t cut = 0;
   while (cut < shape.size() && out[cut] == shape[cut]) ++cut;
-  for (size_t j = 0; j < cut && cut < shape.size(); ++j) {
-    if (shape[j] != 1) return std::nullopt;
-  }
-  for (size_t j = cut + 1; j < shape.size(); ++j) {
-    if (out[j] != shape[j]) return std::nullopt;
+  if (cut < shape.size()) {
+    for (size_t j = 0; j < cut; ++j) {
+      if (shape[j] != 1) return std::nullopt;
+    }
+    for (size_t j = cut + 1; j < shape.size(); ++j) {
+      if (out[j] != shape[j]) return std::nullopt;
+    }
   }
   if (product(out) == 0) return std::make_pair(int64_t(0), out);
   const std::vector<int64_t> strides = contiguous_strides(shape);

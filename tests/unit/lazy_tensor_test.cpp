@@ -247,6 +247,31 @@ TEST_F(LazyTest, SliceViewsAreNeverWrittenInPlace) {
   EXPECT_EQ(lazy::stats().inplace_reuses, 0u);
 }
 
+// A slice that is not one block of its computed tensor (a column range; a row range under a
+// leading axis of extent > 1) is recorded, not viewed, and reads the right elements; a row range
+// under leading axes of extent 1 is a view.
+TEST_F(LazyTest, OnlyContiguousSlicesOfComputedTensorsAreViews) {
+  Tensor x = rnd({4, 6}, 84), y = rnd({2, 5, 3}, 85), z = rnd({1, 5, 3}, 86);
+  const Array xs = read(x), ys = read(y), zs = read(z);
+  Tensor cols = x.slice({2}, {5}, {1});
+  Tensor rows = y.slice({1}, {3}, {1});
+  Tensor block = z.slice({1}, {3}, {1});
+  EXPECT_FALSE(cols.is_computed());
+  EXPECT_FALSE(rows.is_computed());
+  EXPECT_TRUE(block.is_computed());
+  const Array c = read(cols), r = read(rows), b = read(block);
+  ASSERT_EQ(c.shape(), (std::vector<int64_t>{4, 3}));
+  for (int64_t i = 0; i < 4; ++i) {
+    for (int64_t j = 0; j < 3; ++j) EXPECT_EQ(c.get_f64(i * 3 + j), xs.get_f64(i * 6 + 2 + j));
+  }
+  ASSERT_EQ(r.shape(), (std::vector<int64_t>{2, 2, 3}));
+  for (int64_t n = 0; n < 2; ++n) {
+    for (int64_t k = 0; k < 6; ++k) EXPECT_EQ(r.get_f64(n * 6 + k), ys.get_f64(n * 15 + 3 + k));
+  }
+  ASSERT_EQ(b.shape(), (std::vector<int64_t>{1, 2, 3}));
+  for (int64_t k = 0; k < 6; ++k) EXPECT_EQ(b.get_f64(k), zs.get_f64(3 + k));
+}
+
 // Weakness 2: the plan store is bounded.
 TEST_F(LazyTest, Weakness2PlanCacheIsBounded) {
   lazy::set_plan_cache_capacity(3);

@@ -321,7 +321,7 @@ Status ConvKernel::run(Stream&, std::span<const BufferView> in, std::span<const 
       ++fused_runs;
       return Status::ok();
     }
-    p->fused_unsupported = true;  // the separate calls below compute the same
+    p->fused_unsupported = true;  // the convolution and the epilogue below compute the same
   }
   FUSEBOX_RETURN_IF_ERROR(
       d.check(d.cudnnConvolutionForward(dev->handle, &one, p->x, x.data, p->w, w.data, p->conv, p->algo,
