@@ -4,7 +4,7 @@
 //   blocked [N, C/b, H, W, b]       the same element at [n, c/b, h, w, c%b]
 //
 // oneDNN's convolutions and pooling read and write the blocked form directly; the CPU backend's
-// lowering (backends/cpu/assign_blocked_layout.h) keeps activations in it from one contraction
+// lowering (backends/assign_blocked_layout.h) keeps activations in it from one contraction
 // to the next. to_nchwc / to_nchw are the ops that convert; a node with `layout = "nchwc"` (conv,
 // pooling) takes and gives its activations blocked. C must be a multiple of b.
 //

@@ -26,7 +26,8 @@ std::string options_key(const CompileOptions& o, const Fuse& fuser) {
   key += ";backend=" + o.backend + ";codegen=" + std::string(codegen_name(o.cpu.codegen)) +
          ";onednn=" + std::to_string(o.cpu.onednn) + ";layout=" + cpu_layout_name(o.cpu.nchwc_block) +
          ";winograd=" + std::to_string(o.cpu.winograd) + ";tf32=" + std::to_string(o.cuda.allow_tf32) +
-         ";verify=" + std::to_string(o.verify) + ";verify_each_pass=" + std::to_string(o.verify_each_pass) +
+         ";cuda_layout=" + std::to_string(int(o.cuda.conv_layout)) + ";verify=" + std::to_string(o.verify) +
+         ";verify_each_pass=" + std::to_string(o.verify_each_pass) +
          ";device_io=" + std::to_string(o.device_io) + ";sizes=";
   for (const auto& [sym, n] : o.report_sizes) key += sym + "=" + std::to_string(n) + ",";
   return key;

@@ -46,13 +46,7 @@ Tolerance tolerance(DType d, int64_t k) {
 }
 
 // Whether cuDNN is usable here: its headers were found at build time and the library loads.
-Status cudnn_status() {
-#ifdef FUSEBOX_HAVE_CUDNN
-  return cuda::cudnn().status();
-#else
-  return Status::unimplemented("this build has no cuDNN headers");
-#endif
-}
+Status cudnn_status() { return cuda::cudnn_available(); }
 
 // Skips a device test without a GPU, or without cuDNN, with the reason.
 #define SKIP_WITHOUT_DEVICE_CUDNN()                                                 \
@@ -267,7 +261,12 @@ TEST(CudaConv, ClaimRefusesWithTheReason) {
     n.attrs.set("layout", std::string("nchwc"));
     Claim claim = cuda::claim_conv(*g, n);
     EXPECT_FALSE(claim);
-    EXPECT_NE(claim.reason.find("plain NCHW layout only"), std::string::npos) << claim.reason;
+    EXPECT_NE(claim.reason.find("runs NCHW and NHWC only"), std::string::npos) << claim.reason;
+    // NHWC takes [N,1,H,W,C] activations (conv_layout.h makes them), not this graph's NCHW ones.
+    n.attrs.set("layout", std::string("nhwc"));
+    claim = cuda::claim_conv(*g, n);
+    EXPECT_FALSE(claim);
+    EXPECT_NE(claim.reason.find("[N,1,H,W,C] activations"), std::string::npos) << claim.reason;
   }
   // Asymmetric pads that give a result cuDNN's symmetric pads do not.
   ConvCase asym = c;

@@ -1,6 +1,6 @@
 // The blocked activation layout nChw<b>c: the to_nchwc / to_nchw ops, convolution and pooling
 // with layout = "nchwc", and the CPU backend's lowering that keeps CNN activations blocked
-// between convolutions (backends/cpu/assign_blocked_layout.h).
+// between convolutions (backends/assign_blocked_layout.h).
 //
 // Checked by behaviour: small CNN blocks (dense, depthwise and 1x1 convs, per-channel and
 // channel-free broadcasts, constants, a squeeze-excite gate, residuals, pooling, concat,
@@ -18,7 +18,7 @@
 #include <cmath>
 #include <random>
 
-#include "backends/cpu/assign_blocked_layout.h"
+#include "backends/assign_blocked_layout.h"
 #include "backends/cpu/onednn/onednn_kernels.h"
 #include "ir/layout.h"
 #include "ir/parser.h"
@@ -226,7 +226,7 @@ func @f(%x: f32[1,2,4,4,8], %w: f32[16,16,1,1]) -> f32[1,1,4,4,16] {
 // channels joins the last axis.
 TEST(BlockedLayout, NhwcKeepsEveryChannelCountChannelsLast) {
   Graph g = parse_one(kSqueezeExcite);
-  Expected<Graph> lowered = cpu::assign_blocked_layout(g, cpu::kNhwcBlock);
+  Expected<Graph> lowered = assign_blocked_layout(g, kNhwcBlock);
   ASSERT_TRUE(lowered) << lowered.status().to_string();
   ASSERT_TRUE(verify(*lowered).is_ok()) << print_graph(*lowered);
   int nhwc_convs = 0;
@@ -242,8 +242,8 @@ TEST(BlockedLayout, NhwcKeepsEveryChannelCountChannelsLast) {
     }
   }
   EXPECT_EQ(nhwc_convs, 3);
-  cpu::LayoutSummary s = cpu::summarize_layout(*lowered);
-  EXPECT_EQ(s.block, cpu::kNhwcBlock);
+  LayoutSummary s = summarize_layout(*lowered);
+  EXPECT_EQ(s.block, kNhwcBlock);
   EXPECT_EQ(s.to_string().rfind("nhwc: ", 0), 0u) << s.to_string();
   // x enters once; the softmax over channels and the pooled output leave (the 16-channel value
   // feeds both the pool and the softmax: one to_nchw for it).
@@ -253,13 +253,13 @@ TEST(BlockedLayout, NhwcKeepsEveryChannelCountChannelsLast) {
 
 TEST(BlockedLayout, LoweringKeepsActivationsBlockedBetweenConvs) {
   Graph g = parse_one(kResidualBlock);
-  Expected<Graph> lowered = cpu::assign_blocked_layout(g, 8);
+  Expected<Graph> lowered = assign_blocked_layout(g, 8);
   ASSERT_TRUE(lowered) << lowered.status().to_string();
   ASSERT_TRUE(verify(*lowered).is_ok()) << print_graph(*lowered);
   // One reorder in (x) and one out (y); nothing between the convs. The scale input [1,16,1,1]
   // and the pooled output [N,16,1,1] are one pixel each, where both layouts hold the same bytes:
   // they convert by reshape.
-  cpu::LayoutSummary s = cpu::summarize_layout(*lowered);
+  LayoutSummary s = summarize_layout(*lowered);
   EXPECT_EQ(s.to_nchwc, 1) << print_graph(*lowered);
   EXPECT_EQ(s.to_nchw, 1) << print_graph(*lowered);
   EXPECT_EQ(count_op(*lowered, Op::Reshape), 2u) << print_graph(*lowered);
@@ -275,7 +275,7 @@ TEST(BlockedLayout, LoweringKeepsActivationsBlockedBetweenConvs) {
 
 TEST(BlockedLayout, ChannelCountsTheBlockDoesNotDivideStayPlain) {
   Graph g = parse_one(kSqueezeExcite);
-  Expected<Graph> lowered = cpu::assign_blocked_layout(g, 8);
+  Expected<Graph> lowered = assign_blocked_layout(g, 8);
   ASSERT_TRUE(lowered) << lowered.status().to_string();
   ASSERT_TRUE(verify(*lowered).is_ok()) << print_graph(*lowered);
   int plain_convs = 0;
@@ -288,7 +288,7 @@ TEST(BlockedLayout, ChannelCountsTheBlockDoesNotDivideStayPlain) {
 
 TEST(BlockedLayout, NearestResizeAndConcatStayBlocked) {
   Graph g = parse_one(kUpsample);
-  Expected<Graph> lowered = cpu::assign_blocked_layout(g, 8);
+  Expected<Graph> lowered = assign_blocked_layout(g, 8);
   ASSERT_TRUE(lowered) << lowered.status().to_string();
   ASSERT_TRUE(verify(*lowered).is_ok()) << print_graph(*lowered);
   int blocked_resizes = 0, plain_resizes = 0;
@@ -306,8 +306,8 @@ TEST(BlockedLayout, LoweredGraphsAreBitIdenticalOnTheReference) {
     Graph g = parse_one(text);
     NamedArrays in = random_inputs(g, 2, 3);
     std::vector<Array> want = run(g, in, "reference", false, 0);
-    for (int64_t b : {int64_t(4), int64_t(8), int64_t(16), cpu::kNhwcBlock}) {
-      Expected<Graph> lowered = cpu::assign_blocked_layout(g, b);
+    for (int64_t b : {int64_t(4), int64_t(8), int64_t(16), kNhwcBlock}) {
+      Expected<Graph> lowered = assign_blocked_layout(g, b);
       ASSERT_TRUE(lowered) << lowered.status().to_string();
       std::vector<Array> got = run(*lowered, in, "reference", false, 0);
       ASSERT_EQ(got.size(), want.size());

@@ -8,11 +8,11 @@
 #include <cstdio>
 #include <cstring>
 
-#include "cli_util.h"
-#include "dot_writer.h"
-#include "backends/cpu/assign_blocked_layout.h"
+#include "backends/assign_blocked_layout.h"
 #include "backends/cpu/region_jit.h"
 #include "backends/registry/registry.h"
+#include "cli_util.h"
+#include "dot_writer.h"
 #include "fusion/fuse.h"
 #include "fusion/pipeline_plan.h"
 #include "ir/region_prologue.h"
@@ -167,7 +167,7 @@ int cmd_explain(const Args& args) {
       Expected<Placement> placed = place_on_backend(*lowered, backend, cpu_options);
       if (!placed) return cl.error(placed.status().with_context("@" + g.name()));
       std::printf("  placement %s\n", placed->summary().c_str());
-      std::printf("  layout   %s\n", cpu::summarize_layout(*lowered).to_string().c_str());
+      std::printf("  layout   %s\n", summarize_layout(*lowered).to_string().c_str());
     }
     if (cl.has("--passes")) std::printf("  passes   %s\n", join_pipeline(fuser.passes()).c_str());
     if (!dot_path || drawn) continue;

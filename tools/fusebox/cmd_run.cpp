@@ -242,6 +242,7 @@ std::optional<int> read_backend(const CommandLine& cl, CompileOptions* options) 
   }
   options->cpu.winograd = cl.has("--cpu-winograd");
   options->cuda.allow_tf32 = cl.has("--cuda-tf32");
+  if (cl.has("--cuda-nhwc")) options->cuda.conv_layout = CudaConvLayout::Nhwc;
   return std::nullopt;
 }
 
@@ -305,6 +306,8 @@ int cmd_run(const Args& args) {
            "3x3 stride-1 convolutions on cpu may use Winograd kernels (about 1e-5 relative error)"},
           {"--cuda-tf32", "",
            "f32 matmuls and convolutions on cuda may use TF32 tensor cores (about 1e-3 relative error)"},
+          {"--cuda-nhwc", "",
+           "CNN activations on cuda channels-last between cuDNN convolutions (default NCHW)"},
           {"--profile", "RUNS", "run RUNS more times and print the time per op kind to stderr"},
           {"--timings", "",
            "print compile, first-run and warm-run times and kernel code generation to stderr"},

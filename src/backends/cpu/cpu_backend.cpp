@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "backends/cpu/assign_blocked_layout.h"
+#include "backends/assign_blocked_layout.h"
 #include "backends/cpu/attention_kernel.h"
 #include "backends/cpu/batch_kernel.h"
 #include "backends/cpu/contraction_kernel.h"

@@ -25,7 +25,7 @@ struct CpuBackendOptions {
   // (NHWC with AVX-512, else onednn::preferred_nchwc_block), 0 keeps every activation NCHW, 4, 8 or 16 force that block,
   // kNhwc channels-last (every value one block of all its channels).
   static constexpr int64_t kAutoBlock = -1;
-  static constexpr int64_t kNhwc = -2;  // = cpu::kNhwcBlock
+  static constexpr int64_t kNhwc = -2;  // = kNhwcBlock (backends/assign_blocked_layout.h)
   int64_t nchwc_block = kAutoBlock;
   // 3x3 stride-1 convolutions through oneDNN's Winograd kernels where it has one (f32, AVX-512,
   // groups 1): 1.3-1.9x faster on ResNet-50's 3x3 layers, with about 1e-5 relative error where

@@ -7,8 +7,10 @@
 #include <atomic>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "backends/cuda/conv_epilogue.h"
 #include "backends/cuda/cudnn.h"
@@ -30,6 +32,7 @@ struct ConvAttrs {
   int64_t groups = 1;
   Epilogue epilogue;             // act_alpha / act_beta are read only by the activations that have them
   int bias = -1, residual = -1;  // operand positions (-1: none)
+  bool nhwc = false;             // layout = "nhwc": x, y and the residual [N,1,H,W,C]
 };
 
 Expected<ConvAttrs> read_attrs(const Node& n) {
@@ -41,11 +44,13 @@ Expected<ConvAttrs> read_attrs(const Node& n) {
       return Status::unimplemented(what + "attribute " + name + " is not handled by the cuDNN kernel");
     }
   }
-  if (n.attr_str("layout") != "nchw") {
-    return Status::unimplemented(what + "in the blocked layout " + n.attr_str("layout") +
-                                 ": the cuDNN kernel runs the plain NCHW layout only");
+  const std::string& layout = n.attr_str("layout");
+  if (layout != "nchw" && layout != "nhwc") {
+    return Status::unimplemented(what + "in the blocked layout " + layout +
+                                 ": the cuDNN kernel runs NCHW and NHWC only");
   }
   ConvAttrs a;
+  a.nhwc = layout == "nhwc";
   const std::vector<int64_t>& s = n.attr_i64s("stride");
   const std::vector<int64_t>& p = n.attr_i64s("pad");
   const std::vector<int64_t>& d = n.attr_i64s("dilation");
@@ -88,6 +93,14 @@ int64_t cudnn_extent(int64_t in, int64_t pad, int64_t kernel, int64_t dilation, 
   return (in + 2 * pad - span) / stride + 1;
 }
 
+// The data of the graph constant that `v` is, or null.
+const Array* constant_value(const Graph& g, ValueId v) {
+  for (const Node& n : g.nodes()) {
+    if (n.op == Op::Constant && n.outputs[0] == v) return &n.attr_array("value");
+  }
+  return nullptr;
+}
+
 // Everything claim_conv checks, as a Status (a refusal's reason).
 Status check_claim(const Graph& g, const Node& n) {
   FUSEBOX_RETURN_IF_ERROR(cudnn().status());
@@ -96,7 +109,17 @@ Status check_claim(const Graph& g, const Node& n) {
   const TensorType& x = g.type(n.inputs[0]);
   const TensorType& w = g.type(n.inputs[1]);
   const TensorType& y = g.type(n.outputs[0]);
-  if (x.rank() != 4 || w.rank() != 4 || y.rank() != 4) {
+  if (a.nhwc) {
+    if (x.rank() != 5 || w.rank() != 4 || y.rank() != 5 || x.shape[1] != Dim(1) || y.shape[1] != Dim(1)) {
+      return Status::unimplemented(
+          what + x.to_string() + " * " + w.to_string() +
+          ": in NHWC the cuDNN kernel runs [N,1,H,W,C] activations and [O,I,kh,kw] weights");
+    }
+    // The weights are reordered to cuDNN's NHWC filter order (K,R,S,C) once, when the kernel is made.
+    if (!constant_value(g, n.inputs[1])) {
+      return Status::unimplemented(what + "in NHWC with weights that are not a graph constant");
+    }
+  } else if (x.rank() != 4 || w.rank() != 4 || y.rank() != 4) {
     return Status::unimplemented(what + x.to_string() + " * " + w.to_string() +
                                  ": the cuDNN kernel runs rank-4 NCHW tensors only");
   }
@@ -164,11 +187,39 @@ struct Plan : ConvDescriptors {
   bool fused_unsupported = false;  // the fused call failed for these shapes once: not tried again
 };
 
+// Weights [O,I,kh,kw] (OIHW) in cuDNN's NHWC filter order [O,kh,kw,I], on the device.
+Expected<std::shared_ptr<void>> upload_khwc(Context& context, const Array& w) {
+  FUSEBOX_CHECK(w.rank() == 4) << "conv weights " << w.type_string();
+  const int64_t o = w.shape()[0], c = w.shape()[1], kh = w.shape()[2], kw = w.shape()[3];
+  const size_t esize = size_t(dtype_size(w.dtype()));
+  std::vector<uint8_t> host(w.nbytes());
+  const auto* src = static_cast<const uint8_t*>(w.raw());
+  for (int64_t k = 0; k < o; ++k)
+    for (int64_t i = 0; i < c; ++i)
+      for (int64_t r = 0; r < kh; ++r)
+        for (int64_t t = 0; t < kw; ++t)
+          std::memcpy(&host[size_t(((k * kh + r) * kw + t) * c + i) * esize],
+                      src + size_t(((k * c + i) * kh + r) * kw + t) * esize, esize);
+  FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<void> device, context.allocate(std::max<size_t>(host.size(), 1)));
+  FUSEBOX_RETURN_IF_ERROR(context.make_current());
+  const Driver& d = context.driver();
+  if (!host.empty()) {
+    FUSEBOX_RETURN_IF_ERROR(d.check(d.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(device.get()),
+                                                        host.data(), host.size(), context.stream()),
+                                    "uploading NHWC convolution weights"));
+  }
+  FUSEBOX_RETURN_IF_ERROR(
+      d.check(d.cuStreamSynchronize(context.stream()), "uploading NHWC convolution weights"));
+  return device;
+}
+
 class ConvKernel final : public Kernel {
  public:
   ConvKernel(std::shared_ptr<Context> context, const Cudnn& dnn, DType dtype, ConvAttrs attrs,
-             cudnnActivationDescriptor_t relu, std::string epilogue, bool allow_tf32)
-      : context_(std::move(context)),
+             cudnnActivationDescriptor_t relu, std::string epilogue, bool allow_tf32,
+             std::shared_ptr<void> khwc_weights = nullptr)
+      : khwc_weights_(std::move(khwc_weights)),
+        context_(std::move(context)),
         dnn_(dnn),
         dtype_(dtype),
         tf32_(allow_tf32 && dtype == DType::F32),
@@ -186,6 +237,7 @@ class ConvKernel final : public Kernel {
 
  private:
   using Key = ConvShapes;
+  std::shared_ptr<void> khwc_weights_;  // NHWC: the weights in [O,kh,kw,I] order (upload_khwc)
   // The plan of `key`, made on first use; called with the device's lock held.
   Expected<Plan*> plan(const Key& key, cudnnHandle_t handle) const;
   Status make_plan(const Key& key, cudnnHandle_t handle, Plan& p) const;
@@ -205,7 +257,8 @@ class ConvKernel final : public Kernel {
 Status ConvKernel::make_plan(const Key& k, cudnnHandle_t handle, Plan& p) const {
   const Cudnn& d = dnn_;
   const ConvGeometry geometry{attrs_.pad[0], attrs_.pad[1], attrs_.stride[0], attrs_.stride[1], attrs_.dilation[0], attrs_.dilation[1], attrs_.groups};
-  FUSEBOX_RETURN_IF_ERROR(make_conv_descriptors(d, k, type_, geometry, conv_math(dtype_, tf32_), p));
+  FUSEBOX_RETURN_IF_ERROR(make_conv_descriptors(d, k, type_, geometry, conv_math(dtype_, tf32_), p,
+                                                attrs_.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW));
 
   // The result cuDNN computes must be the one the graph typed (asymmetric pads, run-time sizes).
   int on = 0, oc = 0, oh = 0, ow = 0;
@@ -273,7 +326,9 @@ Status ConvKernel::run(Stream&, std::span<const BufferView> in, std::span<const 
   const BufferView& y = out[0];
   const BufferView* bias = attrs_.bias >= 0 ? &in[size_t(attrs_.bias)] : nullptr;
   const BufferView* residual = attrs_.residual >= 0 ? &in[size_t(attrs_.residual)] : nullptr;
-  FUSEBOX_CHECK(x.shape.size() == 4 && w.shape.size() == 4 && y.shape.size() == 4) << "cuda conv ranks";
+  const size_t rank = attrs_.nhwc ? 5 : 4;
+  FUSEBOX_CHECK(x.shape.size() == rank && w.shape.size() == 4 && y.shape.size() == rank) << "cuda conv ranks";
+  const int64_t channels = attrs_.nhwc ? y.shape[4] : y.shape[1];
   if (y.numel() == 0) return Status::ok();
   if (x.numel() == 0 || w.numel() == 0) {
     return Status::unimplemented("cuDNN does not convolve an empty input " + dims_text(x.shape) + " by " +
@@ -292,11 +347,12 @@ Status ConvKernel::run(Stream&, std::span<const BufferView> in, std::span<const 
     return Status::unimplemented("a residual " + dims_text(residual->shape) + " added to the result " +
                                  dims_text(y.shape));
   }
-  if (bias && bias->numel() != y.shape[1]) {
+  if (bias && bias->numel() != channels) {
     return Status::unimplemented("a bias of " + std::to_string(bias->numel()) + " values over " +
-                                 std::to_string(y.shape[1]) + " output channels");
+                                 std::to_string(channels) + " output channels");
   }
-  const Key key = conv_shapes(x, w, y);
+  const Key key = attrs_.nhwc ? nhwc_conv_shapes(x, w, y) : conv_shapes(x, w, y);
+  const void* weights = attrs_.nhwc ? khwc_weights_.get() : w.data;
   FUSEBOX_RETURN_IF_ERROR(context_->make_current());
   FUSEBOX_ASSIGN_OR_RETURN(DnnDevice * dev, dnn_device(*context_, dnn_));
   std::lock_guard<std::mutex> lock(dev->mu);
@@ -310,12 +366,12 @@ Status ConvKernel::run(Stream&, std::span<const BufferView> in, std::span<const 
   const float one = 1.0f, zero = 0.0f;  // f32 scales for f32 and f16 data alike
   const std::string what =
       std::string(dtype_name(dtype_)) + " convolution of " + dims_text(x.shape) + " by " + dims_text(w.shape);
-  if (attrs_.epilogue.act == EpilogueAct::Relu && bias && !p->fused_unsupported &&
+  if (attrs_.epilogue.act == EpilogueAct::Relu && bias && !p->fused_unsupported && !attrs_.nhwc &&
       use_cudnn_fused(dtype_ != DType::F32 || tf32_)) {
     // y = relu(conv + alpha2 z + bias); without a residual z is y itself, scaled by 0.
     const void* z = residual ? residual->data : y.data;
     const cudnnStatus_t s = d.cudnnConvolutionBiasActivationForward(
-        dev->handle, &one, p->x, x.data, p->w, w.data, p->conv, p->algo, workspace.get(), p->workspace,
+        dev->handle, &one, p->x, x.data, p->w, weights, p->conv, p->algo, workspace.get(), p->workspace,
         residual ? &one : &zero, p->y, z, p->bias, bias->data, relu_, p->y, y.data);
     if (s == CUDNN_STATUS_SUCCESS) {
       ++fused_runs;
@@ -324,13 +380,14 @@ Status ConvKernel::run(Stream&, std::span<const BufferView> in, std::span<const 
     p->fused_unsupported = true;  // the convolution and the epilogue below compute the same
   }
   FUSEBOX_RETURN_IF_ERROR(
-      d.check(d.cudnnConvolutionForward(dev->handle, &one, p->x, x.data, p->w, w.data, p->conv, p->algo,
+      d.check(d.cudnnConvolutionForward(dev->handle, &one, p->x, x.data, p->w, weights, p->conv, p->algo,
                                         workspace.get(), p->workspace, &zero, p->y, y.data),
               "cudnnConvolutionForward (" + what + ")"));
   if (!epilogue_.empty()) {
-    FUSEBOX_RETURN_IF_ERROR(run_conv_epilogue(*context_, epilogue_, y.numel(), y.shape[1],
-                                              y.shape[2] * y.shape[3], bias ? bias->data : nullptr,
-                                              residual ? residual->data : nullptr, y.data));
+    // NCHW: channel (e / HW) % C of element e; NHWC: e % C.
+    FUSEBOX_RETURN_IF_ERROR(run_conv_epilogue(
+        *context_, epilogue_, y.numel(), channels, attrs_.nhwc ? 1 : y.shape[2] * y.shape[3],
+        bias ? bias->data : nullptr, residual ? residual->data : nullptr, y.data));
   }
   ++separate_runs;
   return Status::ok();
@@ -364,7 +421,15 @@ ConvShapes conv_shapes(const BufferView& x, const BufferView& w, const BufferVie
   return key;
 }
 
+ConvShapes nhwc_conv_shapes(const BufferView& x, const BufferView& w, const BufferView& y) {
+  // [N,1,H,W,C] as cuDNN's N, C, H, W.
+  return {x.shape[0], x.shape[4], x.shape[2], x.shape[3], w.shape[0], w.shape[1],
+          w.shape[2], w.shape[3], y.shape[0], y.shape[4], y.shape[2], y.shape[3]};
+}
+
 ConvRuns conv_runs() { return {fused_runs.load(), separate_runs.load()}; }
+
+Status cudnn_available() { return cudnn().status(); }
 
 Claim claim_conv(const Graph& g, const Node& n) {
   FUSEBOX_CHECK(n.op == Op::Conv2d || n.op == Op::FusedConvBiasAct) << "claim_conv on " << n.info().keyword;
@@ -402,8 +467,18 @@ Expected<std::shared_ptr<const Kernel>> make_conv_kernel(std::shared_ptr<Context
       return f.status();
     }
   }
-  return std::shared_ptr<const Kernel>(
-      std::make_shared<ConvKernel>(std::move(context), *dnn, dtype, attrs, relu, std::move(epilogue), allow_tf32));
+  std::shared_ptr<void> khwc_weights;
+  if (attrs.nhwc) {
+    Expected<std::shared_ptr<void>> up = upload_khwc(*context, *constant_value(g, n.inputs[1]));
+    if (!up) {
+      if (relu) dnn->cudnnDestroyActivationDescriptor(relu);
+      return up.status();
+    }
+    khwc_weights = std::move(*up);
+  }
+  return std::shared_ptr<const Kernel>(std::make_shared<ConvKernel>(std::move(context), *dnn, dtype, attrs,
+                                                                    relu, std::move(epilogue), allow_tf32,
+                                                                    std::move(khwc_weights)));
 }
 
 }  // namespace fusebox::cuda
@@ -421,6 +496,8 @@ constexpr const char* kNoHeaders =
 }  // namespace
 
 ConvRuns conv_runs() { return {}; }
+
+Status cudnn_available() { return Status::unimplemented(kNoHeaders); }
 
 Claim claim_conv(const Graph&, const Node&) { return Claim::refuse(kNoHeaders); }
 

@@ -1,6 +1,8 @@
 // conv2d and fused_conv_bias_act on the GPU through cuDNN's legacy convolution API (cudnn.h).
 //
-//   claimed  NCHW (the plain layout) rank-4 operands of f32 or f16, any stride, dilation and
+//   claimed  NCHW (the plain layout) rank-4 operands of f32 or f16, or NHWC ones (layout =
+//            "nhwc", activations [N,1,H,W,C], weights a graph constant reordered to cuDNN's
+//            K,R,S,C filter order once when the kernel is made), any stride, dilation and
 //            groups (depthwise included), symmetric pads (or asymmetric ones that give the
 //            result cuDNN's symmetric top/left pads give), an optional per-channel bias [O], an
 //            optional residual of the result's shape, and every activation of the epilogue.
@@ -32,6 +34,10 @@
 
 namespace fusebox::cuda {
 
+// Ok when cuDNN is usable here (its headers were found at build time and the library loads),
+// else why not.
+Status cudnn_available();
+
 // Whether the CUDA backend runs conv2d / fused_conv_bias_act node `n` of `g` through cuDNN; a
 // refusal says why (cuDNN missing, the layout, the dtype, the pads).
 Claim claim_conv(const Graph& g, const Node& n);
@@ -53,6 +59,8 @@ bool dense(const BufferView& b);
 // The x, w and y shapes of a rank-4 convolution, keying its descriptors and algorithm.
 using ConvShapes = std::array<int64_t, 12>;
 ConvShapes conv_shapes(const BufferView& x, const BufferView& w, const BufferView& y);
+// The same of an NHWC convolution (x and y [N,1,H,W,C]), as cuDNN's N, C, H, W.
+ConvShapes nhwc_conv_shapes(const BufferView& x, const BufferView& w, const BufferView& y);
 // "[2,3,5]", for messages.
 std::string dims_text(const std::vector<int64_t>& s);
 

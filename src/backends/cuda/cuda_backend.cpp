@@ -7,7 +7,9 @@
 #include "backends/cuda/batch_norm_kernel.h"
 #include "backends/cuda/context.h"
 #include "backends/cuda/conv_kernel.h"
+#include "backends/cuda/conv_layout.h"
 #include "backends/cuda/conv_transpose_kernel.h"
+#include "backends/cuda/layout_kernel.h"
 #include "backends/cuda/matmul_kernel.h"
 #include "backends/cuda/nvrtc.h"
 #include "backends/cuda/reduce_kernel.h"
@@ -145,14 +147,16 @@ class CudaBackend final : public Backend {
   std::string_view name() const override { return "cuda"; }
   Device device() const override { return context_->device(); }
 
-  // fused_attention stays one kernel where the tensor-core source covers it (f16/bf16, head dims
-  // up to 128, any query count) and, on the float source, for a few queries. Other long sequences run
-  // faster unfused (two cuBLASLt products and a row softmax) than on the float source: on the
-  // H200, 8 x 16 heads x 1024 queries x 64 in f16 took 4.1 ms there and 0.88 ms unfused
-  // (docs/cuda.md). FUSEBOX_CUDA_ATTENTION=simt restores that rule for every dtype.
+  // The convolutions' layout (conv_layout.h); then fused_attention stays one kernel where the
+  // tensor-core source covers it (f16/bf16, head dims up to 128, any query count) and, on the
+  // float source, for a few queries. Other long sequences run faster unfused (two cuBLASLt products and a row
+  // softmax) than on the float source: on the H200, 8 x 16 heads x 1024 queries x 64 in f16 took 4.1 ms there
+  // and 0.88 ms unfused (docs/cuda.md). FUSEBOX_CUDA_ATTENTION=simt restores that rule for every dtype.
   Expected<Graph> lower(const Graph& g) const override {
-    Graph out = g;
-    if (std::none_of(g.nodes().begin(), g.nodes().end(), [](const Node& n) { return n.op == Op::FusedAttention; })) return out;
+    FUSEBOX_ASSIGN_OR_RETURN(Graph out, assign_conv_layout(g, options_));
+    if (std::none_of(out.nodes().begin(), out.nodes().end(),
+                     [](const Node& n) { return n.op == Op::FusedAttention; }))
+      return out;
     FUSEBOX_ASSIGN_OR_RETURN(AttentionKernelChoice choice, attention_kernel_choice());
     const int arch = context_->arch();
     FUSEBOX_RETURN_IF_ERROR(
@@ -190,6 +194,7 @@ class CudaBackend final : public Backend {
     if (is_transform_step_op(n.op)) return claim_transform_step(g, n);
     if (n.op == Op::BatchNorm) return claim_batch_norm(g, n);
     if (n.op == Op::ConvTranspose2d) return claim_conv_transpose(g, n);
+    if (is_layout_op(n.op)) return claim_layout_op(g, n);
     return Claim::refuse("no CUDA kernel for " + std::string(n.info().keyword) + " yet");
   }
 
@@ -210,6 +215,7 @@ class CudaBackend final : public Backend {
     if (is_transform_step_op(n.op)) return make_transform_step_kernel(context_, g, n);
     if (n.op == Op::BatchNorm) return make_batch_norm_kernel(context_, g, n);
     if (n.op == Op::ConvTranspose2d) return make_conv_transpose_kernel(context_, g, n, options_.allow_tf32);
+    if (is_layout_op(n.op)) return make_layout_kernel(context_, g, n);
     return Status::unimplemented("the CUDA backend does not run " + std::string(n.info().keyword));
   }
 

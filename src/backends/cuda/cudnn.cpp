@@ -77,17 +77,21 @@ Expected<DnnDevice*> dnn_device(Context& context, const Cudnn& dnn) {
   return &d;
 }
 
-Status make_conv_descriptors(const Cudnn& d, const std::array<int64_t, 12>& s, cudnnDataType_t type, const ConvGeometry& g,
-                             cudnnMathType_t math, ConvDescriptors& p) {
+Status make_conv_descriptors(const Cudnn& d, const std::array<int64_t, 12>& s, cudnnDataType_t type,
+                             const ConvGeometry& g, cudnnMathType_t math, ConvDescriptors& p,
+                             cudnnTensorFormat_t format) {
   FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnCreateTensorDescriptor(&p.x), "cudnnCreateTensorDescriptor"));
   FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnCreateTensorDescriptor(&p.y), "cudnnCreateTensorDescriptor"));
   FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnCreateTensorDescriptor(&p.bias), "cudnnCreateTensorDescriptor"));
   FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnCreateFilterDescriptor(&p.w), "cudnnCreateFilterDescriptor"));
   FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnCreateConvolutionDescriptor(&p.conv), "cudnnCreateConvolutionDescriptor"));
   auto i = [&](size_t at) { return int(s[at]); };
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NCHW, type, i(0), i(1), i(2), i(3)), "input descriptor"));
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnSetFilter4dDescriptor(p.w, type, CUDNN_TENSOR_NCHW, i(4), i(5), i(6), i(7)), "filter descriptor"));
-  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NCHW, type, i(8), i(9), i(10), i(11)), "result descriptor"));
+  FUSEBOX_RETURN_IF_ERROR(
+      d.check(d.cudnnSetTensor4dDescriptor(p.x, format, type, i(0), i(1), i(2), i(3)), "input descriptor"));
+  FUSEBOX_RETURN_IF_ERROR(
+      d.check(d.cudnnSetFilter4dDescriptor(p.w, type, format, i(4), i(5), i(6), i(7)), "filter descriptor"));
+  FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnSetTensor4dDescriptor(p.y, format, type, i(8), i(9), i(10), i(11)),
+                                  "result descriptor"));
   FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnSetTensor4dDescriptor(p.bias, CUDNN_TENSOR_NCHW, type, 1, i(9), 1, 1), "bias descriptor"));
   FUSEBOX_RETURN_IF_ERROR(d.check(d.cudnnSetConvolution2dDescriptor(p.conv, int(g.pad_top), int(g.pad_left), int(g.stride_h), int(g.stride_w),
                                                                     int(g.dilation_h), int(g.dilation_w), CUDNN_CROSS_CORRELATION,

@@ -79,9 +79,11 @@ struct DnnDevice {
 };
 Expected<DnnDevice*> dnn_device(Context& context, const Cudnn& dnn);
 
-// The descriptors of one NCHW convolution (cross-correlation, accumulating in f32, f16 too: cuDNN's
-// PSEUDO_HALF_CONFIG): tensors x [s0..s3] and y [s8..s11], the filter w [s4..s7], a per-channel
-// bias [1, s9, 1, 1] of y, and the convolution with the top/left pads on both sides.
+// The descriptors of one convolution (cross-correlation, accumulating in f32, f16 too: cuDNN's
+// PSEUDO_HALF_CONFIG): tensors x [s0..s3] and y [s8..s11] and the filter w [s4..s7], dims given
+// as N,C,H,W (filter K,C,R,S) whatever the format (NCHW, or NHWC: x and y channels-last, the
+// filter K,R,S,C), a per-channel bias [1, s9, 1, 1] of y, and the convolution with the top/left
+// pads on both sides.
 struct ConvDescriptors {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
@@ -96,8 +98,9 @@ inline cudnnMathType_t conv_math(DType dtype, bool tf32) {
   return dtype == DType::F16 ? CUDNN_TENSOR_OP_MATH : tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
 }
 // Creates and sets them (what was created stays in `p` on failure: destroy it then too).
-Status make_conv_descriptors(const Cudnn& d, const std::array<int64_t, 12>& s, cudnnDataType_t type, const ConvGeometry& g,
-                             cudnnMathType_t math, ConvDescriptors& p);
+Status make_conv_descriptors(const Cudnn& d, const std::array<int64_t, 12>& s, cudnnDataType_t type,
+                             const ConvGeometry& g, cudnnMathType_t math, ConvDescriptors& p,
+                             cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW);
 void destroy_conv_descriptors(const Cudnn& d, ConvDescriptors& p);
 
 }  // namespace fusebox::cuda

@@ -3,7 +3,7 @@
 //
 // Layouts. With ConvSpec::block set, activations arrive and leave as nChw<b>c and the primitive
 // reads and writes them in place (src/dst descriptors fixed to that format: no reorders; the CPU
-// backend's lowering keeps CNN activations blocked, backends/cpu/assign_blocked_layout.h).
+// backend's lowering keeps CNN activations blocked, backends/assign_blocked_layout.h).
 // Activations that arrive and leave as NCHW run one of two ways:
 //   plain    src/dst descriptors fixed to nchw: no reorders, whatever kernel oneDNN has for nchw
 //            (on AVX2 often gemm-based); residual copied into dst, which a `sum` post-op adds

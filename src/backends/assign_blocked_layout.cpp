@@ -1,4 +1,4 @@
-#include "backends/cpu/assign_blocked_layout.h"
+#include "backends/assign_blocked_layout.h"
 
 #include <algorithm>
 #include <optional>
@@ -8,7 +8,7 @@
 #include "ir/region_prologue.h"
 #include "ir/shape_inference.h"
 
-namespace fusebox::cpu {
+namespace fusebox {
 
 namespace {
 
@@ -28,8 +28,8 @@ bool elementwise_like(const Node& n) {
 
 class Lowering {
  public:
-  Lowering(const Graph& g, int64_t block)
-      : g_(g), b_(block), nhwc_(block == kNhwcBlock), out_(g.name()), plain_(g.num_values(), -1), blocked_(g.num_values(), -1),
+  Lowering(const Graph& g, const BlockedLayoutOptions& options)
+      : g_(g), options_(options), b_(options.block), nhwc_(options.block == kNhwcBlock), out_(g.name()), plain_(g.num_values(), -1), blocked_(g.num_values(), -1),
         constant_(g.num_values(), nullptr) {}
 
   Expected<Graph> run() {
@@ -69,6 +69,10 @@ class Lowering {
     return s.size() == 4 && divisible(s[1]) && s[2] == Dim(1) && s[3] == Dim(1);
   }
   bool has_blocked(ValueId v) const { return blocked_[size_t(v)] >= 0; }
+  bool takes_dtype(DType d) const {
+    return std::find(options_.dtypes.begin(), options_.dtypes.end(), d) != options_.dtypes.end();
+  }
+  bool is_constant(ValueId v) const { return constant_[size_t(v)] != nullptr; }
 
   static int residual_index(const Node& n) {
     bool r = n.op == Op::FusedConvBiasAct && n.attr_bool("has_residual");
@@ -80,8 +84,9 @@ class Lowering {
     const TensorType& x = type(n.inputs[0]);
     const TensorType& w = type(n.inputs[1]);
     const TensorType& y = type(n.outputs[0]);
-    if (x.dtype != DType::F32 || x.rank() != 4 || w.rank() != 4 || y.rank() != 4) return false;
+    if (!takes_dtype(x.dtype) || x.rank() != 4 || w.rank() != 4 || y.rank() != 4) return false;
     if (!divisible(x.shape[1]) || !divisible(y.shape[1]) || !is_static(w.shape)) return false;
+    if (options_.constant_weights && !is_constant(n.inputs[1])) return false;
     int64_t groups = n.attr_i64("groups");
     bool depthwise = groups == x.shape[1].value() && groups == y.shape[1].value();
     if (groups != 1 && !depthwise) return false;
@@ -89,13 +94,13 @@ class Lowering {
     // is blocked already (so that no reorder is added for it).
     bool dense_1x1 = groups == 1 && w.shape[2].value() == 1 && w.shape[3].value() == 1;
     bool bare = n.op == Op::Conv2d || (n.attr_str("act") == "none" && !n.attr_bool("has_residual"));
-    return !(dense_1x1 && bare && !has_blocked(n.inputs[0]));
+    return !(options_.bare_1x1_plain && dense_1x1 && bare && !has_blocked(n.inputs[0]));
   }
 
   bool pool_takes_blocked(const Node& n) const {
     if (n.op != Op::MaxPool2d && n.op != Op::AvgPool2d && n.op != Op::GlobalAvgPool) return false;
     const TensorType& x = type(n.inputs[0]);
-    return !has_nchwc_layout(n) && x.dtype == DType::F32 && x.rank() == 4 && divisible(x.shape[1]) &&
+    return !has_nchwc_layout(n) && takes_dtype(x.dtype) && x.rank() == 4 && divisible(x.shape[1]) &&
            has_blocked(n.inputs[0]);
   }
 
@@ -273,6 +278,7 @@ class Lowering {
   }
 
   const Graph& g_;
+  const BlockedLayoutOptions& options_;
   const int64_t b_;
   const bool nhwc_;  // b_ is kNhwcBlock: every value one block of its channels
   Graph out_;
@@ -282,11 +288,18 @@ class Lowering {
 
 }  // namespace
 
-Expected<Graph> assign_blocked_layout(const Graph& g, int64_t block) {
+Expected<Graph> assign_blocked_layout(const Graph& g, const BlockedLayoutOptions& options) {
+  const int64_t block = options.block;
   if (block != 4 && block != 8 && block != 16 && block != kNhwcBlock) {
     return Status::invalid("assign_blocked_layout: block " + std::to_string(block) + " is not 4, 8, 16 or NHWC");
   }
-  return Lowering(g, block).run();
+  return Lowering(g, options).run();
+}
+
+Expected<Graph> assign_blocked_layout(const Graph& g, int64_t block) {
+  BlockedLayoutOptions options;
+  options.block = block;
+  return assign_blocked_layout(g, options);
 }
 
 LayoutSummary summarize_layout(const Graph& g) {
@@ -315,4 +328,4 @@ std::string LayoutSummary::to_string() const {
          " to_nchwc, " + std::to_string(to_nchw) + " to_nchw)";
 }
 
-}  // namespace fusebox::cpu
+}  // namespace fusebox
