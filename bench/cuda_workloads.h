@@ -12,6 +12,9 @@
 //   crops64           64 crops of 448x448 -> 224x224 bilinear -> normalise -> f32 [64,3,224,224]
 //   matmul_bias_gelu  gelu_tanh(a @ w + b), a, w f16[4096,4096], b f16[4096]
 //   chain100_small    x, y f32[1024]: 25 times t = tanh(t * 0.9 + y) * x (100 ops)
+//   attention_f16, attention_decode_f16, swiglu_f16: as written below
+//   dwconv3s2_f16     silu(depthwise 3x3 stride 2 conv of f16[32,96,112,112] + bias)
+//   dwconv5_f16       silu(depthwise 5x5 conv of f16[32,144,56,56] + bias)
 #pragma once
 
 #include <functional>
@@ -59,6 +62,22 @@ inline Expected<Graph> chain_graph(const std::string& name, int64_t n, int ops) 
 
 inline std::string rows_text(const std::string& name, const std::string& params, const std::string& body) {
   return "func @" + name + "(" + params + ") -> f32[8192,4096] {\n" + body + "  return %y\n}\n";
+}
+
+// silu(conv2d(x, w, groups = c) + b): x f16[32,c,size,size], k x k taps, pad k / 2.
+inline std::string depthwise_text(const std::string& name, int64_t c, int64_t size, int64_t k, int64_t stride) {
+  const std::string ch = std::to_string(c), p = std::to_string(k / 2), s = std::to_string(stride);
+  const std::string out = std::to_string((size + 2 * (k / 2) - k) / stride + 1);
+  const std::string y = "f16[32," + ch + "," + out + "," + out + "]";
+  const std::string x = "f16[32," + ch + "," + std::to_string(size) + "," + std::to_string(size) + "]";
+  const std::string w = "f16[" + ch + ",1," + std::to_string(k) + "," + std::to_string(k) + "]";
+  return "func @" + name + "(%x: " + x + ", %w: " + w + ", %b: f16[" + ch + "]) -> " + y + " {\n" +
+         "  %c = conv2d %x, %w {stride = [" + s + ", " + s + "], pad = [" + p + ", " + p + ", " + p + ", " + p +
+         "], groups = " + ch + "} : " + y + "\n" +
+         "  %r = reshape %b {shape = [1, " + ch + ", 1, 1]} : f16[1," + ch + ",1,1]\n" +
+         "  %s = add %c, %r : " + y + "\n" +
+         "  %y = silu %s : " + y + "\n" +
+         "  return %y\n}\n";
 }
 
 inline std::vector<GpuWorkload> gpu_workloads() {
@@ -141,6 +160,9 @@ inline std::vector<GpuWorkload> gpu_workloads() {
                             "  %s = silu %g : f16[8192,4096]\n"
                             "  %y = mul %s, %u : f16[8192,4096]\n"
                             "  return %y\n}\n")},
+      // efficientnet_b0's widest depthwise convolutions at batch 32 with their bias and SiLU.
+      {"dwconv3s2_f16", parsed(depthwise_text("dwconv3s2_f16", 96, 112, 3, 2))},
+      {"dwconv5_f16", parsed(depthwise_text("dwconv5_f16", 144, 56, 5, 1))},
   };
 }
 

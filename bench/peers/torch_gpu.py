@@ -126,6 +126,10 @@ def swiglu_f16(x, w):
     return F.silu(h[:, :4096]) * h[:, 4096:]
 
 
+def depthwise(x, w, b, stride):
+    return F.silu(F.conv2d(x, w, b, stride=stride, padding=w.shape[-1] // 2, groups=x.shape[1]))
+
+
 def workloads():
     """name -> (function, make the inputs)"""
     full = (ROWS, COLS)
@@ -154,6 +158,12 @@ def workloads():
                                                                 uniform((64, 1024, 1024), torch.float16, 3)]),
         "swiglu_f16": (swiglu_f16, lambda: [uniform((8192, 4096), torch.float16, 1),
                                             uniform((4096, 8192), torch.float16, 2)]),
+        "dwconv3s2_f16": (lambda x, w, b: depthwise(x, w, b, 2),
+                          lambda: [uniform((32, 96, 112, 112), torch.float16, 1),
+                                   uniform((96, 1, 3, 3), torch.float16, 2), uniform(96, torch.float16, 3)]),
+        "dwconv5_f16": (lambda x, w, b: depthwise(x, w, b, 1),
+                        lambda: [uniform((32, 144, 56, 56), torch.float16, 1),
+                                 uniform((144, 1, 5, 5), torch.float16, 2), uniform(144, torch.float16, 3)]),
     }
 
 

@@ -6,9 +6,10 @@
 // descriptors give each case the graph's result size; the epilogue kernel of every activation
 // compiles with NVRTC. With a GPU: random convolutions of several shapes (odd sizes, stride,
 // dilation, groups, depthwise, 1x1, batch 2, asymmetric pads, with and without bias) and the
-// fused epilogues (bias, residual, relu through cuDNN, the others through the epilogue kernel)
-// run on the device and match the reference; the placement shows them on cuda. What the claim
-// refuses (bf16) runs on the CPU and matches too.
+// fused epilogues (bias, residual, relu through cuDNN, the others through the epilogue kernel;
+// depthwise ones through depthwise_kernel.h unless FUSEBOX_CUDA_DEPTHWISE=0) run on the device
+// and match the reference; the placement shows them on cuda. What the claim refuses (bf16) runs
+// on the CPU and matches too.
 //
 // Tolerances: the reference sums in double and rounds once; cuDNN sums in f32 in its own order
 // (implicit GEMM tiles, split over channels and taps), so f32 results differ by rounding errors
@@ -26,6 +27,7 @@
 #include "backends/cuda/conv_kernel.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cudnn.h"  // empty without FUSEBOX_HAVE_CUDNN
+#include "backends/cuda/depthwise_kernel.h"
 #include "backends/cuda/nvrtc.h"
 #include "fusion/fuse.h"
 #include "ir/builder.h"
@@ -136,7 +138,6 @@ Claim claim_of(const Expected<Graph>& g, Op op) {
   EXPECT_NE(n, nullptr);
   return n ? cuda::claim_conv(*g, *n) : Claim::refuse("no node");
 }
-
 
 #ifdef FUSEBOX_HAVE_CUDNN
 bool cudnn_shipped() {
@@ -389,9 +390,10 @@ TEST(CudaConv, RandomConvsMatchTheReference) {
         std::map<std::string, std::vector<int64_t>> shapes = {{"x", c.x}, {"w", c.w}};
         if (bias) shapes["b"] = {c.w[0]};
         const cuda::ConvRuns before = cuda::conv_runs();
+        const uint64_t depthwise_before = cuda::depthwise_runs();
         expect_device_matches_reference(*g, Op::Conv2d, "cuda", tolerance(d, c.k()), shapes);
         const cuda::ConvRuns after = cuda::conv_runs();
-        EXPECT_EQ(after.separate - before.separate, 2u);
+        EXPECT_EQ(after.separate - before.separate + cuda::depthwise_runs() - depthwise_before, 2u);
       }
     }
   }
@@ -410,9 +412,12 @@ TEST(CudaConv, FusedEpiloguesFromFusionMatchTheReference) {
           if (residual) shapes["r"] = result_dims(*g);
           const Op op = Op::FusedConvBiasAct;
           const cuda::ConvRuns before = cuda::conv_runs();
+          const uint64_t depthwise_before = cuda::depthwise_runs();
           expect_device_matches_reference(*g, op, "cuda", tolerance(d, c.k()), shapes);
           const cuda::ConvRuns after = cuda::conv_runs();
-          EXPECT_EQ(after.fused + after.separate - before.fused - before.separate, 2u);
+          EXPECT_EQ(after.fused + after.separate - before.fused - before.separate + cuda::depthwise_runs() -
+                        depthwise_before,
+                    2u);
           if (std::string(act) == "relu" && after.fused == before.fused) {
             std::cout << "  cudnnConvolutionBiasActivationForward not supported, ran separately: "
                       << dtype_name(d) << " " << c.name << (residual ? " residual" : "") << "\n";

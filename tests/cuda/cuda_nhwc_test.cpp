@@ -91,7 +91,9 @@ TEST(CudaNhwc, F16ConvsAndPoolsRunChannelsLastConvertedOnlyAtTheEdges) {
     const bool conv = n.op == Op::Conv2d || n.op == Op::FusedConvBiasAct;
     const bool pool = n.op == Op::MaxPool2d || n.op == Op::AvgPool2d || n.op == Op::GlobalAvgPool;
     if (!conv && !pool && n.op != Op::ToNchwc && n.op != Op::ToNchw) continue;
-    if (conv || pool) EXPECT_TRUE(has_nhwc_layout(n)) << n.info().keyword << "\n" << text;
+    if (conv || pool) {
+      EXPECT_TRUE(has_nhwc_layout(n)) << n.info().keyword << "\n" << text;
+    }
     convs += conv;
     pools += pool;
     // Each node the lowering made is one the CUDA backend claims.

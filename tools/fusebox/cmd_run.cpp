@@ -157,7 +157,8 @@ Status write_outputs(const std::string& dir, const std::vector<std::string>& nam
   return Status::ok();
 }
 
-// --profile: the median over `runs` runs of each node's time, summed per op kind, largest first.
+// --profile: the median over `runs` runs of each node's time, summed per op kind (grouped
+// convolutions apart), largest first.
 Status print_profile(const Executable& exe, const NamedArrays& inputs, int runs) {
   const auto& nodes = exe.graph().nodes();
   std::vector<std::vector<double>> per_node(nodes.size());
@@ -175,7 +176,10 @@ Status print_profile(const Executable& exe, const NamedArrays& inputs, int runs)
   };
   std::map<std::string, std::pair<double, int>> by_kind;  // keyword -> (ms, nodes)
   for (size_t i = 0; i < nodes.size(); ++i) {
-    auto& [ms, count] = by_kind[std::string(nodes[i].info().keyword)];
+    // Grouped convolutions (depthwise ones among them) cost unlike dense ones: a row of their own.
+    std::string kind(nodes[i].info().keyword);
+    if (nodes[i].has_attr("groups") && nodes[i].attr_i64("groups") > 1) kind += " (grouped)";
+    auto& [ms, count] = by_kind[kind];
     ms += median(per_node[i]) * 1e3;
     ++count;
   }
@@ -184,7 +188,7 @@ Status print_profile(const Executable& exe, const NamedArrays& inputs, int runs)
   const double total_ms = median(totals) * 1e3;
   std::fprintf(stderr, "profile @%s: %.3f ms per run (median of %d)\n", exe.graph().name().c_str(), total_ms, runs);
   for (const auto& [kind, v] : rows) {
-    std::fprintf(stderr, "  %-26s %4d  %10.3f ms  %5.1f%%\n", kind.c_str(), v.second, v.first,
+    std::fprintf(stderr, "  %-32s %4d  %10.3f ms  %5.1f%%\n", kind.c_str(), v.second, v.first,
                  total_ms > 0 ? 100.0 * v.first / total_ms : 0.0);
   }
   return Status::ok();

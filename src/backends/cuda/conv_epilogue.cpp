@@ -64,7 +64,7 @@ std::string act_expression(const Epilogue& e) {
 
 }  // namespace
 
-std::string conv_epilogue_source(DType dtype, const Epilogue& e) {
+std::string conv_epilogue_functions(DType dtype, const Epilogue& e) {
   FUSEBOX_CHECK(dtype == DType::F32 || dtype == DType::F16) << "conv epilogue dtype";
   const std::string act = act_expression(e);
   FUSEBOX_CHECK(!act.empty()) << "conv epilogue activation";
@@ -83,13 +83,23 @@ __device__ __forceinline__ float fb_clip(float x, float lo, float hi) {
   const float v = x < lo ? lo : x;
   return v > hi ? hi : v;
 }
-extern "C" __global__ void fb_conv_epilogue(long long total, long long channels, long long plane, const S* bias, const S* r, S* y) {
-  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total; e += (long long)gridDim.x * blockDim.x) {
-    float t = fb_in(y[e]);
-    if (bias) t = fb_sum(t, fb_in(bias[(e / plane) % channels]));
-    if (r) t = fb_sum(t, fb_in(r[e]));
+// The epilogue of convolution result t (a value of S) of channel c at element e.
+__device__ __forceinline__ float fb_epilogue(float t, const S* bias, const S* r, long long c, long long e) {
+  if (bias) t = fb_sum(t, fb_in(bias[c]));
+  if (r) t = fb_sum(t, fb_in(r[e]));
 )CUDA";
-  s += "    y[e] = fb_out(" + act + ");\n  }\n}\n";
+  s += "  return " + act + ";\n}\n";
+  return s;
+}
+
+std::string conv_epilogue_source(DType dtype, const Epilogue& e) {
+  std::string s = conv_epilogue_functions(dtype, e);
+  s += R"CUDA(
+extern "C" __global__ void fb_conv_epilogue(long long total, long long channels, long long plane, const S* bias, const S* r, S* y) {
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total; e += (long long)gridDim.x * blockDim.x)
+    y[e] = fb_out(fb_epilogue(fb_in(y[e]), bias, r, (e / plane) % channels, e));
+}
+)CUDA";
   return s;
 }
 

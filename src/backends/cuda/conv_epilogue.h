@@ -16,6 +16,11 @@
 
 namespace fusebox::cuda {
 
+// The prelude and the device functions of the epilogue for `dtype` (f32 or f16) and `e`: S (the
+// element type), fb_in / fb_out (S to and from float) and fb_epilogue(t, bias, r, c, e), which
+// adds bias[c] and r[e] (either may be null) to convolution result t and applies the activation.
+std::string conv_epilogue_functions(DType dtype, const Epilogue& e);
+
 // The kernel's source for `dtype` (f32 or f16) and epilogue `e`; its entry is fb_conv_epilogue.
 std::string conv_epilogue_source(DType dtype, const Epilogue& e);
 

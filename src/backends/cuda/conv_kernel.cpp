@@ -1,5 +1,26 @@
 #include "backends/cuda/conv_kernel.h"
 
+namespace fusebox::cuda {
+
+// Without cuDNN too: the depthwise kernel (depthwise_kernel.h) reads them.
+bool dense(const BufferView& b) {
+  int64_t expect = 1;
+  for (size_t i = b.shape.size(); i-- > 0;) {
+    if (b.shape[i] != 1 && b.strides[i] != expect) return false;
+    expect *= b.shape[i];
+  }
+  return true;
+}
+
+std::string dims_text(const std::vector<int64_t>& s) {
+  std::string t = "[";  // appended, not "[" + ...: GCC 12 warns (-Wrestrict) on that concatenation
+  t += shape_to_string(make_shape(s));
+  t += "]";
+  return t;
+}
+
+}  // namespace fusebox::cuda
+
 #ifdef FUSEBOX_HAVE_CUDNN
 
 #include <algorithm>
@@ -14,6 +35,7 @@
 
 #include "backends/cuda/conv_epilogue.h"
 #include "backends/cuda/cudnn.h"
+#include "backends/cuda/depthwise_kernel.h"
 #include "ir/check.h"
 #include "ir/epilogue.h"
 #include "ir/fused_ops.h"
@@ -256,7 +278,8 @@ class ConvKernel final : public Kernel {
 
 Status ConvKernel::make_plan(const Key& k, cudnnHandle_t handle, Plan& p) const {
   const Cudnn& d = dnn_;
-  const ConvGeometry geometry{attrs_.pad[0], attrs_.pad[1], attrs_.stride[0], attrs_.stride[1], attrs_.dilation[0], attrs_.dilation[1], attrs_.groups};
+  const ConvGeometry geometry{attrs_.pad[0],      attrs_.pad[1],      attrs_.stride[0], attrs_.stride[1],
+                              attrs_.dilation[0], attrs_.dilation[1], attrs_.groups};
   FUSEBOX_RETURN_IF_ERROR(make_conv_descriptors(d, k, type_, geometry, conv_math(dtype_, tf32_), p,
                                                 attrs_.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW));
 
@@ -395,22 +418,6 @@ Status ConvKernel::run(Stream&, std::span<const BufferView> in, std::span<const 
 
 }  // namespace
 
-bool dense(const BufferView& b) {
-  int64_t expect = 1;
-  for (size_t i = b.shape.size(); i-- > 0;) {
-    if (b.shape[i] != 1 && b.strides[i] != expect) return false;
-    expect *= b.shape[i];
-  }
-  return true;
-}
-
-std::string dims_text(const std::vector<int64_t>& s) {
-  std::string t = "[";  // appended, not "[" + ...: GCC 12 warns (-Wrestrict) on that concatenation
-  t += shape_to_string(make_shape(s));
-  t += "]";
-  return t;
-}
-
 ConvShapes conv_shapes(const BufferView& x, const BufferView& w, const BufferView& y) {
   ConvShapes key;
   for (size_t i = 0; i < 4; ++i) {
@@ -444,6 +451,20 @@ Expected<std::shared_ptr<const Kernel>> make_conv_kernel(std::shared_ptr<Context
   FUSEBOX_ASSIGN_OR_RETURN(const Cudnn* dnn, cudnn());
   FUSEBOX_ASSIGN_OR_RETURN(ConvAttrs attrs, read_attrs(n));
   const DType dtype = g.type(n.outputs[0]).dtype;
+  if (depthwise_fits(g, n).is_ok()) {
+    const TensorType& w = g.type(n.inputs[1]);
+    DepthwiseConv c;
+    c.dtype = dtype;
+    c.kernel = {w.shape[2].value(), w.shape[3].value()};
+    c.stride = attrs.stride;
+    c.dilation = attrs.dilation;
+    c.pad = {attrs.pad[0], attrs.pad[1]};
+    c.nhwc = attrs.nhwc;
+    c.epilogue = attrs.epilogue;
+    c.bias = attrs.bias;
+    c.residual = attrs.residual;
+    return make_depthwise_kernel(std::move(context), c);
+  }
   // The handle is made now, so that a failure shows when the graph compiles.
   FUSEBOX_RETURN_IF_ERROR(dnn_device(*context, *dnn).status());
   cudnnActivationDescriptor_t relu = nullptr;
@@ -501,8 +522,8 @@ Status cudnn_available() { return Status::unimplemented(kNoHeaders); }
 
 Claim claim_conv(const Graph&, const Node&) { return Claim::refuse(kNoHeaders); }
 
-Expected<std::shared_ptr<const Kernel>> make_conv_kernel(std::shared_ptr<Context>, const Graph&,
-                                                         const Node&, bool) {
+Expected<std::shared_ptr<const Kernel>> make_conv_kernel(std::shared_ptr<Context>, const Graph&, const Node&,
+                                                         bool) {
   return Status::unimplemented(kNoHeaders);
 }
 
