@@ -20,15 +20,18 @@ constexpr const char* kEntry = "fb_depthwise_conv";
 
 std::atomic<uint64_t> runs{0};
 
-// Results per thread along the width (FUSEBOX_CUDA_DEPTHWISE_OUTPUTS, 1 to 8, read once): a
-// kernel row's inputs are loaded once for all of them.
-int64_t outputs_per_thread() {
-  static const int64_t r = [] {
+// Results per thread along the width: a kernel row's inputs are loaded once for all of them.
+// Measured on an H100 (docs/benchmarks.md "Depthwise convolutions in a kernel of their own"):
+// 8 is fastest for a 5x5 kernel at stride 1 (more of each row's loads shared), 4 for a 3x3 at
+// stride 2. FUSEBOX_CUDA_DEPTHWISE_OUTPUTS (1 to 8, read once) sets it for every kernel.
+int64_t outputs_per_thread(const DepthwiseConv& c) {
+  static const int forced = [] {
     const char* e = std::getenv("FUSEBOX_CUDA_DEPTHWISE_OUTPUTS");
     const int v = e ? std::atoi(e) : 0;
-    return int64_t(v >= 1 && v <= 8 ? v : 4);
+    return v >= 1 && v <= 8 ? v : 0;
   }();
-  return r;
+  if (forced) return forced;
+  return c.stride[1] == 1 && c.kernel[1] >= 5 ? 8 : 4;
 }
 
 // FUSEBOX_CUDA_DEPTHWISE=0 keeps cuDNN's depthwise convolutions (read once).
@@ -95,7 +98,8 @@ Status DepthwiseKernel::run(Stream&, std::span<const BufferView> in, std::span<c
   // NCHW: rows are (n, c) planes, each of OH*OW results; NHWC: rows are (n, oh), each of OW*C.
   int ci = int(c), hi = int(h), wi = int(wd), ohi = int(oh), owi = int(ow);
   long long rows = conv_.nhwc ? n * oh : n * c;
-  const int64_t blocks_per_row = (ow + outputs_per_thread() - 1) / outputs_per_thread();
+  const int64_t per_thread = outputs_per_thread(conv_);
+  const int64_t blocks_per_row = (ow + per_thread - 1) / per_thread;
   int inner = int(conv_.nhwc ? blocks_per_row * c : oh * blocks_per_row);
   void* pointers[] = {x.data, w.data, bias ? bias->data : nullptr, residual ? residual->data : nullptr,
                       y.data};
@@ -154,8 +158,8 @@ std::string depthwise_source(const DepthwiseConv& c) {
   define("DW", c.dilation[1]);
   define("PT", c.pad[0]);
   define("PL", c.pad[1]);
-  define("R", outputs_per_thread());
-  define("NIN", (outputs_per_thread() - 1) * c.stride[1] + (c.kernel[1] - 1) * c.dilation[1] + 1);
+  define("R", outputs_per_thread(c));
+  define("NIN", (outputs_per_thread(c) - 1) * c.stride[1] + (c.kernel[1] - 1) * c.dilation[1] + 1);
   // acc[q] = the sum of the taps of results (oh, ow0 + q), q < R, over input plane `xp`
   // (element (ih, iw) at xp[(ih * W + iw) * step]) and the channel's weights `wp`, in tap order
   // (rows, then columns; taps in the padding skipped), each rounded to S. A kernel row's NIN

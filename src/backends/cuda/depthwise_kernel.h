@@ -3,10 +3,12 @@
 //
 //   why      cuDNN's legacy API runs NCHW depthwise convolutions far below the memory bandwidth
 //            they need (efficientnet_b0 at batch 32 spent most of its time there, docs/cuda.md);
-//            a depthwise convolution reads each input kh*kw times from the cache and does
-//            kh*kw multiply-adds per result: a direct loop is bound by memory, not arithmetic.
-//   kernel   a thread computes R results along the width (4; FUSEBOX_CUDA_DEPTHWISE_OUTPUTS sets
-//            1 to 8), loading each kernel row's inputs once for all R; kh, kw, strides, pads,
+//            a depthwise convolution does kh*kw multiply-adds per result and reads each input
+//            from the cache up to kh*kw times: few enough to run near the bandwidth when a
+//            thread shares its loads among several results.
+//   kernel   a thread computes R results along the width (8 for kernels 5 wide or more at
+//            stride 1, else 4; FUSEBOX_CUDA_DEPTHWISE_OUTPUTS sets 1 to 8), loading each kernel
+//            row's inputs once for all R; kh, kw, strides, pads,
 //            dilations, R, the layout, the dtype and the epilogue are constants of the source
 //            (one compile per kind of node), sizes are arguments. NCHW: a block row per (n, c)
 //            plane, threads along the plane; NHWC ([N,1,H,W,C]): a block row per (n, output
