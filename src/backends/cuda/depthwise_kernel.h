@@ -6,9 +6,8 @@
 //            a depthwise convolution does kh*kw multiply-adds per result and reads each input
 //            from the cache up to kh*kw times: few enough to run near the bandwidth when a
 //            thread shares its loads among several results.
-//   kernel   a thread computes R results along the width (8 for kernels 5 wide or more at
-//            stride 1, else 4; FUSEBOX_CUDA_DEPTHWISE_OUTPUTS sets 1 to 8), loading each kernel
-//            row's inputs once for all R; kh, kw, strides, pads,
+//   kernel   a thread computes R results along the width (4; FUSEBOX_CUDA_DEPTHWISE_OUTPUTS sets
+//            1 to 8), loading each kernel row's inputs once for all R; kh, kw, strides, pads,
 //            dilations, R, the layout, the dtype and the epilogue are constants of the source
 //            (one compile per kind of node), sizes are arguments. NCHW: a block row per (n, c)
 //            plane, threads along the plane; NHWC ([N,1,H,W,C]): a block row per (n, output
