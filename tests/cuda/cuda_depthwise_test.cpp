@@ -1,7 +1,8 @@
 // The CUDA backend's own depthwise convolution kernel (backends/cuda/depthwise_kernel.h).
 //
 // Without a GPU: which convolutions it takes, and why it leaves the others to cuDNN; its source
-// compiles with NVRTC in both layouts, both dtypes and with an activation. With a GPU: random
+// compiles with NVRTC in both layouts, both dtypes and with an activation; asked for NHWC, the
+// lowering keeps every case's convolution on it, channels-last. With a GPU: random
 // depthwise convolutions (odd sizes, strides, dilation, 1x1 to 11x11 kernels, asymmetric pads,
 // batch 2) alone, with a bias, and with the fused epilogues (bias + silu, bias + residual + relu),
 // f32 and f16, run through it (its run count says so) and match the reference; the same in NHWC.
@@ -13,11 +14,15 @@
 
 #include <cmath>
 
+#include "backends/assign_blocked_layout.h"
 #include "backends/cuda/conv_kernel.h"
+#include "backends/cuda/conv_layout.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/depthwise_kernel.h"
 #include "backends/cuda/nvrtc.h"
+#include "fusion/fuse.h"
 #include "ir/builder.h"
+#include "ir/layout.h"
 #include "ir/printer.h"
 #include "support/test_util.h"
 
@@ -38,6 +43,7 @@ std::vector<DwCase> cases() {
   return {
       {{2, 7, 17, 19}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, "3x3 pad 1, batch 2"},
       {{1, 12, 23, 21}, {5, 5}, {2, 2}, {2, 2, 2, 2}, {1, 1}, "5x5 stride 2"},
+      {{2, 9, 14, 19}, {5, 5}, {1, 1}, {2, 2, 2, 2}, {1, 1}, "5x5 pad 2"},
       {{2, 8, 16, 16}, {3, 3}, {2, 2}, {1, 1, 0, 0}, {1, 1}, "stride 2, asymmetric pads"},
       {{1, 6, 15, 13}, {3, 3}, {1, 1}, {2, 2, 2, 2}, {2, 2}, "dilation 2"},
       {{1, 3, 11, 12}, {3, 5}, {2, 1}, {1, 2, 1, 2}, {1, 1}, "3x5 stride 2x1"},
@@ -117,6 +123,43 @@ TEST(CudaDepthwise, SourceCompilesWithNvrtc) {
   }
 }
 
+// silu(conv2d(x, constant w) + constant b): what the NHWC lowering takes (constant weights).
+Expected<Graph> depthwise_constant_graph(DType d, const DwCase& c) {
+  GraphBuilder b("depthwise_nhwc");
+  const int64_t ch = c.channels();
+  ValueId y = b.op(Op::Conv2d,
+                   {b.input("x", d, make_shape(c.x)), b.constant(testing::random_array(d, c.w(), 5, -1, 1))},
+                   c.attrs());
+  y = b.add(y, b.reshape(b.constant(testing::random_array(d, {ch}, 6, -1, 1)), make_shape({1, ch, 1, 1})));
+  b.output(b.op(Op::Silu, {y}));
+  return b.build();
+}
+
+// Asked for NHWC, the lowering puts each case's depthwise conv channels-last, and the kernel
+// still takes it (what ChannelsLastMatchesTheReference then runs on the device).
+TEST(CudaDepthwise, ChannelsLastLoweringKeepsTheKernel) {
+  if (Status s = cuda::cudnn_available(); !s.is_ok()) GTEST_SKIP() << s.message();
+  if (const char* e = std::getenv("FUSEBOX_CUDA_DEPTHWISE"); e && std::string(e) == "0")
+    GTEST_SKIP() << "turned off";
+  CudaBackendOptions nhwc;
+  nhwc.conv_layout = CudaConvLayout::Nhwc;
+  for (const DwCase& c : cases()) {
+    Expected<Graph> g = depthwise_constant_graph(DType::F16, c);
+    ASSERT_TRUE(g) << g.status().message();
+    Expected<Graph> fused = Fuse(FusionTarget::Cuda, claim_table_of(FusionTarget::Cuda)).run(*g);
+    ASSERT_TRUE(fused) << fused.status().message();
+    Expected<Graph> lowered = cuda::assign_conv_layout(*fused, nhwc);
+    ASSERT_TRUE(lowered) << lowered.status().message();
+    const Node* conv = testing::find_node(*lowered, Op::FusedConvBiasAct);
+    ASSERT_NE(conv, nullptr) << c.name << "\n" << print_graph(*lowered);
+    EXPECT_TRUE(has_nhwc_layout(*conv)) << c.name << "\n" << print_graph(*lowered);
+    Status fits = cuda::depthwise_fits(*lowered, *conv);
+    EXPECT_TRUE(fits.is_ok()) << c.name << ": " << fits.message();
+    Claim claim = cuda::claim_conv(*lowered, *conv);
+    EXPECT_TRUE(claim.yes) << c.name << ": " << claim.reason;
+  }
+}
+
 // ---- on the device -------------------------------------------------------------------------
 
 #define SKIP_WITHOUT_DEVICE_CUDNN()                                                        \
@@ -136,9 +179,11 @@ double atol(DType d, const DwCase& c) {
 // Runs `g` on the cuda target and on the reference with two seeds; every run must go through
 // the depthwise kernel.
 void expect_matches(const Graph& g, const CompileOptions& dev, DType d, const DwCase& c,
-                    const std::vector<std::string>& names) {
+                    const std::vector<std::string>& names, bool nhwc = false) {
   Expected<testing::OracleAndPlan> exes = testing::compile_against_reference(g, dev);
   ASSERT_TRUE(exes) << exes.status().message();
+  EXPECT_EQ(summarize_layout(exes->plan.graph()).block, nhwc ? kNhwcBlock : 0)
+      << print_graph(exes->plan.graph());
   for (uint64_t seed : {1u, 2u}) {
     NamedArrays in;
     uint64_t k = 0;
@@ -190,18 +235,9 @@ TEST(CudaDepthwise, ChannelsLastMatchesTheReference) {
   for (DType d : {DType::F32, DType::F16}) {
     for (const DwCase& c : cases()) {
       SCOPED_TRACE(std::string(dtype_name(d)) + " " + c.name);
-      GraphBuilder b("depthwise_nhwc");
-      const int64_t ch = c.channels();
-      ValueId y =
-          b.op(Op::Conv2d,
-               {b.input("x", d, make_shape(c.x)), b.constant(testing::random_array(d, c.w(), 5, -1, 1))},
-               c.attrs());
-      y = b.add(y,
-                b.reshape(b.constant(testing::random_array(d, {ch}, 6, -1, 1)), make_shape({1, ch, 1, 1})));
-      b.output(b.op(Op::Silu, {y}));
-      Expected<Graph> g = b.build();
+      Expected<Graph> g = depthwise_constant_graph(d, c);
       ASSERT_TRUE(g) << g.status().message();
-      expect_matches(*g, dev, d, c, {"x"});
+      expect_matches(*g, dev, d, c, {"x"}, /*nhwc=*/true);
     }
   }
 }

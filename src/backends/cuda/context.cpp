@@ -92,6 +92,13 @@ Context::~Context() = default;
 
 Status Context::make_current() const { return driver_->check(driver_->cuCtxSetCurrent(context_), "cuCtxSetCurrent"); }
 
+Expected<bool> Context::capturing() const {
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  FUSEBOX_RETURN_IF_ERROR(
+      driver_->check(driver_->cuStreamIsCapturing(stream_, &capture), "cuStreamIsCapturing"));
+  return capture != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 Expected<std::shared_ptr<void>> Context::allocate(size_t bytes) {
   const size_t capacity = size_class(bytes);
   CUdeviceptr p = 0;

@@ -48,6 +48,8 @@ class Context {
 
   // Makes the context current on the calling thread (every entry point calls it first).
   Status make_current() const;
+  // Whether the stream is being recorded into a CUDA graph now (work enqueued is not run).
+  Expected<bool> capturing() const;
 
   // Device memory of at least `bytes`, 256-byte aligned, returned to the pool when the last
   // owner is released.

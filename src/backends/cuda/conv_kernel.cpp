@@ -1,5 +1,7 @@
 #include "backends/cuda/conv_kernel.h"
 
+#include <climits>
+
 namespace fusebox::cuda {
 
 // Without cuDNN too: the depthwise kernel (depthwise_kernel.h) reads them.
@@ -17,6 +19,19 @@ std::string dims_text(const std::vector<int64_t>& s) {
   t += shape_to_string(make_shape(s));
   t += "]";
   return t;
+}
+
+Status dense_int32_operands(std::initializer_list<const BufferView*> operands, std::string_view kernel) {
+  for (const BufferView* b : operands) {
+    if (!b) continue;
+    if (!dense(*b))
+      return Status::unimplemented(std::string(kernel) + " reads dense tensors, not " + dims_text(b->shape) +
+                                   " with strides " + dims_text(b->strides));
+    if (b->numel() > INT32_MAX)
+      return Status::unimplemented(std::string(kernel) + " counts elements in int32; " + dims_text(b->shape) +
+                                   " has more");
+  }
+  return Status::ok();
 }
 
 }  // namespace fusebox::cuda
@@ -202,6 +217,18 @@ bool use_cudnn_fused(bool tensor_cores) {
   return forced >= 0 ? forced == 1 : !tensor_cores;
 }
 
+// How the algorithm of a new set of shapes is chosen: by running every candidate once on the
+// run's operands and keeping the fastest allowed one (cudnnFindConvolutionForwardAlgorithmEx,
+// as PyTorch's cudnn.benchmark), or by cuDNN's heuristic alone. FUSEBOX_CUDA_CONV_ALGO=measure
+// or =heuristic forces either.
+bool measure_algorithms() {
+  static const bool measure = [] {
+    const char* e = std::getenv("FUSEBOX_CUDA_CONV_ALGO");
+    return e && std::string_view(e) == "measure";
+  }();
+  return measure;
+}
+
 // The descriptors and algorithm of one set of operand shapes.
 struct Plan : ConvDescriptors {
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
@@ -260,9 +287,21 @@ class ConvKernel final : public Kernel {
  private:
   using Key = ConvShapes;
   std::shared_ptr<void> khwc_weights_;  // NHWC: the weights in [O,kh,kw,I] order (upload_khwc)
-  // The plan of `key`, made on first use; called with the device's lock held.
-  Expected<Plan*> plan(const Key& key, cudnnHandle_t handle) const;
-  Status make_plan(const Key& key, cudnnHandle_t handle, Plan& p) const;
+  // The plan of `key`, made on first use (x and w are the run's operands, read when the
+  // algorithm is measured); called with the device's lock held.
+  Expected<Plan*> plan(const Key& key, cudnnHandle_t handle, const void* x, const void* w) const;
+  Status make_plan(const Key& key, cudnnHandle_t handle, const void* x, const void* w, Plan& p) const;
+  // Whether cuDNN's algorithm `r` may run these convolutions (conv_kernel.h's math rules).
+  bool allowed(const cudnnConvolutionFwdAlgoPerf_t& r) const;
+  // Sets p.algo and p.workspace to the first allowed algorithm of `perf` whose workspace fits
+  // (`timed`: perf is cudnnFind's list, and p.conv takes the math each was timed with); false
+  // when none does.
+  bool choose(const cudnnConvolutionFwdAlgoPerf_t* perf, int found, bool timed, cudnnHandle_t handle,
+              Plan& p) const;
+  // cudnnFindConvolutionForwardAlgorithmEx on the run's operands, the result written to scratch:
+  // every algorithm timed once, fastest first.
+  Status measure(cudnnHandle_t handle, const Plan& p, const void* x, const void* w, size_t y_bytes,
+                 cudnnConvolutionFwdAlgoPerf_t* perf, int& found) const;
 
   std::shared_ptr<Context> context_;
   const Cudnn& dnn_;
@@ -276,7 +315,8 @@ class ConvKernel final : public Kernel {
   mutable std::map<Key, Plan> plans_;
 };
 
-Status ConvKernel::make_plan(const Key& k, cudnnHandle_t handle, Plan& p) const {
+Status ConvKernel::make_plan(const Key& k, cudnnHandle_t handle, const void* x_data, const void* w_data,
+                             Plan& p) const {
   const Cudnn& d = dnn_;
   const ConvGeometry geometry{attrs_.pad[0],      attrs_.pad[1],      attrs_.stride[0], attrs_.stride[1],
                               attrs_.dilation[0], attrs_.dilation[1], attrs_.groups};
@@ -298,43 +338,87 @@ Status ConvKernel::make_plan(const Key& k, cudnnHandle_t handle, Plan& p) const 
 
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT] = {};
   int found = 0;
+  FUSEBOX_ASSIGN_OR_RETURN(const bool capturing, context_->capturing());
+  if (measure_algorithms() && !capturing) {
+    const size_t y_bytes = size_t(k[8] * k[9] * k[10] * k[11]) * size_t(dtype_size(dtype_));
+    if (measure(handle, p, x_data, w_data, y_bytes, perf, found).is_ok() &&
+        choose(perf, found, true, handle, p)) {
+      return Status::ok();
+    }
+    // Not measured (no memory for the scratch, or cuDNN failed): its heuristic decides.
+  }
   FUSEBOX_RETURN_IF_ERROR(
       d.check(d.cudnnGetConvolutionForwardAlgorithm_v7(handle, p.x, p.w, p.conv, p.y,
                                                        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf),
               "cudnnGetConvolutionForwardAlgorithm_v7"));
-  for (int j = 0; j < found; ++j) {
-    const cudnnConvolutionFwdAlgoPerf_t& r = perf[j];
-    if (r.status != CUDNN_STATUS_SUCCESS || r.memory > kMaxWorkspaceBytes) continue;
-    // FFT and Winograd round in transformed space (conv_kernel.h).
-    if (r.algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT || r.algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
-        r.algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD ||
-        r.algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED) {
-      continue;
-    }
-    // f32 runs on TF32 tensor cores only when the caller allowed it.
-    if (dtype_ == DType::F32 && !tf32_ &&
-        (r.mathType == CUDNN_TENSOR_OP_MATH || r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
-      continue;
-    size_t bytes = 0;
-    if (d.cudnnGetConvolutionForwardWorkspaceSize(handle, p.x, p.w, p.conv, p.y, r.algo, &bytes) !=
-        CUDNN_STATUS_SUCCESS)
-      continue;
-    if (bytes > kMaxWorkspaceBytes) continue;
-    p.algo = r.algo;
-    p.workspace = bytes;
-    return Status::ok();
-  }
+  if (choose(perf, found, false, handle, p)) return Status::ok();
   return Status::unimplemented("cuDNN has no GEMM-based or direct algorithm for the " +
                                std::string(dtype_name(dtype_)) + " convolution of " + dims_text(x) + " by " +
                                dims_text(w) + " with at most " + std::to_string(kMaxWorkspaceBytes >> 20) +
                                " MiB of workspace");
 }
 
-Expected<Plan*> ConvKernel::plan(const Key& key, cudnnHandle_t handle) const {
+bool ConvKernel::allowed(const cudnnConvolutionFwdAlgoPerf_t& r) const {
+  if (r.status != CUDNN_STATUS_SUCCESS || r.memory > kMaxWorkspaceBytes) return false;
+  // FFT and Winograd round in transformed space (conv_kernel.h).
+  if (r.algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT || r.algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+      r.algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD ||
+      r.algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED) {
+    return false;
+  }
+  // f32 runs on TF32 tensor cores only when the caller allowed it.
+  return !(dtype_ == DType::F32 && !tf32_ &&
+           (r.mathType == CUDNN_TENSOR_OP_MATH || r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION));
+}
+
+bool ConvKernel::choose(const cudnnConvolutionFwdAlgoPerf_t* perf, int found, bool timed,
+                        cudnnHandle_t handle, Plan& p) const {
+  const Cudnn& d = dnn_;
+  for (int j = 0; j < found; ++j) {
+    if (!allowed(perf[j])) continue;
+    // A timed algorithm runs with the math it was timed with (f16 may be timed without tensor
+    // cores); the heuristic's runs with the descriptor's.
+    size_t bytes = 0;
+    if ((timed && d.cudnnSetConvolutionMathType(p.conv, perf[j].mathType) != CUDNN_STATUS_SUCCESS) ||
+        d.cudnnGetConvolutionForwardWorkspaceSize(handle, p.x, p.w, p.conv, p.y, perf[j].algo, &bytes) !=
+            CUDNN_STATUS_SUCCESS ||
+        bytes > kMaxWorkspaceBytes) {
+      continue;
+    }
+    p.algo = perf[j].algo;
+    p.workspace = bytes;
+    return true;
+  }
+  if (timed) d.cudnnSetConvolutionMathType(p.conv, conv_math(dtype_, tf32_));  // as it was made
+  return false;
+}
+
+Status ConvKernel::measure(cudnnHandle_t handle, const Plan& p, const void* x, const void* w, size_t y_bytes,
+                           cudnnConvolutionFwdAlgoPerf_t* perf, int& found) const {
+  const Cudnn& d = dnn_;
+  // The most workspace an allowed algorithm asks for (within kMaxWorkspaceBytes: one needing
+  // more is not timed), and a result of its own, so no operand of the run is written.
+  size_t workspace_bytes = 0;
+  for (int a = 0; a < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; ++a) {
+    cudnnConvolutionFwdAlgoPerf_t r{};
+    r.algo = cudnnConvolutionFwdAlgo_t(a);
+    r.status = d.cudnnGetConvolutionForwardWorkspaceSize(handle, p.x, p.w, p.conv, p.y, r.algo, &r.memory);
+    if (allowed(r)) workspace_bytes = std::max(workspace_bytes, r.memory);
+  }
+  FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<void> scratch, context_->allocate(std::max<size_t>(y_bytes, 1)));
+  FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<void> workspace,
+                           context_->allocate(std::max<size_t>(workspace_bytes, 1)));
+  return d.check(d.cudnnFindConvolutionForwardAlgorithmEx(handle, p.x, x, p.w, w, p.conv, p.y, scratch.get(),
+                                                          CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf,
+                                                          workspace.get(), workspace_bytes),
+                 "cudnnFindConvolutionForwardAlgorithmEx");
+}
+
+Expected<Plan*> ConvKernel::plan(const Key& key, cudnnHandle_t handle, const void* x, const void* w) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto [it, fresh] = plans_.try_emplace(key);
   if (!fresh) return &it->second;
-  Status s = make_plan(key, handle, it->second);
+  Status s = make_plan(key, handle, x, w, it->second);
   if (s.is_ok()) return &it->second;
   // Not kept: the next run of these shapes says the same.
   destroy_conv_descriptors(dnn_, it->second);
@@ -357,15 +441,7 @@ Status ConvKernel::run(Stream&, std::span<const BufferView> in, std::span<const 
     return Status::unimplemented("cuDNN does not convolve an empty input " + dims_text(x.shape) + " by " +
                                  dims_text(w.shape));
   }
-  for (const BufferView* b : {&x, &w, &y, bias, residual}) {
-    if (!b) continue;
-    if (!dense(*b))
-      return Status::unimplemented("the cuDNN kernel reads dense tensors, not " + dims_text(b->shape) +
-                                   " with strides " + dims_text(b->strides));
-    if (b->numel() > INT32_MAX)
-      return Status::unimplemented("cuDNN's 4-D descriptors count elements in int32; " + dims_text(b->shape) +
-                                   " has more");
-  }
+  FUSEBOX_RETURN_IF_ERROR(dense_int32_operands({&x, &w, &y, bias, residual}, "the cuDNN kernel"));
   if (residual && residual->shape != y.shape) {
     return Status::unimplemented("a residual " + dims_text(residual->shape) + " added to the result " +
                                  dims_text(y.shape));
@@ -379,7 +455,7 @@ Status ConvKernel::run(Stream&, std::span<const BufferView> in, std::span<const 
   FUSEBOX_RETURN_IF_ERROR(context_->make_current());
   FUSEBOX_ASSIGN_OR_RETURN(DnnDevice * dev, dnn_device(*context_, dnn_));
   std::lock_guard<std::mutex> lock(dev->mu);
-  FUSEBOX_ASSIGN_OR_RETURN(Plan * p, plan(key, dev->handle));
+  FUSEBOX_ASSIGN_OR_RETURN(Plan * p, plan(key, dev->handle, x.data, weights));
   std::shared_ptr<void> workspace;
   if (p->workspace) {
     FUSEBOX_ASSIGN_OR_RETURN(workspace, context_->allocate(p->workspace));
@@ -387,8 +463,11 @@ Status ConvKernel::run(Stream&, std::span<const BufferView> in, std::span<const 
 
   const Cudnn& d = dnn_;
   const float one = 1.0f, zero = 0.0f;  // f32 scales for f32 and f16 data alike
-  const std::string what =
-      std::string(dtype_name(dtype_)) + " convolution of " + dims_text(x.shape) + " by " + dims_text(w.shape);
+  // For messages only: built when a call fails, not on every run.
+  auto what = [&] {
+    return std::string(dtype_name(dtype_)) + " convolution of " + dims_text(x.shape) + " by " +
+           dims_text(w.shape);
+  };
   if (attrs_.epilogue.act == EpilogueAct::Relu && bias && !p->fused_unsupported && !attrs_.nhwc &&
       use_cudnn_fused(dtype_ != DType::F32 || tf32_)) {
     // y = relu(conv + alpha2 z + bias); without a residual z is y itself, scaled by 0.
@@ -402,10 +481,12 @@ Status ConvKernel::run(Stream&, std::span<const BufferView> in, std::span<const 
     }
     p->fused_unsupported = true;  // the convolution and the epilogue below compute the same
   }
-  FUSEBOX_RETURN_IF_ERROR(
-      d.check(d.cudnnConvolutionForward(dev->handle, &one, p->x, x.data, p->w, weights, p->conv, p->algo,
-                                        workspace.get(), p->workspace, &zero, p->y, y.data),
-              "cudnnConvolutionForward (" + what + ")"));
+  if (const cudnnStatus_t s =
+          d.cudnnConvolutionForward(dev->handle, &one, p->x, x.data, p->w, weights, p->conv, p->algo,
+                                    workspace.get(), p->workspace, &zero, p->y, y.data);
+      s != CUDNN_STATUS_SUCCESS) {
+    return d.check(s, "cudnnConvolutionForward (" + what() + ")");
+  }
   if (!epilogue_.empty()) {
     // NCHW: channel (e / HW) % C of element e; NHWC: e % C.
     FUSEBOX_RETURN_IF_ERROR(run_conv_epilogue(

@@ -12,21 +12,23 @@
 //            not. f16 runs on tensor cores (CUDNN_TENSOR_OP_MATH) accumulating in f32. Only the
 //            GEMM-based and direct algorithms are chosen: FFT and Winograd round in transformed
 //            space, so their errors scale with the largest value, not with each result.
-//   epilogue relu with a bias: one cudnnConvolutionBiasActivationForward (the residual is its
-//            z input, alpha2 = 1). Otherwise, or where cuDNN does not support the fused call for
-//            a shape, cudnnConvolutionForward, then cudnnAddTensor for the bias and the
-//            residual, then cudnnActivationForward for relu. Every other activation: the
-//            convolution, then one NVRTC kernel for bias, residual and activation
-//            (conv_epilogue.h).
-//   run      descriptors and the algorithm (cudnnGetConvolutionForwardAlgorithm_v7's first
-//            usable one) are made per input shape at run time and kept in the kernel; the
-//            workspace comes from the context's pool at every run. One cuDNN handle per GPU,
-//            bound to the context's stream.
+//   epilogue the convolution, then one NVRTC kernel for bias, residual and activation
+//            (conv_epilogue.h); exact f32 with a bias and relu takes cuDNN's
+//            cudnnConvolutionBiasActivationForward instead (measured faster there;
+//            FUSEBOX_CUDA_CONV_FUSED=1/0 forces either way).
+//   run      descriptors and the algorithm are made per input shape at run time and kept in the
+//            kernel: cudnnGetConvolutionForwardAlgorithm_v7's first allowed algorithm, or with
+//            FUSEBOX_CUDA_CONV_ALGO=measure the fastest allowed one of
+//            cudnnFindConvolutionForwardAlgorithmEx, timed once on the run's operands (into a
+//            scratch result; not while a CUDA graph is recorded). The workspace comes from the
+//            context's pool at every run. One cuDNN handle per GPU, bound to the context's stream.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
+#include <string_view>
 
 #include "backends/backend.h"
 #include "backends/cuda/context.h"
@@ -56,6 +58,9 @@ ConvRuns conv_runs();
 // Whether `b` is row-major without gaps (size-1 dims may have any stride): what cuDNN's NCHW
 // descriptors describe.
 bool dense(const BufferView& b);
+// Ok when every operand (null ones skipped) is dense and has at most 2^31-1 elements (cuDNN's
+// 4-D descriptors and the depthwise kernel index in int32), else which is not, naming `kernel`.
+Status dense_int32_operands(std::initializer_list<const BufferView*> operands, std::string_view kernel);
 // The x, w and y shapes of a rank-4 convolution, keying its descriptors and algorithm.
 using ConvShapes = std::array<int64_t, 12>;
 ConvShapes conv_shapes(const BufferView& x, const BufferView& w, const BufferView& y);

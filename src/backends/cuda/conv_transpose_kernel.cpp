@@ -178,11 +178,7 @@ Status ConvTransposeKernel::run(Stream&, std::span<const BufferView> in, std::sp
   if (y.numel() == 0) return Status::ok();
   if (x.numel() == 0 || w.numel() == 0)
     return Status::unimplemented("cuDNN does not run conv_transpose2d over an empty input " + dims_text(x.shape));
-  for (const BufferView* b : {&x, &w, &y, bias}) {
-    if (!b) continue;
-    if (!dense(*b)) return Status::unimplemented("the cuDNN kernel reads dense tensors, not " + dims_text(b->shape) + " with strides " + dims_text(b->strides));
-    if (b->numel() > INT32_MAX) return Status::unimplemented("cuDNN's 4-D descriptors count elements in int32; " + dims_text(b->shape) + " has more");
-  }
+  FUSEBOX_RETURN_IF_ERROR(dense_int32_operands({&x, &w, &y, bias}, "the cuDNN kernel"));
   // The result must be the one the node types (the reference's arithmetic), channels included.
   const std::array<int64_t, 4> want{x.shape[0], w.shape[1] * attrs_.groups, transposed_extent(x.shape[2], w.shape[2], attrs_, 0),
                                     transposed_extent(x.shape[3], w.shape[3], attrs_, 1)};

@@ -23,35 +23,36 @@
 
 namespace fusebox::cuda {
 
-#define FUSEBOX_CUDNN_FUNCTIONS(X)           \
-  X(cudnnGetVersion)                         \
-  X(cudnnGetErrorString)                     \
-  X(cudnnCreate)                             \
-  X(cudnnSetStream)                          \
-  X(cudnnCreateTensorDescriptor)             \
-  X(cudnnSetTensor4dDescriptor)              \
-  X(cudnnSetTensor4dDescriptorEx)            \
-  X(cudnnDestroyTensorDescriptor)            \
-  X(cudnnCreateFilterDescriptor)             \
-  X(cudnnSetFilter4dDescriptor)              \
-  X(cudnnDestroyFilterDescriptor)            \
-  X(cudnnCreateConvolutionDescriptor)        \
-  X(cudnnSetConvolution2dDescriptor)         \
-  X(cudnnSetConvolutionGroupCount)           \
-  X(cudnnSetConvolutionMathType)             \
-  X(cudnnGetConvolution2dForwardOutputDim)   \
-  X(cudnnDestroyConvolutionDescriptor)       \
-  X(cudnnCreateActivationDescriptor)         \
-  X(cudnnSetActivationDescriptor)            \
-  X(cudnnDestroyActivationDescriptor)        \
-  X(cudnnGetConvolutionForwardAlgorithm_v7)  \
-  X(cudnnGetConvolutionForwardWorkspaceSize) \
-  X(cudnnConvolutionForward)                 \
-  X(cudnnGetConvolutionBackwardDataAlgorithm_v7) \
+#define FUSEBOX_CUDNN_FUNCTIONS(X)                \
+  X(cudnnGetVersion)                              \
+  X(cudnnGetErrorString)                          \
+  X(cudnnCreate)                                  \
+  X(cudnnSetStream)                               \
+  X(cudnnCreateTensorDescriptor)                  \
+  X(cudnnSetTensor4dDescriptor)                   \
+  X(cudnnSetTensor4dDescriptorEx)                 \
+  X(cudnnDestroyTensorDescriptor)                 \
+  X(cudnnCreateFilterDescriptor)                  \
+  X(cudnnSetFilter4dDescriptor)                   \
+  X(cudnnDestroyFilterDescriptor)                 \
+  X(cudnnCreateConvolutionDescriptor)             \
+  X(cudnnSetConvolution2dDescriptor)              \
+  X(cudnnSetConvolutionGroupCount)                \
+  X(cudnnSetConvolutionMathType)                  \
+  X(cudnnGetConvolution2dForwardOutputDim)        \
+  X(cudnnDestroyConvolutionDescriptor)            \
+  X(cudnnCreateActivationDescriptor)              \
+  X(cudnnSetActivationDescriptor)                 \
+  X(cudnnDestroyActivationDescriptor)             \
+  X(cudnnGetConvolutionForwardAlgorithm_v7)       \
+  X(cudnnFindConvolutionForwardAlgorithmEx)       \
+  X(cudnnGetConvolutionForwardWorkspaceSize)      \
+  X(cudnnConvolutionForward)                      \
+  X(cudnnGetConvolutionBackwardDataAlgorithm_v7)  \
   X(cudnnGetConvolutionBackwardDataWorkspaceSize) \
-  X(cudnnConvolutionBackwardData)            \
-  X(cudnnConvolutionBiasActivationForward)   \
-  X(cudnnAddTensor)                          \
+  X(cudnnConvolutionBackwardData)                 \
+  X(cudnnConvolutionBiasActivationForward)        \
+  X(cudnnAddTensor)                               \
   X(cudnnActivationForward)
 
 struct Cudnn {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <climits>
 #include <cstdlib>
 #include <string_view>
 
@@ -73,27 +72,22 @@ Status DepthwiseKernel::run(Stream&, std::span<const BufferView> in, std::span<c
   const int64_t h = x.shape[2], wd = x.shape[3];
   const int64_t oh = y.shape[2], ow = y.shape[3];
   const int64_t yc = conv_.nhwc ? y.shape[4] : y.shape[1];
-  const std::string what = "the depthwise convolution of " + dims_text(x.shape) + " by " + dims_text(w.shape);
+  // For messages only: built when something fails, not on every run.
+  auto what = [&] {
+    return "the depthwise convolution of " + dims_text(x.shape) + " by " + dims_text(w.shape);
+  };
   if (w.shape != std::vector<int64_t>{c, 1, conv_.kernel[0], conv_.kernel[1]} || yc != c || y.shape[0] != n) {
-    return Status::invalid(what + " into " + dims_text(y.shape) + ": the weights must be [C,1," +
+    return Status::invalid(what() + " into " + dims_text(y.shape) + ": the weights must be [C,1," +
                            std::to_string(conv_.kernel[0]) + "," + std::to_string(conv_.kernel[1]) +
                            "] and the result of the input's batch and channels");
   }
   if (y.numel() == 0) return Status::ok();
-  for (const BufferView* b : {&x, &w, &y, bias, residual}) {
-    if (!b) continue;
-    if (!dense(*b))
-      return Status::unimplemented(what + ": the kernel reads dense tensors, not " + dims_text(b->shape) +
-                                   " with strides " + dims_text(b->strides));
-    if (b->numel() > INT32_MAX)
-      return Status::unimplemented(what + ": the kernel indexes a tensor in int32; " + dims_text(b->shape) +
-                                   " has more elements");
-  }
+  FUSEBOX_RETURN_IF_ERROR(dense_int32_operands({&x, &w, &y, bias, residual}, "the depthwise kernel"));
   if (bias && bias->numel() != c)
-    return Status::invalid(what + ": a bias of " + std::to_string(bias->numel()) + " values over " +
+    return Status::invalid(what() + ": a bias of " + std::to_string(bias->numel()) + " values over " +
                            std::to_string(c) + " channels");
   if (residual && residual->shape != y.shape)
-    return Status::invalid(what + ": a residual " + dims_text(residual->shape) + " added to the result " +
+    return Status::invalid(what() + ": a residual " + dims_text(residual->shape) + " added to the result " +
                            dims_text(y.shape));
 
   // NCHW: rows are (n, c) planes, each of OH*OW results; NHWC: rows are (n, oh), each of OW*C.
@@ -111,9 +105,11 @@ Status DepthwiseKernel::run(Stream&, std::span<const BufferView> in, std::span<c
   const unsigned gy = unsigned(std::min<long long>(rows, 65535));
   FUSEBOX_RETURN_IF_ERROR(context_->make_current());
   const Driver& d = context_->driver();
-  FUSEBOX_RETURN_IF_ERROR(d.check(
-      d.cuLaunchKernel(function_, gx, gy, 1, unsigned(threads), 1, 1, 0, context_->stream(), args, nullptr),
-      "launching " + what));
+  if (const CUresult r = d.cuLaunchKernel(function_, gx, gy, 1, unsigned(threads), 1, 1, 0,
+                                          context_->stream(), args, nullptr);
+      r != CUDA_SUCCESS) {
+    return d.check(r, "launching " + what());
+  }
   ++runs;
   return Status::ok();
 }

@@ -227,9 +227,9 @@ std::string pool_source(const PoolVariant& v) {
   std::string s(prelude_source());
   s += "\n// ---- pool kernel " + v.key() + "\n" + scalar_type_source(v.dtype);
   s += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kPoolThreads) + ") " + kPoolEntry +
-       "(const S* __restrict__ x, S* __restrict__ y, i64 planes, i64 H, i64 W, i64 OH, i64 OW, i64 CI, i64 "
-       "kh, i64 kw, "
-       "i64 sh, i64 sw, i64 pt, i64 pl, i64 pb, i64 pr, i64 dh, i64 dw, i64 include_pad) {\n";
+       "(const S* __restrict__ x, S* __restrict__ y, i64 planes, i64 H, i64 W, i64 OH, i64 OW, i64 CI,\n"
+       "    i64 kh, i64 kw, i64 sh, i64 sw, i64 pt, i64 pl, i64 pb, i64 pr, i64 dh, i64 dw, i64 include_pad) "
+       "{\n";
   if (warp_per_output(v.op, v.dtype)) {
     s += kGlobalLoop;
     s += "}\n";
@@ -264,13 +264,12 @@ std::optional<Claim> claim_pool_op(const Graph& g, const Node& n) {
   if (has_nhwc_layout(n)) {
     if (x.rank() != 5 || x.shape[1] != Dim(1))
       return Claim::refuse(kw + " in NHWC over " + x.to_string() + ": not [N,1,H,W,C]");
-  } else if (*op == PoolOp::GlobalAvg) {
-    if (x.rank() < 3) return Claim::refuse(kw + " over " + x.to_string() + ": the CUDA kernel takes N, C and spatial dims");
-    return Claim::accept();
+  } else if (*op == PoolOp::GlobalAvg && x.rank() < 3) {
+    return Claim::refuse(kw + " over " + x.to_string() + ": the CUDA kernel takes N, C and spatial dims");
+  } else if (*op != PoolOp::GlobalAvg && x.rank() != 4) {
+    return Claim::refuse(kw + " over " + x.to_string() + ": the CUDA pooling kernels take NCHW (rank 4)");
   }
   if (*op == PoolOp::GlobalAvg) return Claim::accept();
-  if (x.rank() != 4 && !has_nhwc_layout(n))
-    return Claim::refuse(kw + " over " + x.to_string() + ": the CUDA pooling kernels take NCHW (rank 4)");
   const bool lengths_ok = n.attr_i64s("kernel").size() == 2 && n.attr_i64s("stride").size() == 2 &&
                           n.attr_i64s("pad").size() == 4 && (*op != PoolOp::Max || n.attr_i64s("dilation").size() == 2);
   if (!lengths_ok) return Claim::refuse(kw + ": the CUDA pooling kernels take 2 kernel sizes, 2 strides, 4 pads and 2 dilations");

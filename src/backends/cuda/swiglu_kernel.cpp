@@ -74,9 +74,8 @@ class SwigluKernel final : public Kernel {
     FUSEBOX_RETURN_IF_ERROR(d.check(d.cuLaunchKernel(f, unsigned(blocks), 1, 1, kGateThreads, 1, 1, 0, context_->stream(), args, nullptr),
                                     "launching the CUDA fused_swiglu gate kernel"));
     // A recorded graph writes the temporary on every replay: it must never go back to the pool.
-    CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-    FUSEBOX_RETURN_IF_ERROR(d.check(d.cuStreamIsCapturing(context_->stream(), &capture), "cuStreamIsCapturing"));
-    if (capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+    FUSEBOX_ASSIGN_OR_RETURN(const bool capturing, context_->capturing());
+    if (capturing) {
       std::lock_guard<std::mutex> lock(mu_);
       recorded_.push_back(std::move(temporary));
     }
