@@ -32,6 +32,8 @@ namespace fusebox::cpu {
 enum class RowIsa { Generic, Avx2, Avx512 };
 std::string_view row_isa_name(RowIsa isa);
 bool row_isa_available(RowIsa isa);
+// The widest ISA the processor has, or a narrower one FUSEBOX_ROW_ISA (generic, avx2) names; read
+// once.
 RowIsa best_row_isa();
 
 // One norm over rows of n contiguous f32: v = x (+ r) (+ bias), y = norm(v) · scale (+ shift).
