@@ -7,7 +7,8 @@
 // compiles with NVRTC. With a GPU: random convolutions of several shapes (odd sizes, stride,
 // dilation, groups, depthwise, 1x1, batch 2, asymmetric pads, with and without bias) and the
 // fused epilogues (bias, residual, relu through cuDNN, the others through the epilogue kernel;
-// depthwise ones through depthwise_kernel.h unless FUSEBOX_CUDA_DEPTHWISE=0) run on the device
+// depthwise ones through depthwise_kernel.h unless FUSEBOX_CUDA_DEPTHWISE=0, 1x1 ones at stride 1
+// as cuBLASLt products unless FUSEBOX_CUDA_CONV_GEMM=0) run on the device
 // and match the reference; the placement shows them on cuda. What the claim refuses (bf16) runs
 // on the CPU and matches too.
 //
@@ -79,6 +80,8 @@ std::vector<ConvCase> conv_cases() {
       {{1, 16, 9, 11}, {24, 16, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, "1x1"},
       {{2, 5, 12, 14}, {9, 5, 3, 5}, {2, 1}, {1, 2, 1, 2}, {1, 1}, 1, "batch 2, 3x5, stride 2x1"},
       {{2, 8, 9, 9}, {8, 8, 3, 3}, {2, 2}, {0, 0, 1, 1}, {1, 1}, 1, "asymmetric pads of cuDNN's size"},
+      {{3, 12, 7, 5}, {20, 12, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, "1x1 batch 3"},
+      {{2, 6, 9, 9}, {10, 6, 1, 1}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1, "1x1 stride 2"},
   };
 }
 
@@ -379,6 +382,26 @@ void expect_device_matches_reference(const Graph& g, Op op, const std::string& e
 
 std::vector<int64_t> result_dims(const Graph& g) { return static_dims(g.type(g.outputs()[0]).shape); }
 
+// Whether case `c` runs as one cuBLASLt product (conv_kernel.cpp's gemm_fits): 1x1, stride 1, no
+// pads or groups, unless FUSEBOX_CUDA_CONV_GEMM=0.
+bool runs_as_gemm(const ConvCase& c) {
+  const char* e = std::getenv("FUSEBOX_CUDA_CONV_GEMM");
+  if (e && std::string_view(e) == "0") return false;
+  return c.w[2] == 1 && c.w[3] == 1 && c.groups == 1 && c.stride == std::vector<int64_t>{1, 1} &&
+         c.pad == std::vector<int64_t>{0, 0, 0, 0};
+}
+
+// Checks that the two runs of case `c` went the way they should: each convolution once, through
+// cuBLASLt exactly when runs_as_gemm says so.
+void expect_runs(const ConvCase& c, const cuda::ConvRuns& before, uint64_t depthwise_before) {
+  const cuda::ConvRuns after = cuda::conv_runs();
+  const uint64_t gemm = after.gemm - before.gemm;
+  EXPECT_EQ(after.fused + after.separate - before.fused - before.separate + gemm + cuda::depthwise_runs() -
+                depthwise_before,
+            2u);
+  EXPECT_EQ(gemm, runs_as_gemm(c) ? 2u : 0u);
+}
+
 TEST(CudaConv, RandomConvsMatchTheReference) {
   SKIP_WITHOUT_DEVICE_CUDNN();
   for (DType d : {DType::F32, DType::F16}) {
@@ -392,8 +415,7 @@ TEST(CudaConv, RandomConvsMatchTheReference) {
         const cuda::ConvRuns before = cuda::conv_runs();
         const uint64_t depthwise_before = cuda::depthwise_runs();
         expect_device_matches_reference(*g, Op::Conv2d, "cuda", tolerance(d, c.k()), shapes);
-        const cuda::ConvRuns after = cuda::conv_runs();
-        EXPECT_EQ(after.separate - before.separate + cuda::depthwise_runs() - depthwise_before, 2u);
+        expect_runs(c, before, depthwise_before);
       }
     }
   }
@@ -414,11 +436,9 @@ TEST(CudaConv, FusedEpiloguesFromFusionMatchTheReference) {
           const cuda::ConvRuns before = cuda::conv_runs();
           const uint64_t depthwise_before = cuda::depthwise_runs();
           expect_device_matches_reference(*g, op, "cuda", tolerance(d, c.k()), shapes);
+          expect_runs(c, before, depthwise_before);
           const cuda::ConvRuns after = cuda::conv_runs();
-          EXPECT_EQ(after.fused + after.separate - before.fused - before.separate + cuda::depthwise_runs() -
-                        depthwise_before,
-                    2u);
-          if (std::string(act) == "relu" && after.fused == before.fused) {
+          if (std::string(act) == "relu" && after.fused == before.fused && !runs_as_gemm(c)) {
             std::cout << "  cudnnConvolutionBiasActivationForward not supported, ran separately: "
                       << dtype_name(d) << " " << c.name << (residual ? " residual" : "") << "\n";
           }

@@ -51,6 +51,7 @@ Status dense_int32_operands(std::initializer_list<const BufferView*> operands, s
 #include "backends/cuda/conv_epilogue.h"
 #include "backends/cuda/cudnn.h"
 #include "backends/cuda/depthwise_kernel.h"
+#include "backends/cuda/lt_gemm.h"
 #include "ir/check.h"
 #include "ir/epilogue.h"
 #include "ir/fused_ops.h"
@@ -201,7 +202,7 @@ Status check_claim(const Graph& g, const Node& n) {
   return Status::ok();
 }
 
-std::atomic<uint64_t> fused_runs{0}, separate_runs{0};
+std::atomic<uint64_t> fused_runs{0}, separate_runs{0}, gemm_runs{0};
 
 // cuDNN's fused convolution + bias + relu (cudnnConvolutionBiasActivationForward) or the
 // convolution alone followed by the one-pass epilogue kernel. Measured on an H100 (docs/cuda.md):
@@ -262,12 +263,29 @@ Expected<std::shared_ptr<void>> upload_khwc(Context& context, const Array& w) {
   return device;
 }
 
+// Whether conv node `n` runs as one cuBLASLt product: a 1x1 kernel at stride 1 without pads or
+// groups, NCHW, so that each image's result [K, H*W] is the weights [K, C] times the image
+// [C, H*W] as they lie, and the batch one strided call sharing the weights. cuDNN's NCHW
+// convolutions on tensor cores reorder the activations to NHWC and back around the product.
+// FUSEBOX_CUDA_CONV_GEMM=0 keeps cuDNN for them (read once).
+bool gemm_fits(const Graph& g, const Node& n, const ConvAttrs& a) {
+  static const bool off = [] {
+    const char* e = std::getenv("FUSEBOX_CUDA_CONV_GEMM");
+    return e && std::string_view(e) == "0";
+  }();
+  if (off || a.nhwc || a.groups != 1) return false;
+  const TensorType& w = g.type(n.inputs[1]);
+  if (w.rank() != 4 || !(w.shape[2] == Dim(1)) || !(w.shape[3] == Dim(1))) return false;
+  return a.stride == std::array<int64_t, 2>{1, 1} && a.pad == std::array<int64_t, 4>{0, 0, 0, 0};
+}
+
 class ConvKernel final : public Kernel {
  public:
   ConvKernel(std::shared_ptr<Context> context, const Cudnn& dnn, DType dtype, ConvAttrs attrs,
              cudnnActivationDescriptor_t relu, std::string epilogue, bool allow_tf32,
-             std::shared_ptr<void> khwc_weights = nullptr)
+             std::shared_ptr<void> khwc_weights = nullptr, std::shared_ptr<const LtGemm> gemm = nullptr)
       : khwc_weights_(std::move(khwc_weights)),
+        gemm_(std::move(gemm)),
         context_(std::move(context)),
         dnn_(dnn),
         dtype_(dtype),
@@ -287,6 +305,7 @@ class ConvKernel final : public Kernel {
  private:
   using Key = ConvShapes;
   std::shared_ptr<void> khwc_weights_;  // NHWC: the weights in [O,kh,kw,I] order (upload_khwc)
+  std::shared_ptr<const LtGemm> gemm_;  // a 1x1 convolution's product (gemm_fits), or null
   // The plan of `key`, made on first use (x and w are the run's operands, read when the
   // algorithm is measured); called with the device's lock held.
   Expected<Plan*> plan(const Key& key, cudnnHandle_t handle, const void* x, const void* w) const;
@@ -450,9 +469,25 @@ Status ConvKernel::run(Stream&, std::span<const BufferView> in, std::span<const 
     return Status::unimplemented("a bias of " + std::to_string(bias->numel()) + " values over " +
                                  std::to_string(channels) + " output channels");
   }
+  FUSEBOX_RETURN_IF_ERROR(context_->make_current());
+  if (gemm_) {
+    // y[n] [K, H*W] = w [K, C] . x[n] [C, H*W]: one strided batch, the weights shared.
+    const int64_t c = x.shape[1], hw = y.shape[2] * y.shape[3];
+    const GemmCall call{y.shape[0], channels, hw, c, 0, c * hw, w.data, x.data, nullptr, nullptr, y.data};
+    FUSEBOX_ASSIGN_OR_RETURN(const bool ran, gemm_->run(call));
+    if (ran) {
+      if (!epilogue_.empty()) {
+        FUSEBOX_RETURN_IF_ERROR(run_conv_epilogue(*context_, epilogue_, y.numel(), channels, hw,
+                                                  bias ? bias->data : nullptr,
+                                                  residual ? residual->data : nullptr, y.data));
+      }
+      ++gemm_runs;
+      return Status::ok();
+    }
+    // No cuBLASLt algorithm for these sizes: cuDNN's convolution below.
+  }
   const Key key = attrs_.nhwc ? nhwc_conv_shapes(x, w, y) : conv_shapes(x, w, y);
   const void* weights = attrs_.nhwc ? khwc_weights_.get() : w.data;
-  FUSEBOX_RETURN_IF_ERROR(context_->make_current());
   FUSEBOX_ASSIGN_OR_RETURN(DnnDevice * dev, dnn_device(*context_, dnn_));
   std::lock_guard<std::mutex> lock(dev->mu);
   FUSEBOX_ASSIGN_OR_RETURN(Plan * p, plan(key, dev->handle, x.data, weights));
@@ -515,7 +550,7 @@ ConvShapes nhwc_conv_shapes(const BufferView& x, const BufferView& w, const Buff
           w.shape[2], w.shape[3], y.shape[0], y.shape[4], y.shape[2], y.shape[3]};
 }
 
-ConvRuns conv_runs() { return {fused_runs.load(), separate_runs.load()}; }
+ConvRuns conv_runs() { return {fused_runs.load(), separate_runs.load(), gemm_runs.load()}; }
 
 Status cudnn_available() { return cudnn().status(); }
 
@@ -578,9 +613,14 @@ Expected<std::shared_ptr<const Kernel>> make_conv_kernel(std::shared_ptr<Context
     }
     khwc_weights = std::move(*up);
   }
-  return std::shared_ptr<const Kernel>(std::make_shared<ConvKernel>(std::move(context), *dnn, dtype, attrs,
-                                                                    relu, std::move(epilogue), allow_tf32,
-                                                                    std::move(khwc_weights)));
+  std::shared_ptr<const LtGemm> gemm;
+  if (gemm_fits(g, n, attrs)) {
+    // Without cuBLASLt the convolution stays cuDNN's.
+    if (Expected<std::shared_ptr<const LtGemm>> made = LtGemm::make(context, dtype, allow_tf32)) gemm = *made;
+  }
+  return std::shared_ptr<const Kernel>(
+      std::make_shared<ConvKernel>(std::move(context), *dnn, dtype, attrs, relu, std::move(epilogue),
+                                   allow_tf32, std::move(khwc_weights), std::move(gemm)));
 }
 
 }  // namespace fusebox::cuda

@@ -12,6 +12,11 @@
 //            not. f16 runs on tensor cores (CUDNN_TENSOR_OP_MATH) accumulating in f32. Only the
 //            GEMM-based and direct algorithms are chosen: FFT and Winograd round in transformed
 //            space, so their errors scale with the largest value, not with each result.
+//   1x1      a 1x1 convolution at stride 1 without pads or groups, NCHW, runs as one cuBLASLt
+//            strided-batch product (lt_gemm.h): y[n] [K,H*W] = w [K,C] . x[n] [C,H*W], operands as
+//            they lie (cuDNN's tensor-core convolutions reorder NCHW activations around the
+//            product); cuDNN runs it where cuBLASLt has no algorithm. FUSEBOX_CUDA_CONV_GEMM=0
+//            keeps cuDNN.
 //   epilogue the convolution, then one NVRTC kernel for bias, residual and activation
 //            (conv_epilogue.h); exact f32 with a bias and relu takes cuDNN's
 //            cudnnConvolutionBiasActivationForward instead (measured faster there;
@@ -52,6 +57,7 @@ Expected<std::shared_ptr<const Kernel>> make_conv_kernel(std::shared_ptr<Context
 struct ConvRuns {
   uint64_t fused = 0;     // one cudnnConvolutionBiasActivationForward
   uint64_t separate = 0;  // cudnnConvolutionForward and the epilogue's own calls
+  uint64_t gemm = 0;      // a 1x1 convolution as one cuBLASLt product (and the epilogue's pass)
 };
 ConvRuns conv_runs();
 

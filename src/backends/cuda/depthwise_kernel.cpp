@@ -20,18 +20,19 @@ constexpr const char* kEntry = "fb_depthwise_conv";
 std::atomic<uint64_t> runs{0};
 
 // Results per thread along the width: a kernel row's inputs are loaded once for all of them.
-// 4 is the measured best for 3x3 stride-2 layers and the value the device tests ran with; 8 ran
-// a 5x5 stride-1 layer faster (0.131 against 0.151 ms on an H100, docs/benchmarks.md "Depthwise
-// convolutions in a kernel of their own") but waits for a device run of cuda_depthwise_test
-// before it becomes that shape's default. FUSEBOX_CUDA_DEPTHWISE_OUTPUTS (1 to 8, read once)
-// sets it for every kernel.
-int64_t outputs_per_thread(const DepthwiseConv&) {
-  static const int64_t r = [] {
+// Measured on an H100 (docs/benchmarks.md "Depthwise convolutions in a kernel of their own"): 4
+// is best for 3x3 stride-2 layers (0.086 ms; 8: 0.105), 8 for 5x5 stride-1 ones (0.131 ms; 4:
+// 0.151), where a row's 5 taps share more of the loaded inputs. So 8 for kernels at least 5 wide
+// at stride 1, 4 otherwise. FUSEBOX_CUDA_DEPTHWISE_OUTPUTS (1 to 8, read once) sets it for every
+// kernel.
+int64_t outputs_per_thread(const DepthwiseConv& c) {
+  static const int64_t forced = [] {
     const char* e = std::getenv("FUSEBOX_CUDA_DEPTHWISE_OUTPUTS");
     const int v = e ? std::atoi(e) : 0;
-    return int64_t(v >= 1 && v <= 8 ? v : 4);
+    return int64_t(v >= 1 && v <= 8 ? v : 0);
   }();
-  return r;
+  if (forced) return forced;
+  return c.stride[1] == 1 && c.kernel[1] >= 5 ? 8 : 4;
 }
 
 // FUSEBOX_CUDA_DEPTHWISE=0 keeps cuDNN's depthwise convolutions (read once).
