@@ -263,17 +263,27 @@ Expected<std::shared_ptr<void>> upload_khwc(Context& context, const Array& w) {
   return device;
 }
 
-// Whether conv node `n` runs as one cuBLASLt product: a 1x1 kernel at stride 1 without pads or
+// How 1x1 convolutions that gemm_fits accepts run (FUSEBOX_CUDA_CONV_GEMM, read once): as
+// cuBLASLt products (the default, =1), on cuDNN (=0), or (=timed) whichever of the two ran the
+// shape faster when it was first timed (ConvKernel::gemm_wins). The timed choice has not yet run
+// on a GPU (docs/cuda.md), so it is not the default.
+enum class GemmMode { Off, Always, Timed };
+GemmMode gemm_mode() {
+  static const GemmMode mode = [] {
+    const char* e = std::getenv("FUSEBOX_CUDA_CONV_GEMM");
+    const std::string_view v = e ? e : "";
+    return v == "0" ? GemmMode::Off : v == "timed" ? GemmMode::Timed : GemmMode::Always;
+  }();
+  return mode;
+}
+
+// Whether conv node `n` may run as one cuBLASLt product: a 1x1 kernel at stride 1 without pads or
 // groups, NCHW, so that each image's result [K, H*W] is the weights [K, C] times the image
 // [C, H*W] as they lie, and the batch one strided call sharing the weights. cuDNN's NCHW
-// convolutions on tensor cores reorder the activations to NHWC and back around the product.
-// FUSEBOX_CUDA_CONV_GEMM=0 keeps cuDNN for them (read once).
+// convolutions on tensor cores reorder the activations to NHWC and back around their product;
+// but where each image's product is narrow (7x7 images) cuDNN's, over the whole batch, is faster.
 bool gemm_fits(const Graph& g, const Node& n, const ConvAttrs& a) {
-  static const bool off = [] {
-    const char* e = std::getenv("FUSEBOX_CUDA_CONV_GEMM");
-    return e && std::string_view(e) == "0";
-  }();
-  if (off || a.nhwc || a.groups != 1) return false;
+  if (gemm_mode() == GemmMode::Off || a.nhwc || a.groups != 1) return false;
   const TensorType& w = g.type(n.inputs[1]);
   if (w.rank() != 4 || !(w.shape[2] == Dim(1)) || !(w.shape[3] == Dim(1))) return false;
   return a.stride == std::array<int64_t, 2>{1, 1} && a.pad == std::array<int64_t, 4>{0, 0, 0, 0};
@@ -306,6 +316,12 @@ class ConvKernel final : public Kernel {
   using Key = ConvShapes;
   std::shared_ptr<void> khwc_weights_;  // NHWC: the weights in [O,kh,kw,I] order (upload_khwc)
   std::shared_ptr<const LtGemm> gemm_;  // a 1x1 convolution's product (gemm_fits), or null
+  // Whether the product runs these shapes (GemmMode): timed against cuDNN's convolution on their
+  // first run (not while a CUDA graph is recorded), into a scratch result.
+  Expected<bool> gemm_wins(const Key& key, GemmCall call, const BufferView& x, const void* weights,
+                           size_t y_bytes) const;
+  mutable std::mutex choice_mu_;
+  mutable std::map<Key, bool> gemm_choice_;
   // The plan of `key`, made on first use (x and w are the run's operands, read when the
   // algorithm is measured); called with the device's lock held.
   Expected<Plan*> plan(const Key& key, cudnnHandle_t handle, const void* x, const void* w) const;
@@ -445,6 +461,70 @@ Expected<Plan*> ConvKernel::plan(const Key& key, cudnnHandle_t handle, const voi
   return s;
 }
 
+Expected<bool> ConvKernel::gemm_wins(const Key& key, GemmCall call, const BufferView& x, const void* weights,
+                                     size_t y_bytes) const {
+  if (gemm_mode() == GemmMode::Always) return true;
+  {
+    std::lock_guard<std::mutex> lock(choice_mu_);
+    if (auto it = gemm_choice_.find(key); it != gemm_choice_.end()) return it->second;
+  }
+  FUSEBOX_ASSIGN_OR_RETURN(const bool capturing, context_->capturing());
+  if (capturing) return true;  // not timed, not kept: the next unrecorded run times it
+  FUSEBOX_ASSIGN_OR_RETURN(DnnDevice * dev, dnn_device(*context_, dnn_));
+  std::lock_guard<std::mutex> lock(dev->mu);
+  Expected<Plan*> planned = plan(key, dev->handle, x.data, weights);
+  if (!planned) {  // cuDNN will not run these shapes: the product does
+    std::lock_guard<std::mutex> choice(choice_mu_);
+    gemm_choice_[key] = true;
+    return true;
+  }
+  Plan* p = *planned;
+  FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<void> scratch, context_->allocate(std::max<size_t>(y_bytes, 1)));
+  std::shared_ptr<void> workspace;
+  if (p->workspace) {
+    FUSEBOX_ASSIGN_OR_RETURN(workspace, context_->allocate(p->workspace));
+  }
+  call.y = scratch.get();
+  const Cudnn& d = dnn_;
+  const Driver& drv = context_->driver();
+  const float one = 1.0f, zero = 0.0f;
+  // Each way once untimed (first calls load kernels), then three of each between events.
+  auto product = [&]() -> Expected<bool> { return gemm_->run(call); };
+  auto convolution = [&]() -> Status {
+    return d.check(d.cudnnConvolutionForward(dev->handle, &one, p->x, x.data, p->w, weights, p->conv, p->algo,
+                                             workspace.get(), p->workspace, &zero, p->y, scratch.get()),
+                   "cudnnConvolutionForward (timing)");
+  };
+  FUSEBOX_ASSIGN_OR_RETURN(const bool runs, product());
+  bool wins = false;
+  if (runs && !convolution().is_ok()) {
+    wins = true;  // cuDNN fails these shapes: the product runs them
+  } else if (runs) {
+    CUevent marks[3] = {};
+    Status s = Status::ok();
+    for (CUevent& e : marks) {
+      if (s.is_ok()) s = drv.check(drv.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+    }
+    for (int way = 0; way < 2 && s.is_ok(); ++way) {
+      s = drv.check(drv.cuEventRecord(marks[way], context_->stream()), "cuEventRecord");
+      for (int i = 0; i < 3 && s.is_ok(); ++i) s = way == 0 ? product().status() : convolution();
+    }
+    if (s.is_ok()) s = drv.check(drv.cuEventRecord(marks[2], context_->stream()), "cuEventRecord");
+    if (s.is_ok()) s = drv.check(drv.cuEventSynchronize(marks[2]), "timing a 1x1 convolution");
+    float gemm_ms = 0, cudnn_ms = 0;
+    if (s.is_ok()) s = drv.check(drv.cuEventElapsedTime(&gemm_ms, marks[0], marks[1]), "cuEventElapsedTime");
+    if (s.is_ok()) s = drv.check(drv.cuEventElapsedTime(&cudnn_ms, marks[1], marks[2]), "cuEventElapsedTime");
+    for (CUevent e : marks) {
+      if (e) drv.cuEventDestroy(e);
+    }
+    FUSEBOX_RETURN_IF_ERROR(s);
+    wins = gemm_ms <= cudnn_ms;
+  }
+  std::lock_guard<std::mutex> choice(choice_mu_);
+  gemm_choice_[key] = wins;
+  return wins;
+}
+
 Status ConvKernel::run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const {
   FUSEBOX_CHECK(out.size() == 1 && in.size() >= 2) << "cuda conv operands";
   const BufferView& x = in[0];
@@ -470,11 +550,17 @@ Status ConvKernel::run(Stream&, std::span<const BufferView> in, std::span<const 
                                  std::to_string(channels) + " output channels");
   }
   FUSEBOX_RETURN_IF_ERROR(context_->make_current());
+  const Key key = attrs_.nhwc ? nhwc_conv_shapes(x, w, y) : conv_shapes(x, w, y);
+  const void* weights = attrs_.nhwc ? khwc_weights_.get() : w.data;
   if (gemm_) {
     // y[n] [K, H*W] = w [K, C] . x[n] [C, H*W]: one strided batch, the weights shared.
     const int64_t c = x.shape[1], hw = y.shape[2] * y.shape[3];
     const GemmCall call{y.shape[0], channels, hw, c, 0, c * hw, w.data, x.data, nullptr, nullptr, y.data};
-    FUSEBOX_ASSIGN_OR_RETURN(const bool ran, gemm_->run(call));
+    FUSEBOX_ASSIGN_OR_RETURN(const bool wins, gemm_wins(key, call, x, weights, y.nbytes()));
+    bool ran = false;
+    if (wins) {
+      FUSEBOX_ASSIGN_OR_RETURN(ran, gemm_->run(call));
+    }
     if (ran) {
       if (!epilogue_.empty()) {
         FUSEBOX_RETURN_IF_ERROR(run_conv_epilogue(*context_, epilogue_, y.numel(), channels, hw,
@@ -484,10 +570,8 @@ Status ConvKernel::run(Stream&, std::span<const BufferView> in, std::span<const 
       ++gemm_runs;
       return Status::ok();
     }
-    // No cuBLASLt algorithm for these sizes: cuDNN's convolution below.
+    // Slower for these shapes, or no cuBLASLt algorithm for them: cuDNN's convolution below.
   }
-  const Key key = attrs_.nhwc ? nhwc_conv_shapes(x, w, y) : conv_shapes(x, w, y);
-  const void* weights = attrs_.nhwc ? khwc_weights_.get() : w.data;
   FUSEBOX_ASSIGN_OR_RETURN(DnnDevice * dev, dnn_device(*context_, dnn_));
   std::lock_guard<std::mutex> lock(dev->mu);
   FUSEBOX_ASSIGN_OR_RETURN(Plan * p, plan(key, dev->handle, x.data, weights));

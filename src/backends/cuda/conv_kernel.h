@@ -12,11 +12,12 @@
 //            not. f16 runs on tensor cores (CUDNN_TENSOR_OP_MATH) accumulating in f32. Only the
 //            GEMM-based and direct algorithms are chosen: FFT and Winograd round in transformed
 //            space, so their errors scale with the largest value, not with each result.
-//   1x1      a 1x1 convolution at stride 1 without pads or groups, NCHW, runs as one cuBLASLt
+//   1x1      a 1x1 convolution at stride 1 without pads or groups, NCHW, may run as one cuBLASLt
 //            strided-batch product (lt_gemm.h): y[n] [K,H*W] = w [K,C] . x[n] [C,H*W], operands as
 //            they lie (cuDNN's tensor-core convolutions reorder NCHW activations around the
 //            product); cuDNN runs it where cuBLASLt has no algorithm. FUSEBOX_CUDA_CONV_GEMM=0
-//            keeps cuDNN.
+//            keeps cuDNN; =timed times both ways on the first run of each shape (three runs
+//            each, into a scratch result) and keeps the faster (not yet run on a GPU).
 //   epilogue the convolution, then one NVRTC kernel for bias, residual and activation
 //            (conv_epilogue.h); exact f32 with a bias and relu takes cuDNN's
 //            cudnnConvolutionBiasActivationForward instead (measured faster there;
