@@ -15,6 +15,8 @@
 //   attention_f16, attention_decode_f16, swiglu_f16: as written below
 //   dwconv3s2_f16     silu(depthwise 3x3 stride 2 conv of f16[32,96,112,112] + bias)
 //   dwconv5_f16       silu(depthwise 5x5 conv of f16[32,144,56,56] + bias)
+//   conv1x1_f16       silu(1x1 conv of f16[32,144,56,56] to 24 channels + bias) (efficientnet_b0's)
+//   conv1x1_7x7_f16   relu(1x1 conv of f16[32,512,7,7] to 2048 channels + bias) (resnet50's last stage)
 #pragma once
 
 #include <functional>
@@ -77,6 +79,21 @@ inline std::string depthwise_text(const std::string& name, int64_t c, int64_t si
          "  %r = reshape %b {shape = [1, " + ch + ", 1, 1]} : f16[1," + ch + ",1,1]\n" +
          "  %s = add %c, %r : " + y + "\n" +
          "  %y = silu %s : " + y + "\n" +
+         "  return %y\n}\n";
+}
+
+// act(1x1 conv of f16[32, c_in, size, size] to c_out channels + bias).
+inline std::string pointwise_text(const std::string& name, int64_t c_in, int64_t c_out, int64_t size,
+                                  const std::string& act) {
+  const std::string hw = std::to_string(size), co = std::to_string(c_out);
+  const std::string x = "f16[32," + std::to_string(c_in) + "," + hw + "," + hw + "]";
+  const std::string y = "f16[32," + co + "," + hw + "," + hw + "]";
+  const std::string w = "f16[" + co + "," + std::to_string(c_in) + ",1,1]";
+  return "func @" + name + "(%x: " + x + ", %w: " + w + ", %b: f16[" + co + "]) -> " + y + " {\n" +
+         "  %c = conv2d %x, %w : " + y + "\n" +
+         "  %r = reshape %b {shape = [1, " + co + ", 1, 1]} : f16[1," + co + ",1,1]\n" +
+         "  %s = add %c, %r : " + y + "\n" +
+         "  %y = " + act + " %s : " + y + "\n" +
          "  return %y\n}\n";
 }
 
@@ -163,6 +180,8 @@ inline std::vector<GpuWorkload> gpu_workloads() {
       // efficientnet_b0's widest depthwise convolutions at batch 32 with their bias and SiLU.
       {"dwconv3s2_f16", parsed(depthwise_text("dwconv3s2_f16", 96, 112, 3, 2))},
       {"dwconv5_f16", parsed(depthwise_text("dwconv5_f16", 144, 56, 5, 1))},
+      {"conv1x1_f16", parsed(pointwise_text("conv1x1_f16", 144, 24, 56, "silu"))},
+      {"conv1x1_7x7_f16", parsed(pointwise_text("conv1x1_7x7_f16", 512, 2048, 7, "relu"))},
   };
 }
 

@@ -164,6 +164,12 @@ def workloads():
         "dwconv5_f16": (lambda x, w, b: depthwise(x, w, b, 1),
                         lambda: [uniform((32, 144, 56, 56), torch.float16, 1),
                                  uniform((144, 1, 5, 5), torch.float16, 2), uniform(144, torch.float16, 3)]),
+        "conv1x1_f16": (lambda x, w, b: F.silu(F.conv2d(x, w, b)),
+                        lambda: [uniform((32, 144, 56, 56), torch.float16, 1),
+                                 uniform((24, 144, 1, 1), torch.float16, 2), uniform(24, torch.float16, 3)]),
+        "conv1x1_7x7_f16": (lambda x, w, b: F.relu(F.conv2d(x, w, b)),
+                            lambda: [uniform((32, 512, 7, 7), torch.float16, 1),
+                                     uniform((2048, 512, 1, 1), torch.float16, 2), uniform(2048, torch.float16, 3)]),
     }
 
 
