@@ -220,8 +220,8 @@ bool use_cudnn_fused(bool tensor_cores) {
 
 // How the algorithm of a new set of shapes is chosen: by running every candidate once on the
 // run's operands and keeping the fastest allowed one (cudnnFindConvolutionForwardAlgorithmEx,
-// as PyTorch's cudnn.benchmark), or by cuDNN's heuristic alone. FUSEBOX_CUDA_CONV_ALGO=measure
-// or =heuristic forces either.
+// as PyTorch's cudnn.benchmark; FUSEBOX_CUDA_CONV_ALGO=measure, read once), or by cuDNN's
+// heuristic alone (the default: measured no better, docs/cuda.md).
 bool measure_algorithms() {
   static const bool measure = [] {
     const char* e = std::getenv("FUSEBOX_CUDA_CONV_ALGO");
@@ -333,6 +333,9 @@ class ConvKernel final : public Kernel {
   // when none does.
   bool choose(const cudnnConvolutionFwdAlgoPerf_t* perf, int found, bool timed, cudnnHandle_t handle,
               Plan& p) const;
+  // cudnnConvolutionForward of x by w into y with plan p (a workspace of p.workspace bytes).
+  cudnnStatus_t forward(cudnnHandle_t handle, const Plan& p, const void* x, const void* w, void* workspace,
+                        void* y) const;
   // cudnnFindConvolutionForwardAlgorithmEx on the run's operands, the result written to scratch:
   // every algorithm timed once, fastest first.
   Status measure(cudnnHandle_t handle, const Plan& p, const void* x, const void* w, size_t y_bytes,
@@ -461,6 +464,13 @@ Expected<Plan*> ConvKernel::plan(const Key& key, cudnnHandle_t handle, const voi
   return s;
 }
 
+cudnnStatus_t ConvKernel::forward(cudnnHandle_t handle, const Plan& p, const void* x, const void* w,
+                                  void* workspace, void* y) const {
+  const float one = 1.0f, zero = 0.0f;  // f32 scales for f32 and f16 data alike
+  return dnn_.cudnnConvolutionForward(handle, &one, p.x, x, p.w, w, p.conv, p.algo, workspace, p.workspace,
+                                      &zero, p.y, y);
+}
+
 Expected<bool> ConvKernel::gemm_wins(const Key& key, GemmCall call, const BufferView& x, const void* weights,
                                      size_t y_bytes) const {
   if (gemm_mode() == GemmMode::Always) return true;
@@ -470,59 +480,50 @@ Expected<bool> ConvKernel::gemm_wins(const Key& key, GemmCall call, const Buffer
   }
   FUSEBOX_ASSIGN_OR_RETURN(const bool capturing, context_->capturing());
   if (capturing) return true;  // not timed, not kept: the next unrecorded run times it
+  auto keep = [&](bool wins) {
+    std::lock_guard<std::mutex> lock(choice_mu_);
+    gemm_choice_[key] = wins;
+    return wins;
+  };
   FUSEBOX_ASSIGN_OR_RETURN(DnnDevice * dev, dnn_device(*context_, dnn_));
   std::lock_guard<std::mutex> lock(dev->mu);
   Expected<Plan*> planned = plan(key, dev->handle, x.data, weights);
-  if (!planned) {  // cuDNN will not run these shapes: the product does
-    std::lock_guard<std::mutex> choice(choice_mu_);
-    gemm_choice_[key] = true;
-    return true;
-  }
-  Plan* p = *planned;
+  if (!planned) return keep(true);  // cuDNN will not run these shapes: the product does
+  const Plan& p = **planned;
   FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<void> scratch, context_->allocate(std::max<size_t>(y_bytes, 1)));
   std::shared_ptr<void> workspace;
-  if (p->workspace) {
-    FUSEBOX_ASSIGN_OR_RETURN(workspace, context_->allocate(p->workspace));
+  if (p.workspace) {
+    FUSEBOX_ASSIGN_OR_RETURN(workspace, context_->allocate(p.workspace));
   }
   call.y = scratch.get();
-  const Cudnn& d = dnn_;
-  const Driver& drv = context_->driver();
-  const float one = 1.0f, zero = 0.0f;
-  // Each way once untimed (first calls load kernels), then three of each between events.
-  auto product = [&]() -> Expected<bool> { return gemm_->run(call); };
   auto convolution = [&]() -> Status {
-    return d.check(d.cudnnConvolutionForward(dev->handle, &one, p->x, x.data, p->w, weights, p->conv, p->algo,
-                                             workspace.get(), p->workspace, &zero, p->y, scratch.get()),
-                   "cudnnConvolutionForward (timing)");
+    return dnn_.check(forward(dev->handle, p, x.data, weights, workspace.get(), scratch.get()),
+                      "cudnnConvolutionForward (timing)");
   };
-  FUSEBOX_ASSIGN_OR_RETURN(const bool runs, product());
-  bool wins = false;
-  if (runs && !convolution().is_ok()) {
-    wins = true;  // cuDNN fails these shapes: the product runs them
-  } else if (runs) {
-    CUevent marks[3] = {};
-    Status s = Status::ok();
-    for (CUevent& e : marks) {
-      if (s.is_ok()) s = drv.check(drv.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
-    }
-    for (int way = 0; way < 2 && s.is_ok(); ++way) {
-      s = drv.check(drv.cuEventRecord(marks[way], context_->stream()), "cuEventRecord");
-      for (int i = 0; i < 3 && s.is_ok(); ++i) s = way == 0 ? product().status() : convolution();
-    }
-    if (s.is_ok()) s = drv.check(drv.cuEventRecord(marks[2], context_->stream()), "cuEventRecord");
-    if (s.is_ok()) s = drv.check(drv.cuEventSynchronize(marks[2]), "timing a 1x1 convolution");
-    float gemm_ms = 0, cudnn_ms = 0;
-    if (s.is_ok()) s = drv.check(drv.cuEventElapsedTime(&gemm_ms, marks[0], marks[1]), "cuEventElapsedTime");
-    if (s.is_ok()) s = drv.check(drv.cuEventElapsedTime(&cudnn_ms, marks[1], marks[2]), "cuEventElapsedTime");
-    for (CUevent e : marks) {
-      if (e) drv.cuEventDestroy(e);
-    }
-    FUSEBOX_RETURN_IF_ERROR(s);
-    wins = gemm_ms <= cudnn_ms;
+  // Each way once untimed (first calls load kernels), then three of each between events.
+  FUSEBOX_ASSIGN_OR_RETURN(const bool runs, gemm_->run(call));
+  if (!runs) return keep(false);
+  if (!convolution().is_ok()) return keep(true);  // cuDNN fails these shapes: the product runs them
+  const Driver& drv = context_->driver();
+  CUevent marks[3] = {};
+  Status s = Status::ok();
+  for (CUevent& e : marks) {
+    if (s.is_ok()) s = drv.check(drv.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
   }
-  std::lock_guard<std::mutex> choice(choice_mu_);
-  gemm_choice_[key] = wins;
-  return wins;
+  for (int way = 0; way < 2 && s.is_ok(); ++way) {
+    s = drv.check(drv.cuEventRecord(marks[way], context_->stream()), "cuEventRecord");
+    for (int i = 0; i < 3 && s.is_ok(); ++i) s = way == 0 ? gemm_->run(call).status() : convolution();
+  }
+  if (s.is_ok()) s = drv.check(drv.cuEventRecord(marks[2], context_->stream()), "cuEventRecord");
+  if (s.is_ok()) s = drv.check(drv.cuEventSynchronize(marks[2]), "timing a 1x1 convolution");
+  float gemm_ms = 0, cudnn_ms = 0;
+  if (s.is_ok()) s = drv.check(drv.cuEventElapsedTime(&gemm_ms, marks[0], marks[1]), "cuEventElapsedTime");
+  if (s.is_ok()) s = drv.check(drv.cuEventElapsedTime(&cudnn_ms, marks[1], marks[2]), "cuEventElapsedTime");
+  for (CUevent e : marks) {
+    if (e) drv.cuEventDestroy(e);
+  }
+  FUSEBOX_RETURN_IF_ERROR(s);
+  return keep(gemm_ms <= cudnn_ms);
 }
 
 Status ConvKernel::run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const {
@@ -552,59 +553,50 @@ Status ConvKernel::run(Stream&, std::span<const BufferView> in, std::span<const 
   FUSEBOX_RETURN_IF_ERROR(context_->make_current());
   const Key key = attrs_.nhwc ? nhwc_conv_shapes(x, w, y) : conv_shapes(x, w, y);
   const void* weights = attrs_.nhwc ? khwc_weights_.get() : w.data;
+  // The convolution into y: one cuBLASLt product (a 1x1 convolution that gemm_wins), or cuDNN's.
+  bool product = false;
   if (gemm_) {
     // y[n] [K, H*W] = w [K, C] . x[n] [C, H*W]: one strided batch, the weights shared.
     const int64_t c = x.shape[1], hw = y.shape[2] * y.shape[3];
     const GemmCall call{y.shape[0], channels, hw, c, 0, c * hw, w.data, x.data, nullptr, nullptr, y.data};
     FUSEBOX_ASSIGN_OR_RETURN(const bool wins, gemm_wins(key, call, x, weights, y.nbytes()));
-    bool ran = false;
-    if (wins) {
-      FUSEBOX_ASSIGN_OR_RETURN(ran, gemm_->run(call));
-    }
-    if (ran) {
-      if (!epilogue_.empty()) {
-        FUSEBOX_RETURN_IF_ERROR(run_conv_epilogue(*context_, epilogue_, y.numel(), channels, hw,
-                                                  bias ? bias->data : nullptr,
-                                                  residual ? residual->data : nullptr, y.data));
-      }
-      ++gemm_runs;
-      return Status::ok();
-    }
     // Slower for these shapes, or no cuBLASLt algorithm for them: cuDNN's convolution below.
-  }
-  FUSEBOX_ASSIGN_OR_RETURN(DnnDevice * dev, dnn_device(*context_, dnn_));
-  std::lock_guard<std::mutex> lock(dev->mu);
-  FUSEBOX_ASSIGN_OR_RETURN(Plan * p, plan(key, dev->handle, x.data, weights));
-  std::shared_ptr<void> workspace;
-  if (p->workspace) {
-    FUSEBOX_ASSIGN_OR_RETURN(workspace, context_->allocate(p->workspace));
-  }
-
-  const Cudnn& d = dnn_;
-  const float one = 1.0f, zero = 0.0f;  // f32 scales for f32 and f16 data alike
-  // For messages only: built when a call fails, not on every run.
-  auto what = [&] {
-    return std::string(dtype_name(dtype_)) + " convolution of " + dims_text(x.shape) + " by " +
-           dims_text(w.shape);
-  };
-  if (attrs_.epilogue.act == EpilogueAct::Relu && bias && !p->fused_unsupported && !attrs_.nhwc &&
-      use_cudnn_fused(dtype_ != DType::F32 || tf32_)) {
-    // y = relu(conv + alpha2 z + bias); without a residual z is y itself, scaled by 0.
-    const void* z = residual ? residual->data : y.data;
-    const cudnnStatus_t s = d.cudnnConvolutionBiasActivationForward(
-        dev->handle, &one, p->x, x.data, p->w, weights, p->conv, p->algo, workspace.get(), p->workspace,
-        residual ? &one : &zero, p->y, z, p->bias, bias->data, relu_, p->y, y.data);
-    if (s == CUDNN_STATUS_SUCCESS) {
-      ++fused_runs;
-      return Status::ok();
+    if (wins) {
+      FUSEBOX_ASSIGN_OR_RETURN(product, gemm_->run(call));
     }
-    p->fused_unsupported = true;  // the convolution and the epilogue below compute the same
   }
-  if (const cudnnStatus_t s =
-          d.cudnnConvolutionForward(dev->handle, &one, p->x, x.data, p->w, weights, p->conv, p->algo,
-                                    workspace.get(), p->workspace, &zero, p->y, y.data);
-      s != CUDNN_STATUS_SUCCESS) {
-    return d.check(s, "cudnnConvolutionForward (" + what() + ")");
+  if (!product) {
+    FUSEBOX_ASSIGN_OR_RETURN(DnnDevice * dev, dnn_device(*context_, dnn_));
+    std::lock_guard<std::mutex> lock(dev->mu);
+    FUSEBOX_ASSIGN_OR_RETURN(Plan * p, plan(key, dev->handle, x.data, weights));
+    std::shared_ptr<void> workspace;
+    if (p->workspace) {
+      FUSEBOX_ASSIGN_OR_RETURN(workspace, context_->allocate(p->workspace));
+    }
+    const Cudnn& d = dnn_;
+    // For messages only: built when a call fails, not on every run.
+    auto what = [&] {
+      return std::string(dtype_name(dtype_)) + " convolution of " + dims_text(x.shape) + " by " +
+             dims_text(w.shape);
+    };
+    if (attrs_.epilogue.act == EpilogueAct::Relu && bias && !p->fused_unsupported && !attrs_.nhwc &&
+        use_cudnn_fused(dtype_ != DType::F32 || tf32_)) {
+      // y = relu(conv + alpha2 z + bias); without a residual z is y itself, scaled by 0.
+      const float one = 1.0f, zero = 0.0f;
+      const void* z = residual ? residual->data : y.data;
+      const cudnnStatus_t s = d.cudnnConvolutionBiasActivationForward(
+          dev->handle, &one, p->x, x.data, p->w, weights, p->conv, p->algo, workspace.get(), p->workspace,
+          residual ? &one : &zero, p->y, z, p->bias, bias->data, relu_, p->y, y.data);
+      if (s == CUDNN_STATUS_SUCCESS) {
+        ++fused_runs;
+        return Status::ok();
+      }
+      p->fused_unsupported = true;  // the convolution and the epilogue below compute the same
+    }
+    if (const cudnnStatus_t s = forward(dev->handle, *p, x.data, weights, workspace.get(), y.data);
+        s != CUDNN_STATUS_SUCCESS) {
+      return d.check(s, "cudnnConvolutionForward (" + what() + ")");
+    }
   }
   if (!epilogue_.empty()) {
     // NCHW: channel (e / HW) % C of element e; NHWC: e % C.
@@ -612,7 +604,7 @@ Status ConvKernel::run(Stream&, std::span<const BufferView> in, std::span<const 
         *context_, epilogue_, y.numel(), channels, attrs_.nhwc ? 1 : y.shape[2] * y.shape[3],
         bias ? bias->data : nullptr, residual ? residual->data : nullptr, y.data));
   }
-  ++separate_runs;
+  ++(product ? gemm_runs : separate_runs);
   return Status::ok();
 }
 
