@@ -18,8 +18,9 @@
 // BM_RowLoops/<isa>/<op>: one thread running the row loops of one ISA (generic, AVX2, AVX-512,
 // those the processor has) over 32 rows of 4096 that stay in cache: the compute each ISA costs,
 // as time per element (what decides whether the AVX-512 variant earns its place).
-// BM_ReductionLoops/<isa>/softmax_temp: the same for the reduction kernel running softmax_temp
-// written out as one reduction_region (the max pass, the sum pass, the write pass).
+// BM_ReductionLoops/<isa>[_generated]/softmax_temp: the same for the reduction kernel running
+// softmax_temp written out as one reduction_region (the max pass, the sum pass, the write pass),
+// its row steps on the tile loops of <isa> or as generated code (the accumulations on <isa>).
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
@@ -204,7 +205,7 @@ func @softmax_temp_region(%x: f32[N,D]) -> f32[N,D] {
   return %y
 })";
 
-void BM_ReductionLoops(benchmark::State& state, cpu::RowIsa isa) {
+void BM_ReductionLoops(benchmark::State& state, cpu::RowIsa isa, cpu::Codegen codegen) {
   if (!cpu::row_isa_available(isa)) {
     state.SkipWithError("the processor lacks this ISA");
     return;
@@ -214,7 +215,11 @@ void BM_ReductionLoops(benchmark::State& state, cpu::RowIsa isa) {
     state.SkipWithError(g.status().message().c_str());
     return;
   }
-  std::shared_ptr<const Kernel> kernel = cpu::make_reduction_kernel(*g, g->nodes().back(), isa);
+  if (codegen == cpu::Codegen::Jit && !cpu::jit_built()) {
+    state.SkipWithError("this build has no LLVM: no generated code");
+    return;
+  }
+  std::shared_ptr<const Kernel> kernel = cpu::make_reduction_kernel(*g, g->nodes().back(), isa, codegen);
   constexpr int64_t rows = 32, n = 4096;
   Array x = bench::filled({rows, n}, 2.0f), y = bench::filled({rows, n}, 0.0f);
   BufferView in[] = {host_view(x)}, out[] = {host_view(y)};
@@ -255,12 +260,16 @@ int main(int argc, char** argv) {
           ->ReportAggregatesOnly(true);
     }
   }
-  for (cpu::RowIsa isa : {cpu::RowIsa::Generic, cpu::RowIsa::Avx2, cpu::RowIsa::Avx512}) {
-    std::string name = "BM_ReductionLoops/" + std::string(cpu::row_isa_name(isa)) + "/softmax_temp";
-    benchmark::RegisterBenchmark(name.c_str(), [isa](benchmark::State& s) { BM_ReductionLoops(s, isa); })
-        ->Unit(benchmark::kMicrosecond)
-        ->Repetitions(5)
-        ->ReportAggregatesOnly(true);
+  for (cpu::Codegen codegen : {cpu::Codegen::Interpreter, cpu::Codegen::Jit}) {
+    for (cpu::RowIsa isa : {cpu::RowIsa::Generic, cpu::RowIsa::Avx2, cpu::RowIsa::Avx512}) {
+      std::string name = "BM_ReductionLoops/" + std::string(cpu::row_isa_name(isa)) +
+                         (codegen == cpu::Codegen::Jit ? "_generated" : "") + "/softmax_temp";
+      benchmark::RegisterBenchmark(
+          name.c_str(), [isa, codegen](benchmark::State& s) { BM_ReductionLoops(s, isa, codegen); })
+          ->Unit(benchmark::kMicrosecond)
+          ->Repetitions(5)
+          ->ReportAggregatesOnly(true);
+    }
   }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();

@@ -1,10 +1,10 @@
 // Reduction regions (spec §4.4): written-out softmax, norm and row-reduction forms that
 // recognition does not name become one reduction_region kernel; the region's CPU kernel run
-// directly on poisoned outputs (on every ISA's loops the processor has), the whole fused graph,
-// and the unfused form (the region inlined back) all equal the reference backend on random
-// inputs (uniform in [-3, 3), never zero), over rows of one element, one row, odd sizes, rows
-// longer than a tile and than the kept-row budget, several leading dims, and rows holding NaN
-// and infinities.
+// directly on poisoned outputs (on every ISA's loops the processor has, and as generated code),
+// the whole fused graph, and the unfused form (the region inlined back) all equal the reference
+// backend on random inputs (uniform in [-3, 3), never zero), over rows of one element, one row,
+// odd sizes, rows longer than a tile and than the kept-row budget, several leading dims, and rows
+// holding NaN and infinities.
 // Tolerance: the kernel's accuracy rule (reduction_kernel.h), 1e-5 relative plus 1e-6 absolute.
 #include <gtest/gtest.h>
 
@@ -224,12 +224,24 @@ std::pair<Graph, size_t> fused_region(const Graph& source) {
 // Runs the region of `source` directly on the loops of `isa`, outputs filled with each poison
 // byte first (a missed element stays poison), against the region's reference kernel; `edit`
 // may plant special values in the random inputs.
-void check_kernel(const Graph& source, const SymbolBindings& sizes, cpu::RowIsa isa, uint64_t seed,
+// How the kernel runs its row steps: the tile loops of one ISA, or generated code (its
+// accumulations on that ISA's loops).
+struct KernelWay {
+  cpu::RowIsa isa;
+  cpu::Codegen codegen;
+};
+
+std::string way_name(const KernelWay& w) {
+  return std::string(cpu::row_isa_name(w.isa)) + (w.codegen == cpu::Codegen::Jit ? "_generated" : "");
+}
+
+void check_kernel(const Graph& source, const SymbolBindings& sizes, KernelWay way, uint64_t seed,
                   const std::function<void(std::vector<Array>&)>& edit = {}) {
   auto [g, at] = fused_region(source);
   const Node& region = g.nodes()[at];
   ASSERT_EQ(region.op, Op::ReductionRegion);
-  std::shared_ptr<const Kernel> kernel = cpu::make_reduction_kernel(g, region, isa);
+  const cpu::RowIsa isa = way.isa;
+  std::shared_ptr<const Kernel> kernel = cpu::make_reduction_kernel(g, region, isa, way.codegen);
   ASSERT_NE(kernel, nullptr) << source.name() << ": the interpreter should cover this body";
   std::vector<Array> ins;
   std::vector<TensorType> in_types;
@@ -243,6 +255,7 @@ void check_kernel(const Graph& source, const SymbolBindings& sizes, cpu::RowIsa 
   std::vector<Array> want;
   for (const TensorType& t : *types) want.emplace_back(t.dtype, static_dims(t.shape));
   ASSERT_TRUE(cpu::run_reference(region, ins, want).is_ok());
+  const cpu::JitStats before = cpu::jit_stats();
   for (uint8_t poison : testing::kPoisonBytes) {
     std::vector<Array> got;
     for (const TensorType& t : *types) {
@@ -253,21 +266,32 @@ void check_kernel(const Graph& source, const SymbolBindings& sizes, cpu::RowIsa 
     for (const Array& a : ins) in_views.push_back(host_view(a));
     for (const Array& a : got) out_views.push_back(host_view(a));
     InlineStream stream(kHostDevice);
-    ASSERT_TRUE(kernel->run(stream, in_views, out_views).is_ok());
+    Status st = kernel->run(stream, in_views, out_views);
+    ASSERT_TRUE(st.is_ok()) << source.name() << ": " << st.to_string();
     for (size_t i = 0; i < got.size(); ++i) {
       EXPECT_TRUE(testing::arrays_close(got[i], want[i], kRtol, kAtol))
-          << source.name() << " result " << i << " poison " << int(poison) << " on " << cpu::row_isa_name(isa);
+          << source.name() << " result " << i << " poison " << int(poison) << " on " << way_name(way);
     }
+  }
+  if (way.codegen == cpu::Codegen::Jit) {
+    // The passes' generated loops were asked for (compiled, or found in the cache by structure)
+    // on the first run; the later runs reuse them.
+    const cpu::JitStats after = cpu::jit_stats();
+    EXPECT_GT(after.compiled + after.cache_hits, before.compiled + before.cache_hits) << source.name();
   }
 }
 
-// The kernel's loops once per ISA (tests force each; the processor must have it).
-class ReductionKernelIsa : public ::testing::TestWithParam<cpu::RowIsa> {
+// The kernel's loops once per ISA (tests force each; the processor must have it), and generated
+// code beside each.
+class ReductionKernelIsa : public ::testing::TestWithParam<KernelWay> {
  protected:
   void SetUp() override {
-    if (!cpu::row_isa_available(GetParam())) {
-      GTEST_SKIP() << "this processor has no " << cpu::row_isa_name(GetParam()) << ": its loops cannot run here";
+    if (!cpu::row_isa_available(GetParam().isa)) {
+      GTEST_SKIP() << "this processor has no " << cpu::row_isa_name(GetParam().isa)
+                   << ": its loops cannot run here";
     }
+    if (GetParam().codegen == cpu::Codegen::Jit && !cpu::jit_built())
+      GTEST_SKIP() << "this build has no LLVM: no generated code";
   }
 };
 
@@ -318,8 +342,12 @@ TEST_P(ReductionKernelIsa, ElementwiseStepsOverTheirWholeRange) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryIsa, ReductionKernelIsa,
-                         ::testing::Values(cpu::RowIsa::Generic, cpu::RowIsa::Avx2, cpu::RowIsa::Avx512),
-                         [](const auto& info) { return std::string(cpu::row_isa_name(info.param)); });
+                         ::testing::Values(KernelWay{cpu::RowIsa::Generic, cpu::Codegen::Interpreter},
+                                           KernelWay{cpu::RowIsa::Avx2, cpu::Codegen::Interpreter},
+                                           KernelWay{cpu::RowIsa::Avx512, cpu::Codegen::Interpreter},
+                                           KernelWay{cpu::RowIsa::Generic, cpu::Codegen::Jit},
+                                           KernelWay{cpu::RowIsa::Avx512, cpu::Codegen::Jit}),
+                         [](const auto& info) { return way_name(info.param); });
 
 // Inlining the region gives back nodes that compute what the source graph computes.
 TEST(ReductionRegions, UnfusedFormEqualsTheReference) {

@@ -114,7 +114,7 @@ class CpuBackend final : public HostBackend {
     }
     if (n.op == Op::ReductionRegion) {
       // Bodies the row interpreter does not cover run their nodes one by one (the reference).
-      if (auto rows = make_reduction_kernel(g, n)) return rows;
+      if (auto rows = make_reduction_kernel(g, n, best_row_isa(), options_.codegen)) return rows;
       return make_reference_kernel(n);
     }
     if (prologue_input(n) >= 0) return make_prologue_kernel(g, n, options_.codegen);

@@ -6,10 +6,15 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <vector>
 
 #include "backends/cpu/reduction_loops.h"
 #include "backends/cpu/reference/reference.h"
+#include "backends/cpu/region_jit.h"
+#include "backends/cpu/region_program.h"
 #include "ir/check.h"
 #include "ir/reduction_region.h"
 #include "ir/shape_inference.h"
@@ -62,7 +67,18 @@ struct Step {
   int out = -1, a = -1, b = -1;  // slots
   bool row = false;              // a row-shaped value (else one value per row)
   int pass = 0;                  // row step / reduction: its pass; per-row step: ready before it
+  size_t node = 0;               // its node in the body
   Op op() const { return tile.op; }
+};
+
+// The row steps of one pass as an element-wise body for generated code (region_jit.h): one loop
+// over a tile with every step in vector registers, where the interpreter runs a loop per step.
+// Its operands are the slots the steps read and do not compute (row operands and kept rows, or
+// one value per row: repeated), its outputs the slots read after the steps: the pass's reduction
+// operands, kept rows, and the write pass's results.
+struct PassBody {
+  std::shared_ptr<const Graph> body;  // null: the pass has no row step
+  std::vector<int> in_slots, out_slots;
 };
 
 // Which row steps and operands each pass evaluates per tile. `recompute` evaluates every row value
@@ -78,6 +94,7 @@ struct Schedule {
   // the write pass copies it from where it lives instead.
   std::vector<int> direct;
   std::vector<bool> copied;
+  std::vector<PassBody> bodies;  // per pass
 };
 
 struct Plan {
@@ -178,6 +195,54 @@ Schedule schedule(const Plan& plan, bool keep) {
   return out;
 }
 
+PassBody pass_body(const Plan& plan, const Schedule& sch, int pass) {
+  PassBody out;
+  const std::vector<int>& steps = sch.row_steps[static_cast<size_t>(pass)];
+  if (steps.empty()) return out;
+  std::vector<bool> read_after(plan.slots, false);
+  if (pass < plan.passes) {
+    for (int r : plan.reductions[static_cast<size_t>(pass)])
+      read_after[static_cast<size_t>(plan.steps[static_cast<size_t>(r)].a)] = true;
+  } else {
+    for (int v : plan.results) read_after[static_cast<size_t>(v)] = true;
+  }
+  for (int v : sch.kept) read_after[static_cast<size_t>(v)] = true;
+  auto g = std::make_shared<Graph>("reduction_pass" + std::to_string(pass));
+  const TensorType f32{DType::F32, {}};
+  std::vector<ValueId> at(plan.slots, kNoValue);
+  auto value = [&](int slot) {
+    ValueId& v = at[static_cast<size_t>(slot)];
+    if (v == kNoValue) {
+      v = g->add_input("s" + std::to_string(slot), f32);
+      out.in_slots.push_back(slot);
+    }
+    return v;
+  };
+  for (int si : steps) {
+    const Step& s = plan.steps[static_cast<size_t>(si)];
+    const Node& src = plan.body->nodes()[s.node];
+    std::vector<ValueId> ins{value(s.a)};
+    if (s.b >= 0) ins.push_back(value(s.b));
+    const ValueId o = g->add_value(f32);
+    if (src.op == Op::Div && !plan.row[static_cast<size_t>(s.b)]) {
+      // A division by a per-row value multiplies by its reciprocal, as the tile loops do (one
+      // more rounding): the reciprocal of the repeated operand is computed once per call.
+      const ValueId inv = g->add_node(Op::Reciprocal, {ins[1]}, {f32})[0];
+      g->add_node(Node{Op::Mul, {ins[0], inv}, {o}, {}, nullptr, src.loc});
+      at[static_cast<size_t>(s.out)] = o;
+    } else {
+      g->add_node(Node{src.op, std::move(ins), {o}, src.attrs, nullptr, src.loc});
+      at[static_cast<size_t>(s.out)] = o;
+    }
+    if (!read_after[static_cast<size_t>(s.out)]) continue;
+    read_after[static_cast<size_t>(s.out)] = false;  // once, however often it is read
+    g->add_output(o);
+    out.out_slots.push_back(s.out);
+  }
+  out.body = std::move(g);
+  return out;
+}
+
 std::shared_ptr<const Plan> make_plan(const Node& n) {
   const Graph& body = *n.body;
   auto plan = std::make_shared<Plan>();
@@ -199,6 +264,7 @@ std::shared_ptr<const Plan> make_plan(const Node& n) {
     }
     if (!interpreted(b.op)) return nullptr;
     Step s{TileStep{b.op}, b.outputs[0], b.inputs[0], b.inputs.size() > 1 ? b.inputs[1] : -1};
+    s.node = static_cast<size_t>(&b - body.nodes().data());
     if (b.op == Op::LeakyRelu) s.tile.alpha = static_cast<float>(b.attr_f64("alpha"));
     if (b.op == Op::Gelu) s.tile.gelu_tanh = b.attr_str("approximate") == "tanh";
     if (is_row_reduction_op(b.op)) {
@@ -233,6 +299,9 @@ std::shared_ptr<const Plan> make_plan(const Node& n) {
   }
   plan->recompute = schedule(*plan, /*keep=*/false);
   plan->keep = schedule(*plan, /*keep=*/true);
+  for (Schedule* sch : {&plan->recompute, &plan->keep}) {
+    for (int p = 0; p <= P; ++p) sch->bodies.push_back(pass_body(*plan, *sch, p));
+  }
   return plan;
 }
 
@@ -294,8 +363,14 @@ struct Operand {
 struct RowScratch {
   static constexpr size_t kAlign = 64 / sizeof(float);
   RowScratch(const Plan& p, size_t operands, size_t kept_floats)
-      : floats(p.slots * kTile + kept_floats + kAlign), sv(p.slots), ptr(p.slots), stride(p.slots), row_base(operands),
-        acc(p.slots * kAccLanes) {
+      : floats(p.slots * kTile + kept_floats + kAlign),
+        sv(p.slots),
+        ptr(p.slots),
+        stride(p.slots),
+        row_base(operands),
+        acc(p.slots * kAccLanes),
+        jit_in(p.slots),
+        jit_out(p.slots) {
     const size_t misaligned = (reinterpret_cast<uintptr_t>(floats.data()) / sizeof(float)) % kAlign;
     tiles = floats.data() + (misaligned ? kAlign - misaligned : 0);
     kept = tiles + p.slots * kTile;
@@ -307,6 +382,8 @@ struct RowScratch {
   std::vector<int> stride;
   std::vector<const float*> row_base;
   std::vector<double> acc;
+  std::vector<const void*> jit_in;  // a generated pass's operand and output pointers
+  std::vector<void*> jit_out;
   float* tile(int slot) { return tiles + static_cast<size_t>(slot) * kTile; }
 };
 
@@ -318,12 +395,14 @@ struct RunArgs {
   const std::vector<Operand>& ops;
   const std::vector<int64_t>& lead;  // the leading dims of the row shape
   const std::vector<float*>& outs;
-  int64_t n = 0;                     // elements per row
+  const std::vector<JitKernelFn>& code;  // per pass: its generated loop, or null (the interpreter)
+  int64_t n = 0;                         // elements per row
 };
 
 class ReductionKernel final : public Kernel {
  public:
-  ReductionKernel(std::shared_ptr<const Plan> plan, RowIsa isa) : plan_(std::move(plan)), isa_(isa) {}
+  ReductionKernel(std::shared_ptr<const Plan> plan, RowIsa isa, Codegen codegen)
+      : plan_(std::move(plan)), isa_(isa), codegen_(codegen) {}
   std::string_view kind() const override { return "reduction"; }
 
   Status run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const override {
@@ -382,7 +461,15 @@ class ReductionKernel final : public Kernel {
     for (const BufferView& b : out) outs.push_back(static_cast<float*>(b.data));
     std::vector<int64_t> lead(row_shape.begin(), row_shape.begin() + static_cast<long>(lead_rank));
     const bool keep = static_cast<int64_t>(p.keep.kept.size()) * n * int64_t(sizeof(float)) <= kKeepBytes;
-    const RunArgs args{p, keep ? p.keep : p.recompute, reduction_loops(isa_), ops, lead, outs, n};
+    const Schedule& sch = keep ? p.keep : p.recompute;
+    std::vector<JitKernelFn> code(static_cast<size_t>(p.passes) + 1, nullptr);
+    if (jit_built() &&
+        (codegen_ == Codegen::Jit || (codegen_ == Codegen::Auto && rows * n >= kJitMinElements))) {
+      for (size_t pass = 0; pass < code.size(); ++pass) {
+        FUSEBOX_ASSIGN_OR_RETURN(code[pass], generated(sch, keep, pass, ops));
+      }
+    }
+    const RunArgs args{p, sch, reduction_loops(isa_), ops, lead, outs, code, n};
     const size_t kept_floats = args.sch.kept.size() * static_cast<size_t>(n);
 #pragma omp parallel if (rows > 1 && rows * n >= kParallelElements)
     {
@@ -403,6 +490,34 @@ class ReductionKernel final : public Kernel {
       s *= in[k];
     }
     return strides;
+  }
+
+  // The generated loop of `pass` for these operands (which are one value per row decides the
+  // variant), compiled on first use; null when the pass has no row step or, under Auto, a step
+  // without generated code (the interpreter runs it).
+  Expected<JitKernelFn> generated(const Schedule& sch, bool keep, size_t pass,
+                                  const std::vector<Operand>& ops) const {
+    const PassBody& pb = sch.bodies[pass];
+    if (!pb.body) return JitKernelFn{nullptr};
+    const Plan& p = *plan_;
+    JitVariant variant;
+    variant.repeated.resize(pb.in_slots.size());
+    for (size_t k = 0; k < pb.in_slots.size(); ++k) {
+      const int slot = pb.in_slots[k];
+      bool repeated = !p.row[static_cast<size_t>(slot)];
+      for (size_t i = 0; i < p.input_slot.size() && !repeated; ++i)
+        repeated = p.input_slot[i] == slot && ops[i].kind == 1;
+      variant.repeated[k] = repeated;
+    }
+    std::lock_guard<std::mutex> lock(jit_mu_);
+    auto key = std::make_tuple(keep, pass, variant.repeated);
+    if (auto it = jit_.find(key); it != jit_.end()) return it->second;
+    Expected<std::shared_ptr<const JitKernel>> made = jit_compile(*pb.body, variant);
+    if (!made && codegen_ == Codegen::Jit) return made.status();
+    JitKernelFn fn = made ? (*made)->function() : nullptr;
+    if (made) kept_code_.push_back(*made);
+    jit_.emplace(std::move(key), fn);
+    return fn;
   }
 
   static double* lanes_of(int slot, RowScratch& w) { return w.acc.data() + static_cast<size_t>(slot) * kAccLanes; }
@@ -468,23 +583,35 @@ class ReductionKernel final : public Kernel {
       for (int64_t t0 = 0; t0 < n; t0 += kTile) {
         const int64_t len = std::min(kTile, n - t0);
         load_tile(a, pass, t0, len, w);
-        for (int si : a.sch.row_steps[static_cast<size_t>(pass)]) {
-          const Step& s = p.steps[static_cast<size_t>(si)];
-          // Into its row buffer, straight into a result (the write pass), or into its tile.
-          const int kept = a.sch.kept_index[static_cast<size_t>(s.out)];
-          const int direct = reducing ? -1 : a.sch.direct[static_cast<size_t>(s.out)];
-          float* o = kept >= 0    ? w.kept + static_cast<size_t>(kept) * static_cast<size_t>(n) + t0
+        // A row value goes into its row buffer, straight into a result (the write pass), or into
+        // its tile; later reads find it through ptr (null: the tile).
+        auto destination = [&](int slot) {
+          const int kept = a.sch.kept_index[static_cast<size_t>(slot)];
+          const int direct = reducing ? -1 : a.sch.direct[static_cast<size_t>(slot)];
+          float* o = kept >= 0     ? w.kept + static_cast<size_t>(kept) * static_cast<size_t>(n) + t0
                      : direct >= 0 ? a.outs[static_cast<size_t>(direct)] + r * n + t0
-                                   : w.tile(s.out);
-          auto [x, sx] = operand(s.a);
-          if (s.b < 0) {
-            a.loops.unary(s.tile, o, x, sx, len);
-          } else {
-            auto [y, sy] = operand(s.b);
-            a.loops.binary(s.op(), o, x, sx, y, sy, len);
+                                   : w.tile(slot);
+          w.ptr[static_cast<size_t>(slot)] = o == w.tile(slot) ? nullptr : o;
+          w.stride[static_cast<size_t>(slot)] = 1;
+          return o;
+        };
+        if (const JitKernelFn fn = a.code[static_cast<size_t>(pass)]) {
+          const PassBody& pb = a.sch.bodies[static_cast<size_t>(pass)];
+          for (size_t k = 0; k < pb.in_slots.size(); ++k) w.jit_in[k] = operand(pb.in_slots[k]).first;
+          for (size_t j = 0; j < pb.out_slots.size(); ++j) w.jit_out[j] = destination(pb.out_slots[j]);
+          fn(w.jit_in.data(), w.jit_out.data(), len);
+        } else {
+          for (int si : a.sch.row_steps[static_cast<size_t>(pass)]) {
+            const Step& s = p.steps[static_cast<size_t>(si)];
+            auto [x, sx] = operand(s.a);
+            float* o = destination(s.out);
+            if (s.b < 0) {
+              a.loops.unary(s.tile, o, x, sx, len);
+            } else {
+              auto [y, sy] = operand(s.b);
+              a.loops.binary(s.op(), o, x, sx, y, sy, len);
+            }
           }
-          w.ptr[static_cast<size_t>(s.out)] = o == w.tile(s.out) ? nullptr : o;
-          w.stride[static_cast<size_t>(s.out)] = 1;
         }
         if (reducing) {
           for (int si : p.reductions[static_cast<size_t>(pass)]) {
@@ -519,15 +646,20 @@ class ReductionKernel final : public Kernel {
 
   std::shared_ptr<const Plan> plan_;
   RowIsa isa_;
+  Codegen codegen_;
+  mutable std::mutex jit_mu_;
+  mutable std::map<std::tuple<bool, size_t, std::vector<bool>>, JitKernelFn> jit_;
+  mutable std::vector<std::shared_ptr<const JitKernel>> kept_code_;  // owns what jit_ points at
 };
 
 }  // namespace
 
-std::shared_ptr<const Kernel> make_reduction_kernel(const Graph&, const Node& n, RowIsa isa) {
+std::shared_ptr<const Kernel> make_reduction_kernel(const Graph&, const Node& n, RowIsa isa,
+                                                    Codegen codegen) {
   if (n.op != Op::ReductionRegion || !n.body) return nullptr;
   std::shared_ptr<const Plan> plan = make_plan(n);
   if (!plan) return nullptr;
-  return std::make_shared<ReductionKernel>(std::move(plan), isa);
+  return std::make_shared<ReductionKernel>(std::move(plan), isa, codegen);
 }
 
 }  // namespace fusebox::cpu

@@ -3,7 +3,7 @@
 // reductions needs (a softmax: the max pass, the sum pass, the write pass; a layer norm: mean,
 // variance, write), so no row-shaped intermediate goes to memory: a pass evaluates the
 // element-wise steps it needs from the operands, tile by tile (1024 elements), while the row sits
-// in cache. The body runs on a small step interpreter over those tiles.
+// in cache. The body runs on a small step interpreter over those tiles, or as generated code.
 //
 //   pass 0 .. P-1   evaluate the row steps a reduction of this pass reads; accumulate it
 //   between passes  finish the reductions; evaluate the per-row steps that now have operands
@@ -11,9 +11,14 @@
 //
 // The body's row steps run on vectorised tile loops (reduction_loops.inc, one build per ISA:
 // generic, AVX2 + FMA, AVX-512, the best the processor has chosen at run time, as for the row
-// kernels). A row value that a later pass reads again (a softmax's e = exp(x - max), computed by
-// the sum pass, read by the write pass) is kept in a per-thread row buffer rather than computed
-// twice, while the kept rows fit in 256 KiB; longer rows recompute it.
+// kernels), one loop per step; or, where the build has LLVM, as generated code (region_jit.h):
+// each pass's row steps compiled into one loop over the tile with every step in vector
+// registers, writing only what is read after them (the pass's reduction operands, kept rows,
+// results). `codegen` chooses as for element-wise regions (region_program.h): Auto generates code
+// for runs of at least kJitMinElements, Interpreter never, Jit always (tests); a pass with a step
+// that has no generated code runs on the interpreter under Auto. A row value that a later pass reads again (a
+// softmax's e = exp(x - max), computed by the sum pass, read by the write pass) is kept in a per-thread row
+// buffer rather than computed twice, while the kept rows fit in 256 KiB; longer rows recompute it.
 //
 // Accuracy (the rule of the row kernels, row_kernels.h; tests/unit/reduction_region_test.cpp):
 // - sums and means accumulate in 64 f32 lanes (element i in lane i mod 64) over each tile of
@@ -22,10 +27,11 @@
 //   double; max and min are exact and propagate NaN; a mean divides in double; each reduction
 //   rounds to f32 once;
 // - row-shaped element-wise steps round in f32 one step at a time as the reference kernels do
-//   (FMA contraction inside a step may round once less; a division by a per-row value multiplies
-//   by its reciprocal, one more rounding); exp, tanh, sigmoid, silu and tanh-gelu are
-//   simd_math.h's (relative error below 4e-7; exp below -87.3 gives about 1e-38 where the
-//   reference gives 0 or a subnormal), log, erf, exact gelu and pow <cmath>'s;
+//   (FMA contraction inside a step may round once less; in the tile loops a division by a
+//   per-row value multiplies by its reciprocal, one more rounding); in the tile loops exp, tanh,
+//   sigmoid, silu and tanh-gelu are simd_math.h's (relative error below 4e-7; exp below -87.3
+//   gives about 1e-38 where the reference gives 0 or a subnormal), log, erf, exact gelu and pow
+//   <cmath>'s; generated code rounds as region_jit.h says (its approximated functions below 4e-7);
 // - per-row steps (a statistic's eps, rsqrt, log) run on the reference kernels' scalar code.
 // Results are within 1e-5 relative plus 1e-6 absolute of the reference for the bodies whose
 // result is well conditioned in their reductions (softmax, log-sum-exp, the norms, row sums of
@@ -40,12 +46,15 @@
 #include <memory>
 
 #include "backends/backend.h"
+#include "backends/cpu/region_program.h"
 #include "backends/cpu/row_kernels.h"
 
 namespace fusebox::cpu {
 
 // The kernel for reduction_region node `n` of `g` on the loops of `isa` (which the processor must
 // have), or null when its body needs the reference.
-std::shared_ptr<const Kernel> make_reduction_kernel(const Graph& g, const Node& n, RowIsa isa = best_row_isa());
+std::shared_ptr<const Kernel> make_reduction_kernel(const Graph& g, const Node& n,
+                                                    RowIsa isa = best_row_isa(),
+                                                    Codegen codegen = Codegen::Auto);
 
 }  // namespace fusebox::cpu
