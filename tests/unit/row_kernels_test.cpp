@@ -178,11 +178,12 @@ INSTANTIATE_TEST_SUITE_P(EveryIsa, RowKernels, ::testing::Values(RowIsa::Generic
                          [](const auto& info) { return std::string(cpu::row_isa_name(info.param)); });
 
 // Through the CPU backend: fused residual norms (fused by the pipeline) and plain row ops, at
-// symbolic sizes, against the reference backend. A scale that broadcasts and a norm over two
-// axes take the reference kernel inside the CPU backend; results must agree all the same.
+// symbolic sizes, against the reference backend. A scale and shift of one value (f32[1], f32[])
+// are spread over a row for the row loops; a norm over two axes takes the reference kernel
+// inside the CPU backend; results must agree all the same.
 TEST(RowKernelsInTheCpuBackend, FusedGraphsEqualTheReference) {
   const char* text = R"(
-func @f(%x: f32[N,D], %r: f32[N,D], %b: f32[D], %g: f32[D], %h: f32[D], %one: f32[1]) -> (f32[N,D], f32[N,D], f32[N,D], f32[N,D], f32[N,D], f32[N,D]) {
+func @f(%x: f32[N,D], %r: f32[N,D], %b: f32[D], %g: f32[D], %h: f32[D], %one: f32[1], %k: f32[]) -> (f32[N,D], f32[N,D], f32[N,D], f32[N,D], f32[N,D], f32[N,D], f32[N,D]) {
   %s = add %x, %r : f32[N,D]
   %t = add %s, %b : f32[N,D]
   %y = layer_norm %t, %g, %h : f32[N,D]
@@ -191,7 +192,8 @@ func @f(%x: f32[N,D], %r: f32[N,D], %b: f32[D], %g: f32[D], %h: f32[D], %one: f3
   %p = softmax %z : f32[N,D]
   %q = log_softmax %y : f32[N,D]
   %w = layer_norm %x {axis = 0} : f32[N,D]
-  return %y, %u, %z, %p, %q, %w
+  %v = layer_norm %r, %k, %one : f32[N,D]
+  return %y, %u, %z, %p, %q, %w, %v
 })";
   Expected<Graph> g = parse_graph(text);
   ASSERT_TRUE(g) << g.status().to_string();
@@ -201,6 +203,7 @@ func @f(%x: f32[N,D], %r: f32[N,D], %b: f32[D], %g: f32[D], %h: f32[D], %one: f3
     for (const char* name : {"x", "r"}) in[name] = nonzero({s.rows, s.n}, seed++);
     for (const char* name : {"b", "g", "h"}) in[name] = nonzero({s.n}, seed++);
     in["one"] = nonzero({1}, seed++);
+    in["k"] = nonzero({}, seed++);
     CompileOptions ref;
     ref.backend = "reference";
     ref.fuse = false;

@@ -111,6 +111,15 @@ class RowKernel final : public Kernel {
     a.n = n;
     a.eps = node_.attr_f64("eps");
     size_t params = 1;  // where the scale (then the shift) sits
+    // A parameter of one value (a scale folded from `* 2`, a scalar bias) is spread over a row,
+    // so the row loops take it: the reference kernel would cost ten times the rows.
+    std::vector<float> spread[3];
+    auto row_of = [&](const Array& v, std::vector<float>& buf) -> const float* {
+      if (is_row_vector(v, n)) return v.data<float>();
+      if (v.numel() != 1) return nullptr;
+      buf.assign(static_cast<size_t>(n), v.data<float>()[0]);
+      return buf.data();
+    };
     if (is_fused_norm(node_.op)) {
       const NormRoles roles = fused_norm_roles(node_);
       a.rms = node_.op == Op::FusedResidualRmsNorm;
@@ -120,18 +129,20 @@ class RowKernel final : public Kernel {
         const Array& b = ins[static_cast<size_t>(roles.bias)];
         if (b.numel() == x.numel() && b.shape() == x.shape()) {
           a.bias_row_stride = n;
-        } else if (!is_row_vector(b, n)) {
-          return run_reference(node_, ins, outs);  // a bias along another axis
+          a.bias = b.data<float>();
+        } else {
+          a.bias = row_of(b, spread[2]);
+          if (!a.bias) return run_reference(node_, ins, outs);  // a bias along another axis
         }
-        a.bias = b.data<float>();
       }
       params = static_cast<size_t>(roles.scale >= 0 ? roles.scale : static_cast<int>(ins.size()));
     } else {
       a.rms = node_.op == Op::RmsNorm;
     }
     for (size_t i = params; i < ins.size(); ++i) {
-      if (!is_row_vector(ins[i], n)) return run_reference(node_, ins, outs);  // scale broadcasts
-      (i == params ? a.scale : a.shift) = ins[i].data<float>();
+      const float* v = row_of(ins[i], spread[i == params ? 0 : 1]);
+      if (!v) return run_reference(node_, ins, outs);  // a scale along another axis
+      (i == params ? a.scale : a.shift) = v;
     }
     norm_rows(isa_, a);
     return Status::ok();
