@@ -290,11 +290,11 @@ class Grouper {
 
 // Row ops (softmax, norms) that an element-wise step of their row reads or feeds: written out as
 // primitives they may join that step's region (expand_row_ops.h).
-// Off: with the CPU reduction kernel's passes as generated code, a softmax with a temperature
-// written out as one region measured 14.6-14.8 ms against 15.6 for the row kernel plus a region
-// (docs/benchmarks.md, "Reduction passes as generated code"), too small a gain to give up the
-// named row kernels on every target (the CUDA reduction kernel against its row kernels is not
-// measured).
+// Off: on the CPU (reduction passes as generated code, kept rows in the result, the next row
+// prefetched) a softmax with a temperature written out as one region measured 11.3-11.5 ms
+// against 13.4-13.8 for a region plus the softmax row kernel (docs/benchmarks.md, "Reduction
+// passes as generated code"), but the flag applies to every target and the CUDA reduction kernel
+// against its row kernels is not measured.
 constexpr bool kWriteOutNamedRowOps = false;
 
 std::set<ValueId> row_ops_next_to_steps(const Graph& g, const PassContext& ctx) {
