@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "backends/assign_blocked_layout.h"
+#include "backends/cpu/reduction_kernel.h"
 #include "backends/cpu/region_jit.h"
 #include "backends/registry/registry.h"
 #include "cli_util.h"
@@ -56,15 +57,30 @@ Status render_svg(const std::string& dot_path, const std::string& svg_path) {
   return Status::ok();
 }
 
-// How the CPU runs each region: generated code, or the tile interpreter and why ("" without
-// regions).
+// How the CPU runs each region: generated code, or the tile interpreter and why, or (reduction
+// regions the reduction kernel does not take) the reference kernels ("" without regions).
 std::string codegen_line(const Graph& g) {
-  std::string generated, interpreted;
+  std::string generated, interpreted, reference;
+  auto add = [](std::string& list, const std::string& item) { list += (list.empty() ? "" : ", ") + item; };
   for (const Node& n : g.nodes()) {
+    if (n.op == Op::ReductionRegion && n.body) {
+      // The reduction kernel's passes; bodies it does not take run on the reference kernels.
+      const std::string name = n.attr_str("name");
+      const cpu::ReductionCodegen rc = cpu::reduction_codegen(n);
+      if (!rc.kernel)
+        add(reference, name);
+      else if (!cpu::jit_built())
+        add(interpreted, name);
+      else if (rc.missing.empty())
+        add(generated, name + " (passes)");
+      else
+        add(interpreted, name + " (no code for " + rc.missing + ")");
+      continue;
+    }
     if (n.op != Op::ElementwiseRegion || !n.body) continue;
     const std::string name = n.attr_str("name");
     if (!cpu::jit_built()) {
-      interpreted += (interpreted.empty() ? "" : ", ") + name;
+      add(interpreted, name);
       continue;
     }
     // A prologue's transform runs on its own plan; the code is generated for the rest.
@@ -73,17 +89,21 @@ std::string codegen_line(const Graph& g) {
     std::string why = cpu::jit_unsupported_step(body);
     if (why.empty()) {
       const size_t stages = cpu::jit_stage_starts(body).size();
-      generated += (generated.empty() ? "" : ", ") + name + (stages > 1 ? " (" + std::to_string(stages) + " stages)" : "");
+      add(generated, name + (stages > 1 ? " (" + std::to_string(stages) + " stages)" : ""));
     } else {
-      interpreted += (interpreted.empty() ? "" : ", ") + name + " (no code for " + why + ")";
+      add(interpreted, name + " (no code for " + why + ")");
     }
   }
-  if (generated.empty() && interpreted.empty()) return "";
+  if (generated.empty() && interpreted.empty() && reference.empty()) return "";
   std::string line = "  codegen  ";
   if (!generated.empty()) line += "generated code for " + generated;
   if (!interpreted.empty()) {
     line += std::string(generated.empty() ? "" : "; ") + "tile interpreter for " + interpreted;
     if (!cpu::jit_built()) line += " (this build has no CPU code generation)";
+  }
+  if (!reference.empty()) {
+    line += std::string(generated.empty() && interpreted.empty() ? "" : "; ") + "reference kernels for " +
+            reference;
   }
   return line + "\n";
 }

@@ -723,6 +723,19 @@ class ReductionKernel final : public Kernel {
 
 }  // namespace
 
+ReductionCodegen reduction_codegen(const Node& n) {
+  ReductionCodegen out;
+  std::shared_ptr<const Plan> plan = n.op == Op::ReductionRegion && n.body ? make_plan(n) : nullptr;
+  if (!plan) return out;
+  out.kernel = true;
+  for (const Schedule* sch : {&plan->keep, &plan->recompute}) {
+    for (const PassBody& pb : sch->bodies) {
+      if (pb.body && out.missing.empty()) out.missing = jit_unsupported_step(*pb.body);
+    }
+  }
+  return out;
+}
+
 std::shared_ptr<const Kernel> make_reduction_kernel(const Graph&, const Node& n, RowIsa isa,
                                                     Codegen codegen) {
   if (n.op != Op::ReductionRegion || !n.body) return nullptr;

@@ -44,6 +44,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "backends/backend.h"
 #include "backends/cpu/region_program.h"
@@ -53,6 +54,15 @@ namespace fusebox::cpu {
 
 // The kernel for reduction_region node `n` of `g` on the loops of `isa` (which the processor must
 // have), or null when its body needs the reference.
+// How the CPU runs reduction_region `n` (for reports): whether the reduction kernel takes its body
+// (else the reference kernels run it), and the first row step that has no generated code
+// ("op -> dtype"; empty when every pass has code, as in any build without LLVM: see jit_built).
+struct ReductionCodegen {
+  bool kernel = false;
+  std::string missing;
+};
+ReductionCodegen reduction_codegen(const Node& n);
+
 std::shared_ptr<const Kernel> make_reduction_kernel(const Graph& g, const Node& n,
                                                     RowIsa isa = best_row_isa(),
                                                     Codegen codegen = Codegen::Auto);
