@@ -289,18 +289,19 @@ class Grouper {
 };
 
 // Row ops (softmax, norms) that an element-wise step of their row reads or feeds: written out as
-// primitives they may join that step's region (expand_row_ops.h).
-// Off: on the CPU (reduction passes as generated code, kept rows in the result, the next row
-// prefetched) a softmax with a temperature written out as one region measured 11.3-11.5 ms
-// against 13.4-13.8 for a region plus the softmax row kernel (docs/benchmarks.md, "Reduction
-// passes as generated code"), but the flag applies to every target and the CUDA reduction kernel
+// primitives they may join that step's region (expand_row_ops.h), one kernel instead of two.
+// On the CPU target only: there the reduction kernel runs each pass as generated code, keeps
+// rows in the result and prefetches the next row, and written out a softmax with a temperature
+// took 10.4-11.2 ms against 12.4-13.5 for a region plus the softmax row kernel, a layer norm and
+// a relu 10.4-11.7 against 11.4-13.0, softmax(x * c) the same (docs/benchmarks.md, "Reduction
+// passes as generated code"). Other targets keep their row kernels: the CUDA reduction kernel
 // against its row kernels is not measured.
-constexpr bool kWriteOutNamedRowOps = false;
+bool write_out_named_row_ops(const PassContext& ctx) { return ctx.target == FusionTarget::Cpu; }
 
 std::set<ValueId> row_ops_next_to_steps(const Graph& g, const PassContext& ctx) {
   UseInfo uses = compute_uses(g);
   std::set<ValueId> out;
-  if (!kWriteOutNamedRowOps || !ctx.table().claims_dtype(DType::F32)) return out;
+  if (!write_out_named_row_ops(ctx) || !ctx.table().claims_dtype(DType::F32)) return out;
   auto row_step = [&](int i, const Shape& row) {
     if (i < 0) return false;
     const Node& s = g.nodes()[static_cast<size_t>(i)];
