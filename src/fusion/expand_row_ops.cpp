@@ -1,6 +1,8 @@
 // The named row ops as primitives (expand_row_ops.h).
 #include "fusion/expand_row_ops.h"
 
+#include <limits>
+
 #include "ir/array.h"
 #include "ir/reduction_region.h"
 
@@ -51,6 +53,46 @@ class Writer {
   std::vector<Node> nodes_;
 };
 
+const Node* producer(const Graph& g, ValueId v) {
+  for (const Node& n : g.nodes())
+    if (!n.outputs.empty() && n.outputs[0] == v) return &n;
+  return nullptr;
+}
+
+// A reduce_max of v over its last axis with kept dims.
+bool is_row_max_of(const Graph& g, ValueId m, ValueId v) {
+  const Node* r = producer(g, m);
+  if (!r || r->op != Op::ReduceMax || r->inputs[0] != v || !r->attr_bool("keepdims")) return false;
+  const std::vector<int64_t>& axes = r->attr_i64s("axes");
+  const int64_t rank = g.type(v).rank();
+  return axes.size() == 1 && (axes[0] == -1 || axes[0] == rank - 1);
+}
+
+// One f32 value, positive and finite.
+bool is_positive_scalar(const Graph& g, ValueId c) {
+  const Node* k = producer(g, c);
+  if (!k || k->op != Op::Constant || g.type(c).dtype != DType::F32) return false;
+  const Array& a = k->attr_array("value");
+  if (a.numel() != 1) return false;
+  const float v = a.data<float>()[0];
+  return v > 0.0f && v <= std::numeric_limits<float>::max();
+}
+
+// Whether x = (a - max(a)) * c over the row, c > 0: then max(x) is 0 in every row without a NaN
+// (the row's largest element gives (m - m) * c = +0, every other (a - m) * c <= 0), and a row
+// with a NaN or an infinity is NaN either way, so x - max(x) is x for exp.
+bool shifted_and_scaled(const Graph& g, ValueId x) {
+  const Node* mul = producer(g, x);
+  if (!mul || mul->op != Op::Mul) return false;
+  for (size_t k = 0; k < 2; ++k) {
+    const Node* sub = producer(g, mul->inputs[k]);
+    if (!sub || sub->op != Op::Sub || !(g.type(sub->outputs[0]).shape == g.type(x).shape)) continue;
+    if (is_positive_scalar(g, mul->inputs[1 - k]) && is_row_max_of(g, sub->inputs[1], sub->inputs[0]))
+      return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<Node> expand_row_op(Graph& g, const Node& n) {
@@ -58,7 +100,9 @@ std::vector<Node> expand_row_op(Graph& g, const Node& n) {
   ValueId x = n.inputs[0];
   switch (n.op) {
     case Op::Softmax: {
-      ValueId d = w.step(Op::Sub, {x, w.reduce(Op::ReduceMax, x)});
+      // softmax((a - max(a)) * c), c > 0 (a softmax with a temperature after recognition): the
+      // max of x is 0, so its pass is left out (exp(x - 0) = exp(x), -0 included).
+      ValueId d = shifted_and_scaled(g, x) ? x : w.step(Op::Sub, {x, w.reduce(Op::ReduceMax, x)});
       ValueId e = w.step(Op::Exp, {d});
       w.step(Op::Div, {e, w.reduce(Op::ReduceSum, e)});
       break;

@@ -5,6 +5,7 @@
 // softmax or norm plus its neighbours is then still one kernel.
 //
 //   softmax      m = max(x)  e = exp(x - m)  y = e / sum(e)                    (keepdims, axis -1)
+//                (x = (a - max(a)) * c with a constant c > 0: e = exp(x), its max being 0)
 //   log_softmax  m = max(x)  d = x - m       y = d - log(sum(exp(d)))
 //   rms_norm     y = x * rsqrt(mean(x·x) + eps) (* scale)
 //   layer_norm   c = x - mean(x)  y = c * rsqrt(mean(c·c) + eps) (* scale) (+ shift)

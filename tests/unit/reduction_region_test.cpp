@@ -379,6 +379,47 @@ TEST(ReductionRegions, UnfusedFormEqualsTheReference) {
 
 // The standard softmax is recognised as softmax (a row kernel), not a reduction region; the same
 // softmax with one extra step recognition deliberately skips is still one kernel.
+// The softmax with a temperature through the whole CPU pipeline: its written-out tail leaves out
+// the max of x = (a - max(a)) * 0.5 (expand_row_ops.cpp: that max is 0), which must hold in rows
+// with a NaN, +inf, -inf, all -inf, all equal, and huge values, against the reference (NaN equals
+// NaN); also a negative temperature, where the max of x is not 0 and its pass must stay.
+TEST(ReductionRegions, TemperatureSoftmaxWithoutItsSecondMaxMatchesTheReference) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const char* c : {"0.5", "-0.5"}) {
+    std::string text(kCases.substr(kCases.find("func @softmax_temperature")));
+    text = text.substr(0, text.find("\n}\n") + 3);
+    text.replace(text.find("[0.5]"), 5, std::string("[") + c + "]");
+    Expected<Module> m = parse_module(text);
+    ASSERT_TRUE(m) << m.status().to_string();
+    const Graph& g = m->functions[0];
+    NamedArrays in = inputs_for(g, {{"N", 8}, {"D", 300}}, 5);
+    float* x = in["x"].data<float>();
+    x[1 * 300 + 7] = std::numeric_limits<float>::quiet_NaN();
+    for (int i = 0; i < 300; ++i) x[5 * 300 + i] = 1.25f;
+    if (c[0] != '-') {
+      // (With a negative temperature an infinity or a huge spread overflows exp in the source
+      // graph, where the recognised softmax subtracts its max: recognition's own difference.)
+      x[2 * 300 + 100] = inf;
+      x[3 * 300 + 5] = -inf;
+      for (int i = 0; i < 300; ++i) x[4 * 300 + i] = -inf;
+      for (int i = 0; i < 300; ++i) x[6 * 300 + i] *= 1e30f;
+    }
+    Graph fused;
+    std::vector<Array> got = run(g, in, true, "cpu", &fused);
+    std::vector<Array> want = run(g, in, false, "reference");
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_EQ(want.size(), 1u);
+    EXPECT_EQ(compute_nodes(fused), 1u) << c;
+    // Positive: max, sum, write (the x - max(x) of the expansion left out); negative: it stays.
+    const Node* region = nullptr;
+    for (const Node& n : fused.nodes())
+      if (n.op == Op::ReductionRegion) region = &n;
+    ASSERT_NE(region, nullptr);
+    EXPECT_EQ(testing::count_op(*region->body, Op::ReduceMax), c[0] == '-' ? 2u : 1u) << c;
+    EXPECT_TRUE(testing::arrays_close(got[0], want[0], kRtol, kAtol)) << "temperature " << c;
+  }
+}
+
 TEST(ReductionRegions, RecognitionStillWinsForTheStandardForm) {
   Expected<Module> m = parse_module(R"(
 func @softmax(%x: f32[N,D]) -> f32[N,D] {
