@@ -140,8 +140,6 @@ bool param_is_row(const Shape& param, int64_t row_axes) {
   return false;
 }
 
-// Per pass, the row values its targets need (reduction operands, or the row results). With
-// `keep`, a value an earlier pass computed is read from its row buffer, not recomputed.
 // Where each kept row may live in a result's row (Schedule::host). Safe in generated code when,
 // in the write pass, one step reads the kept value (generated code loads it in that step's stage
 // only) and the result is written directly by that step or a later one (stored at the end of its
@@ -174,6 +172,8 @@ std::vector<int> hosts(const Plan& plan, const Schedule& sch) {
   return host;
 }
 
+// Per pass, the row values its targets need (reduction operands, or the row results). With
+// `keep`, a value an earlier pass computed is read from its row buffer, not recomputed.
 Schedule schedule(const Plan& plan, bool keep) {
   const int P = plan.passes;
   Schedule out;
