@@ -5,6 +5,7 @@
 
 #include "ir/array.h"
 #include "ir/reduction_region.h"
+#include "ir/use_info.h"
 
 namespace fusebox {
 
@@ -53,15 +54,15 @@ class Writer {
   std::vector<Node> nodes_;
 };
 
-const Node* producer(const Graph& g, ValueId v) {
-  for (const Node& n : g.nodes())
-    if (!n.outputs.empty() && n.outputs[0] == v) return &n;
-  return nullptr;
+// The node defining v, or null for an input.
+const Node* producer(const Graph& g, const UseInfo& uses, ValueId v) {
+  const int i = uses.producer[static_cast<size_t>(v)];
+  return i < 0 ? nullptr : &g.nodes()[static_cast<size_t>(i)];
 }
 
 // A reduce_max of v over its last axis with kept dims.
-bool is_row_max_of(const Graph& g, ValueId m, ValueId v) {
-  const Node* r = producer(g, m);
+bool is_row_max_of(const Graph& g, const UseInfo& uses, ValueId m, ValueId v) {
+  const Node* r = producer(g, uses, m);
   if (!r || r->op != Op::ReduceMax || r->inputs[0] != v || !r->attr_bool("keepdims")) return false;
   const std::vector<int64_t>& axes = r->attr_i64s("axes");
   const int64_t rank = g.type(v).rank();
@@ -69,8 +70,8 @@ bool is_row_max_of(const Graph& g, ValueId m, ValueId v) {
 }
 
 // One f32 value, positive and finite.
-bool is_positive_scalar(const Graph& g, ValueId c) {
-  const Node* k = producer(g, c);
+bool is_positive_scalar(const Graph& g, const UseInfo& uses, ValueId c) {
+  const Node* k = producer(g, uses, c);
   if (!k || k->op != Op::Constant || g.type(c).dtype != DType::F32) return false;
   const Array& a = k->attr_array("value");
   if (a.numel() != 1) return false;
@@ -82,12 +83,14 @@ bool is_positive_scalar(const Graph& g, ValueId c) {
 // (the row's largest element gives (m - m) * c = +0, every other (a - m) * c <= 0), and a row
 // with a NaN or an infinity is NaN either way, so x - max(x) is x for exp.
 bool shifted_and_scaled(const Graph& g, ValueId x) {
-  const Node* mul = producer(g, x);
+  const UseInfo uses = compute_uses(g);
+  const Node* mul = producer(g, uses, x);
   if (!mul || mul->op != Op::Mul) return false;
   for (size_t k = 0; k < 2; ++k) {
-    const Node* sub = producer(g, mul->inputs[k]);
+    const Node* sub = producer(g, uses, mul->inputs[k]);
     if (!sub || sub->op != Op::Sub || !(g.type(sub->outputs[0]).shape == g.type(x).shape)) continue;
-    if (is_positive_scalar(g, mul->inputs[1 - k]) && is_row_max_of(g, sub->inputs[1], sub->inputs[0]))
+    if (is_positive_scalar(g, uses, mul->inputs[1 - k]) &&
+        is_row_max_of(g, uses, sub->inputs[1], sub->inputs[0]))
       return true;
   }
   return false;

@@ -562,13 +562,13 @@ class ReductionKernel final : public Kernel {
     }
     std::lock_guard<std::mutex> lock(jit_mu_);
     auto key = std::make_tuple(keep, pass, variant.repeated);
-    if (auto it = jit_.find(key); it != jit_.end()) return it->second;
-    Expected<std::shared_ptr<const JitKernel>> made = jit_compile(*pb.body, variant);
-    if (!made && codegen_ == Codegen::Jit) return made.status();
-    JitKernelFn fn = made ? (*made)->function() : nullptr;
-    if (made) kept_code_.push_back(*made);
-    jit_.emplace(std::move(key), fn);
-    return fn;
+    auto it = jit_.find(key);
+    if (it == jit_.end()) {
+      Expected<std::shared_ptr<const JitKernel>> made = jit_compile(*pb.body, variant);
+      if (!made && codegen_ == Codegen::Jit) return made.status();
+      it = jit_.emplace(std::move(key), made ? *made : nullptr).first;  // null: the interpreter
+    }
+    return it->second ? it->second->function() : JitKernelFn{nullptr};
   }
 
   static double* lanes_of(int slot, RowScratch& w) { return w.acc.data() + static_cast<size_t>(slot) * kAccLanes; }
@@ -717,8 +717,7 @@ class ReductionKernel final : public Kernel {
   RowIsa isa_;
   Codegen codegen_;
   mutable std::mutex jit_mu_;
-  mutable std::map<std::tuple<bool, size_t, std::vector<bool>>, JitKernelFn> jit_;
-  mutable std::vector<std::shared_ptr<const JitKernel>> kept_code_;  // owns what jit_ points at
+  mutable std::map<std::tuple<bool, size_t, std::vector<bool>>, std::shared_ptr<const JitKernel>> jit_;
 };
 
 }  // namespace
