@@ -10,18 +10,14 @@
 //   - a region of more operands than a word has bits (a lazy chain's lifted scalars) runs
 //     generated code, equal to the interpreter
 //   - runs from inside an OpenMP parallel region (as the batch and prologue kernels run them)
-//   - outputs folded into a reduction's accumulators inside the loop (the reduction kernel's
-//     passes) give the accumulators the tile loops give, bit for bit, at 64, 32 and 16 lanes
 #include <gtest/gtest.h>
 #include <omp.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <thread>
 
-#include "backends/cpu/reduction_loops.h"
 #include "backends/cpu/region_jit.h"
 #include "backends/cpu/region_program.h"
 #include "support/test_util.h"
@@ -556,84 +552,6 @@ TEST(RegionCodegen, RunsWholeInsideAnOuterParallelRegion) {
       const Array want = testing::run_op1(
           Op::Add, {testing::run_op1(Op::Mul, {in[size_t(t)][0], in[size_t(t)][1]}), in[size_t(t)][0]});
       EXPECT_TRUE(testing::arrays_close(out[size_t(t)][0], want, 1e-6, 1e-6)) << "thread " << t;
-    }
-  }
-}
-
-// Folding: each output of a body is folded into a sum, a max or a min (stored too, or not) at
-// every length up to a tile, from a chain (64 lanes), a body of 20 live values (16 lanes) and
-// one of 12 (32 lanes). The accumulators, started from random values, must equal those the
-// tile loops' `accumulate` gives over the unfolded kernel's outputs, bit for bit (NaN planted
-// in the operand, so max and min lanes meet NaNs); stored outputs equal the unfolded ones, and
-// the ones not stored stay as poisoned.
-TEST(RegionCodegen, FoldedReductionsEqualTheTileLoops) {
-  SKIP_WITHOUT_JIT();
-  TensorType f32{DType::F32, {}};
-  auto body_of = [&](int width) {
-    Graph g("fold" + std::to_string(width));
-    ValueId x = g.add_input("x", f32), c = g.add_input("c", f32);
-    std::vector<ValueId> vals;
-    ValueId v = g.add_node(Op::Exp, {g.add_node(Op::Sub, {x, c}, {f32})[0]}, {f32})[0];
-    vals.push_back(v);
-    for (int i = 1; i < width; ++i)
-      vals.push_back(g.add_node(i % 2 ? Op::Mul : Op::Sub, {vals.back(), x}, {f32})[0]);
-    for (ValueId o : vals) g.add_output(o);
-    return g;
-  };
-  const std::vector<Op> reductions = {Op::ReduceSum, Op::ReduceMax, Op::ReduceMin, Op::ReduceMean};
-  for (int width : {1, 12, 20}) {
-    const Graph body = body_of(width);
-    EXPECT_EQ(cpu::jit_lanes(body), width == 1 ? 64 : width == 12 ? 32 : 16);
-    const size_t nout = body.outputs().size();
-    cpu::JitVariant plain, folded;
-    plain.repeated = folded.repeated = {false, true};
-    for (size_t j = 0; j < nout; ++j) folded.folds.push_back({reductions[j % 4], j % 3 == 1});
-    Expected<std::shared_ptr<const cpu::JitKernel>> pk = cpu::jit_compile(body, plain),
-                                                    fk = cpu::jit_compile(body, folded);
-    ASSERT_TRUE(pk && fk) << (pk ? fk.status() : pk.status()).to_string();
-    for (int64_t n : {1, 15, 16, 17, 64, 100, 1000, 1024}) {
-      Array x = testing::random_array(DType::F32, {n}, uint64_t(n + width), -3, 3);
-      x.data<float>()[n / 2] = kNaN;
-      if (n > 40) x.data<float>()[n - 7] = kNaN;
-      const float c = 0.25f;
-      const void* in[] = {x.raw(), &c};
-      std::vector<Array> want, got;  // (copies of one Array would share its buffer)
-      for (size_t j = 0; j < nout; ++j)
-        want.emplace_back(DType::F32, std::vector<int64_t>{n}),
-            got.emplace_back(DType::F32, std::vector<int64_t>{n});
-      std::vector<void*> want_ptr, got_ptr;
-      for (Array& a : want) want_ptr.push_back(a.raw());
-      for (Array& a : got) {
-        std::memset(a.raw(), 0xA5, a.nbytes());
-        got_ptr.push_back(a.raw());
-      }
-      (*pk)->function()(in, want_ptr.data(), n);
-      std::vector<std::vector<double>> want_lanes(nout), got_lanes(nout);
-      for (size_t j = 0; j < nout; ++j) {
-        Array start = testing::random_array(DType::F32, {cpu::kJitFoldLanes}, uint64_t(j + 3), -2, 2);
-        for (int64_t l = 0; l < cpu::kJitFoldLanes; ++l)
-          want_lanes[j].push_back(double(start.data<float>()[l]) * 1e3);
-        got_lanes[j] = want_lanes[j];
-        cpu::reduction_loops(cpu::RowIsa::Generic)
-            .accumulate(folded.folds[j].op, want[j].data<float>(), 1, n, want_lanes[j].data());
-        got_ptr.push_back(got_lanes[j].data());
-      }
-      (*fk)->function()(in, got_ptr.data(), n);
-      for (size_t j = 0; j < nout; ++j) {
-        const std::string what = "width " + std::to_string(width) + ", n " + std::to_string(n) + ", output " +
-                                 std::to_string(j) + " (" + std::string(op_keyword(folded.folds[j].op)) + ")";
-        EXPECT_EQ(std::memcmp(got_lanes[j].data(), want_lanes[j].data(),
-                              sizeof(double) * size_t(cpu::kJitFoldLanes)),
-                  0)
-            << what;
-        if (folded.folds[j].store) {
-          EXPECT_TRUE(got[j].same_data(want[j])) << what;
-        } else {
-          const auto* bytes = static_cast<const uint8_t*>(got[j].raw());
-          EXPECT_TRUE(std::all_of(bytes, bytes + got[j].nbytes(), [](uint8_t b) { return b == 0xA5; }))
-              << what << ": written";
-        }
-      }
     }
   }
 }

@@ -76,17 +76,10 @@ struct Step {
 // Its operands are the slots the steps read and do not compute (row operands and kept rows, or
 // one value per row: repeated), its outputs the slots read after the steps: the pass's reduction
 // operands, kept rows, and the write pass's results.
-// In a reduction pass, an output that only one reduction reads is folded into that reduction's
-// accumulators inside the loop (JitVariant::folds), stored too only when it is a kept row: the
-// pass then does not store it to a tile and load it back for the reduction.
 struct PassBody {
   std::shared_ptr<const Graph> body;  // null: the pass has no row step
   std::vector<int> in_slots, out_slots;
-  std::vector<int> fold_step;    // per output: the reduction step it is folded into, or -1
-  std::vector<bool> fold_store;  // per output: stored as well as folded
-  std::vector<int> folded;       // the reduction steps the generated loop folds
 };
-static_assert(kJitFoldLanes == kAccLanes, "generated folds and the tile loops share the accumulator lanes");
 
 // Which row steps and operands each pass evaluates per tile. `recompute` evaluates every row value
 // a pass needs from the operands again; `keep` stores the row values a later pass reads in a
@@ -285,20 +278,6 @@ PassBody pass_body(const Plan& plan, const Schedule& sch, int pass) {
     out.out_slots.push_back(s.out);
   }
   out.body = std::move(g);
-  out.fold_step.assign(out.out_slots.size(), -1);
-  out.fold_store.assign(out.out_slots.size(), true);
-  if (pass == plan.passes) return out;
-  for (size_t j = 0; j < out.out_slots.size(); ++j) {
-    const int slot = out.out_slots[j];
-    int reader = -1, readers = 0;
-    for (int r : plan.reductions[static_cast<size_t>(pass)]) {
-      if (plan.steps[static_cast<size_t>(r)].a == slot) reader = r, ++readers;
-    }
-    if (readers != 1 || !jit_foldable(plan.steps[static_cast<size_t>(reader)].op())) continue;
-    out.fold_step[j] = reader;
-    out.fold_store[j] = sch.kept_index[static_cast<size_t>(slot)] >= 0;
-    out.folded.push_back(reader);
-  }
   return out;
 }
 
@@ -430,7 +409,7 @@ struct RowScratch {
         next_base(operands),
         acc(p.slots * kAccLanes),
         jit_in(p.slots),
-        jit_out(2 * p.slots) {
+        jit_out(p.slots) {
     const size_t misaligned = (reinterpret_cast<uintptr_t>(floats.data()) / sizeof(float)) % kAlign;
     tiles = floats.data() + (misaligned ? kAlign - misaligned : 0);
     kept = tiles + p.slots * kTile;
@@ -444,7 +423,7 @@ struct RowScratch {
   std::vector<const float*> next_base;  // the next row's start of each contiguous operand, or null
   std::vector<double> acc;
   std::vector<const void*> jit_in;  // a generated pass's operand and output pointers
-  std::vector<void*> jit_out;       // the outputs, then the folded ones' accumulators
+  std::vector<void*> jit_out;
   float* tile(int slot) { return tiles + static_cast<size_t>(slot) * kTile; }
 };
 
@@ -573,11 +552,6 @@ class ReductionKernel final : public Kernel {
     if (!pb.body) return JitKernelFn{nullptr};
     const Plan& p = *plan_;
     JitVariant variant;
-    for (size_t j = 0; j < pb.fold_step.size(); ++j) {
-      const int r = pb.fold_step[j];
-      variant.folds.push_back(
-          {r >= 0 ? p.steps[static_cast<size_t>(r)].op() : Op::Identity, pb.fold_store[j]});
-    }
     variant.repeated.resize(pb.in_slots.size());
     for (size_t k = 0; k < pb.in_slots.size(); ++k) {
       const int slot = pb.in_slots[k];
@@ -690,16 +664,10 @@ class ReductionKernel final : public Kernel {
           w.stride[static_cast<size_t>(slot)] = 1;
           return o;
         };
-        const JitKernelFn fn = a.code[static_cast<size_t>(pass)];
-        const PassBody& pb = a.sch.bodies[static_cast<size_t>(pass)];
-        if (fn) {
-          const size_t outs = pb.out_slots.size();
+        if (const JitKernelFn fn = a.code[static_cast<size_t>(pass)]) {
+          const PassBody& pb = a.sch.bodies[static_cast<size_t>(pass)];
           for (size_t k = 0; k < pb.in_slots.size(); ++k) w.jit_in[k] = operand(pb.in_slots[k]).first;
-          for (size_t j = 0; j < outs; ++j) {
-            const int r = pb.fold_step[j];
-            w.jit_out[j] = r < 0 || pb.fold_store[j] ? destination(pb.out_slots[j]) : nullptr;
-            if (r >= 0) w.jit_out[outs + j] = lanes_of(p.steps[static_cast<size_t>(r)].out, w);
-          }
+          for (size_t j = 0; j < pb.out_slots.size(); ++j) w.jit_out[j] = destination(pb.out_slots[j]);
           fn(w.jit_in.data(), w.jit_out.data(), len);
         } else {
           for (int si : a.sch.row_steps[static_cast<size_t>(pass)]) {
@@ -716,7 +684,6 @@ class ReductionKernel final : public Kernel {
         }
         if (reducing) {
           for (int si : p.reductions[static_cast<size_t>(pass)]) {
-            if (fn && std::find(pb.folded.begin(), pb.folded.end(), si) != pb.folded.end()) continue;
             const Step& s = p.steps[static_cast<size_t>(si)];
             auto [x, sx] = operand(s.a);
             a.loops.accumulate(s.op(), x, sx, len, lanes_of(s.out, w));

@@ -1,7 +1,6 @@
 #include "backends/cpu/region_jit.h"
 
 #include <cstdlib>
-#include <limits>
 #include <map>
 #include <mutex>
 #include <string_view>
@@ -203,11 +202,6 @@ std::string jit_unsupported_step(const Graph& body) {
   return "";
 }
 
-bool jit_foldable(Op reduction) {
-  return reduction == Op::ReduceSum || reduction == Op::ReduceMean || reduction == Op::ReduceMax ||
-         reduction == Op::ReduceMin;
-}
-
 #if !FUSEBOX_HAVE_LLVM
 
 bool jit_built() { return false; }
@@ -319,32 +313,6 @@ void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, c
     llvm::Value* raw = b.CreateLoad(i8p, b.CreateConstGEP1_64(i8p, outputs, j));
     out_ptr.push_back(b.CreatePointerCast(raw, scalar.stored(d)->getPointerTo()));
   }
-  // Folded outputs: their f32 lane parts (a stack array, started at the reduction's identity)
-  // and the caller's double accumulators, which the parts join at the end.
-  llvm::Type* f32 = b.getFloatTy();
-  auto* fold_vec = llvm::FixedVectorType::get(f32, unsigned(kJitFoldLanes));
-  std::vector<llvm::Value*> part(out_ptr.size(), nullptr), fold_acc(out_ptr.size(), nullptr);
-  for (size_t j = 0; j < out_ptr.size(); ++j) {
-    const Op op = variant.fold(j).op;
-    if (!jit_foldable(op) || body.type(body.outputs()[j]).dtype != DType::F32) continue;
-    auto* buf = b.CreateAlloca(llvm::ArrayType::get(f32, uint64_t(kJitFoldLanes)));
-    buf->setAlignment(llvm::Align(64));
-    part[j] = b.CreatePointerCast(buf, f32->getPointerTo());
-    const float start = op == Op::ReduceMax   ? -std::numeric_limits<float>::infinity()
-                        : op == Op::ReduceMin ? std::numeric_limits<float>::infinity()
-                                              : 0.0f;
-    b.CreateAlignedStore(llvm::ConstantFP::get(fold_vec, double(start)),
-                         b.CreatePointerCast(buf, fold_vec->getPointerTo()), llvm::Align(64));
-    llvm::Value* raw = b.CreateLoad(i8p, b.CreateConstGEP1_64(i8p, outputs, out_ptr.size() + j));
-    fold_acc[j] = b.CreatePointerCast(raw, b.getDoubleTy()->getPointerTo());
-  }
-  // A reduction's step, as the tile loops take it: a sum adds; max and min take v where it is
-  // beyond acc or NaN (so a lane that met a NaN keeps one).
-  auto fold = [&](Op op, llvm::Value* acc, llvm::Value* v) -> llvm::Value* {
-    if (op == Op::ReduceSum || op == Op::ReduceMean) return b.CreateFAdd(acc, v);
-    llvm::Value* beyond = op == Op::ReduceMax ? b.CreateFCmpOGT(v, acc) : b.CreateFCmpOLT(v, acc);
-    return b.CreateSelect(b.CreateOr(beyond, b.CreateFCmpUNO(v, v)), v, acc);
-  };
   std::vector<llvm::Value*> repeated_vector;
   for (llvm::Value* s : repeated_scalar) repeated_vector.push_back(s ? vector.splat(s) : nullptr);
   llvm::Value* nvec = b.CreateAnd(n, llvm::ConstantInt::get(i64, ~uint64_t(lanes - 1)));
@@ -409,19 +377,6 @@ void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, c
     for (size_t j = 0; j < body.outputs().size(); ++j) {
       const ValueId o = body.outputs()[j];
       if (output_stage(o) != int(s)) continue;
-      if (part[j]) {
-        // Lanes i .. i + L of the part (L divides kJitFoldLanes; with L = kJitFoldLanes, i is a
-        // multiple of it in the vector loop).
-        llvm::Value* at = e.lanes() == unsigned(kJitFoldLanes)
-                              ? b.getInt64(0)
-                              : b.CreateAnd(i, llvm::ConstantInt::get(i64, uint64_t(kJitFoldLanes - 1)));
-        llvm::Type* pt = e.vec(f32);
-        llvm::Value* addr = b.CreatePointerCast(b.CreateGEP(f32, part[j], at), pt->getPointerTo());
-        const llvm::Align align(std::min<uint64_t>(64, uint64_t(e.lanes()) * sizeof(float)));
-        b.CreateAlignedStore(fold(variant.fold(j).op, b.CreateAlignedLoad(pt, addr, align), get(o)), addr,
-                             align);
-        if (!variant.fold(j).store) continue;
-      }
       const DType d = body.type(o).dtype;
       llvm::Type* st = e.vec(e.stored(d));
       llvm::Value* addr = b.CreatePointerCast(b.CreateGEP(e.stored(d), out_ptr[j], i), st->getPointerTo());
@@ -472,16 +427,6 @@ void build_kernel(llvm::Module& m, const std::string& name, const Graph& body, c
   b.CreateCondBr(b.CreateICmpSLT(jnext, n), tail, done);
 
   b.SetInsertPoint(done);
-  for (size_t j = 0; j < part.size(); ++j) {
-    if (!part[j]) continue;
-    auto* dvec = llvm::FixedVectorType::get(b.getDoubleTy(), unsigned(kJitFoldLanes));
-    llvm::Value* lanes_at = b.CreatePointerCast(fold_acc[j], dvec->getPointerTo());
-    llvm::Value* p = b.CreateAlignedLoad(fold_vec, b.CreatePointerCast(part[j], fold_vec->getPointerTo()),
-                                         llvm::Align(64));
-    llvm::Value* acc = b.CreateAlignedLoad(dvec, lanes_at, llvm::Align(sizeof(double)));
-    b.CreateAlignedStore(fold(variant.fold(j).op, acc, b.CreateFPExt(p, dvec)), lanes_at,
-                         llvm::Align(sizeof(double)));
-  }
   // Non-temporal stores are weakly ordered: fence them before other threads read the outputs.
   if (variant.streaming && x86) b.CreateCall(llvm::Intrinsic::getDeclaration(&m, llvm::Intrinsic::x86_sse_sfence));
   b.CreateRetVoid();
@@ -493,12 +438,7 @@ std::string structure_key(const Graph& body, const JitVariant& v) {
   size_t open = text.find('(');
   std::string repeated;
   for (size_t k = 0; k < body.inputs().size(); ++k) repeated += v.is_repeated(k) ? '1' : '0';
-  std::string folds;
-  for (size_t j = 0; j < body.outputs().size(); ++j) {
-    const JitVariant::Fold f = v.fold(j);
-    folds += jit_foldable(f.op) ? std::string(op_info(f.op).keyword) + (f.store ? "+store," : ",") : "-,";
-  }
-  return text.substr(open == std::string::npos ? 0 : open) + "|repeated=" + repeated + "|folds=" + folds +
+  return text.substr(open == std::string::npos ? 0 : open) + "|repeated=" + repeated +
          "|streaming=" + (v.streaming ? "1" : "0") + "|avx512=" + (v.avx512 ? "1" : "0");
 }
 

@@ -6,7 +6,6 @@
 //     for i in [0, n) step L:    load operands[k][i..i+L)    (contiguous)  or a splat (repeated)
 //                                every step on L-lane vectors
 //                                store outputs[j][i..i+L)    (non-temporal when streaming)
-//                                or fold it into a reduction's lanes (JitVariant::folds)
 //     scalar tail for the last n % L elements
 //
 // A body with a long dependency chain per element runs in stages (jit_stage_starts):
@@ -52,23 +51,7 @@ struct JitVariant {
   // Whether approximated functions may use AVX-512-only instructions (vscalefps, vpermi2ps)
   // where the host has them; false gives the code other x86 hosts run (tests use it).
   bool avx512 = true;
-  // Reductions folded into the loop (the reduction kernel's passes: the value is summed where it
-  // is computed instead of stored and loaded back). folds[j]: the reduction output j feeds, or
-  // none (no entry, or `op` Identity). Only f32 outputs fold.
-  struct Fold {
-    Op op = Op::Identity;  // ReduceSum (or ReduceMean: its sum), ReduceMax or ReduceMin
-    bool store = true;     // also store the output (false: outputs[j] is not written)
-  };
-  std::vector<Fold> folds;
-  Fold fold(size_t j) const { return j < folds.size() ? folds[j] : Fold{}; }
 };
-
-// A folded output's accumulators are outputs[nout + j]: kJitFoldLanes doubles, folded exactly as
-// the reduction kernel's tile loops do (reduction_loops.h `accumulate`): over the call's n
-// elements, element i goes to lane i % kJitFoldLanes in f32 (sums in order; max and min: a lane
-// that meets a NaN keeps it), then each lane's part goes into its double.
-inline constexpr int64_t kJitFoldLanes = 64;
-bool jit_foldable(Op reduction);
 
 class JitKernel {
  public:
