@@ -113,6 +113,33 @@ func @row_bias(%x: f32[N,D], %bias: f32[N,1]) -> f32[N,D] {
   %y = sub %a, %m : f32[N,D]
   return %y
 }
+func @clipped_softmax(%x: f32[N,D]) -> f32[N,D] {
+  %c = clip %x {min = -2.5, max = 2.0} : f32[N,D]
+  %m = reduce_max %c {axes = [-1], keepdims = true} : f32[N,1]
+  %d = sub %c, %m : f32[N,D]
+  %e = exp %d : f32[N,D]
+  %s = reduce_sum %e {axes = [-1], keepdims = true} : f32[N,1]
+  %y = div %e, %s : f32[N,D]
+  %q = floor %y : f32[N,D]
+  %z = add %y, %q : f32[N,D]
+  return %z
+}
+func @hard_norm(%x: f32[N,D], %g: f32[D]) -> f32[N,D] {
+  %h = hardswish %x : f32[N,D]
+  %r = round %h : f32[N,D]
+  %mu = reduce_mean %r {axes = [-1], keepdims = true} : f32[N,1]
+  %c = sub %h, %mu : f32[N,D]
+  %sn = sin %c : f32[N,D]
+  %y = mul %sn, %g : f32[N,D]
+  %hs = hardsigmoid %y {alpha = 0.25, beta = 0.5} : f32[N,D]
+  return %hs
+}
+func @per_row_floor(%x: f32[N,D]) -> f32[N,D] {
+  %m = reduce_mean %x {axes = [-1], keepdims = true} : f32[N,1]
+  %f = floor %m : f32[N,1]
+  %y = sub %x, %f : f32[N,D]
+  return %y
+}
 )";
 
 const Graph& function(std::string_view name) {
@@ -354,6 +381,46 @@ INSTANTIATE_TEST_SUITE_P(EveryIsa, ReductionKernelIsa,
                                            KernelWay{cpu::RowIsa::Generic, cpu::Codegen::Jit},
                                            KernelWay{cpu::RowIsa::Avx512, cpu::Codegen::Jit}),
                          [](const auto& info) { return way_name(info.param); });
+
+// Row steps that only generated code has (clip, floor, round, hardswish, sin, hardsigmoid: no
+// tile loop) run in the reduction kernel when code is generated, at any size, whatever the
+// codegen's size rule; with the interpreter asked for, and for such a step on a per-row value,
+// the kernel declines (the reference kernel runs the region). Fused graphs match the reference.
+TEST(ReductionRegions, StepsWithoutTileLoopsRunAsGeneratedCode) {
+  const std::vector<std::pair<std::string_view, SymbolBindings>> bodies = {
+      {"clipped_softmax", {{"N", 5}, {"D", 3001}}},
+      {"clipped_softmax", {{"N", 2}, {"D", 7}}},
+      {"hard_norm", {{"N", 4}, {"D", 1500}}},
+      {"hard_norm", {{"N", 1}, {"D", 1}}}};
+  for (const auto& [name, sizes] : bodies) {
+    const Graph& g = function(name);
+    auto [fused, at] = fused_region(g);
+    const Node& region = fused.nodes()[at];
+    ASSERT_EQ(region.op, Op::ReductionRegion) << name;
+    EXPECT_EQ(cpu::make_reduction_kernel(fused, region, cpu::RowIsa::Generic, cpu::Codegen::Interpreter),
+              nullptr)
+        << name;
+    EXPECT_EQ(cpu::reduction_codegen(region).kernel, cpu::jit_built()) << name;
+    if (!cpu::jit_built()) continue;
+    for (cpu::RowIsa isa : {cpu::RowIsa::Generic, cpu::RowIsa::Avx512}) {
+      if (cpu::row_isa_available(isa)) check_kernel(g, sizes, KernelWay{isa, cpu::Codegen::Jit}, 81);
+    }
+    // Auto under its size threshold still generates code (the interpreter cannot run the body).
+    ASSERT_NE(cpu::make_reduction_kernel(fused, region, cpu::best_row_isa(), cpu::Codegen::Auto), nullptr)
+        << name;
+    NamedArrays in = inputs_for(g, sizes, 91);
+    Graph ran;
+    std::vector<Array> got = run(g, in, true, "cpu", &ran), want = run(g, in, false, "reference");
+    EXPECT_EQ(testing::count_op(ran, Op::ReductionRegion), 1u) << name;
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_TRUE(testing::arrays_close(got[i], want[i], kRtol, kAtol)) << name;
+  }
+  // floor of a per-row mean: a per-row step without the scalar code: the reference runs it.
+  auto [fused, at] = fused_region(function("per_row_floor"));
+  EXPECT_EQ(cpu::make_reduction_kernel(fused, fused.nodes()[at], cpu::best_row_isa(), cpu::Codegen::Jit),
+            nullptr);
+}
 
 // Inlining the region gives back nodes that compute what the source graph computes.
 TEST(ReductionRegions, UnfusedFormEqualsTheReference) {

@@ -79,6 +79,7 @@ struct Step {
 struct PassBody {
   std::shared_ptr<const Graph> body;  // null: the pass has no row step
   std::vector<int> in_slots, out_slots;
+  bool generated_only = false;  // a step has no tile loop: the pass runs only as generated code
 };
 
 // Which row steps and operands each pass evaluates per tile. `recompute` evaluates every row value
@@ -116,6 +117,9 @@ struct Plan {
   std::vector<std::vector<int>> ready;       // per pass: per-row steps to run before it
   std::vector<int> results;                  // slot per region result
   bool row_results = false;
+  // Whether a row step has generated code only (no tile loop: floor, clip, sin, ...): the passes
+  // that have one always run generated code; without it the reference kernel runs the region.
+  bool generated_only = false;
 };
 
 bool interpreted(Op op) {
@@ -259,6 +263,7 @@ PassBody pass_body(const Plan& plan, const Schedule& sch, int pass) {
   for (int si : steps) {
     const Step& s = plan.steps[static_cast<size_t>(si)];
     const Node& src = plan.body->nodes()[s.node];
+    out.generated_only = out.generated_only || !interpreted(src.op);
     std::vector<ValueId> ins{value(s.a)};
     if (s.b >= 0) ins.push_back(value(s.b));
     const ValueId o = g->add_value(f32);
@@ -300,7 +305,10 @@ std::shared_ptr<const Plan> make_plan(const Node& n) {
       plan->constants.push_back({b.outputs[0], b.attr_array("value").data<float>()[0]});
       continue;
     }
-    if (!interpreted(b.op)) return nullptr;
+    // A step without a tile loop may still be a row step of generated code (checked below).
+    if (!interpreted(b.op) &&
+        (b.inputs.empty() || b.outputs.size() != 1 || b.inputs.size() > 2 || is_row_reduction_op(b.op)))
+      return nullptr;
     Step s{TileStep{b.op}, b.outputs[0], b.inputs[0], b.inputs.size() > 1 ? b.inputs[1] : -1};
     s.node = static_cast<size_t>(&b - body.nodes().data());
     if (b.op == Op::LeakyRelu) s.tile.alpha = static_cast<float>(b.attr_f64("alpha"));
@@ -339,6 +347,18 @@ std::shared_ptr<const Plan> make_plan(const Node& n) {
   plan->keep = schedule(*plan, /*keep=*/true);
   for (Schedule* sch : {&plan->recompute, &plan->keep}) {
     for (int p = 0; p <= P; ++p) sch->bodies.push_back(pass_body(*plan, *sch, p));
+  }
+  // Steps without a tile loop: only as row steps (per-row steps run the scalar code below), and
+  // only where the pass that holds them has generated code for every step.
+  for (const Step& s : plan->steps) {
+    if (interpreted(s.op())) continue;
+    if (!s.row) return nullptr;
+    plan->generated_only = true;
+  }
+  for (const Schedule* sch : {&plan->recompute, &plan->keep}) {
+    for (const PassBody& pb : sch->bodies) {
+      if (pb.generated_only && !jit_unsupported_step(*pb.body).empty()) return nullptr;
+    }
   }
   return plan;
 }
@@ -472,10 +492,11 @@ class ReductionKernel final : public Kernel {
     const size_t lead_rank = rank - static_cast<size_t>(p.row_axes);
     int64_t rows = 1, n = 1;
     for (size_t d = 0; d < rank; ++d) (d < lead_rank ? rows : n) *= row_shape[d];
-    if (rows * n == 0) {
+    auto reference = [&] {
       std::vector<Array> ins = arrays_over(in), outs = arrays_over(out);
       return run_reference(Node{Op::ReductionRegion, {}, {}, {{"row_axes", p.row_axes}}, std::const_pointer_cast<Graph>(p.body), {}}, ins, outs);
-    }
+    };
+    if (rows * n == 0) return reference();
     std::vector<Operand> ops(in.size());
     for (size_t k = 0; k < in.size(); ++k) {
       std::vector<int64_t> strides = broadcast_strides_of(in[k].shape, row_shape);
@@ -511,11 +532,17 @@ class ReductionKernel final : public Kernel {
     const bool keep = static_cast<int64_t>(p.keep.kept.size()) * n * int64_t(sizeof(float)) <= kKeepBytes;
     const Schedule& sch = keep ? p.keep : p.recompute;
     std::vector<JitKernelFn> code(static_cast<size_t>(p.passes) + 1, nullptr);
-    if (jit_built() &&
-        (codegen_ == Codegen::Jit || (codegen_ == Codegen::Auto && rows * n >= kJitMinElements))) {
+    // A body with a step that has no tile loop runs generated code at any size (make_reduction_kernel
+    // takes it only where code can be generated).
+    if (jit_built() && (codegen_ == Codegen::Jit ||
+                        (codegen_ == Codegen::Auto && (rows * n >= kJitMinElements || p.generated_only)))) {
       for (size_t pass = 0; pass < code.size(); ++pass) {
         FUSEBOX_ASSIGN_OR_RETURN(code[pass], generated(sch, keep, pass, ops));
       }
+    }
+    for (size_t pass = 0; pass < code.size(); ++pass) {
+      // Its code could not be made here (Auto goes on after a failed compile): the reference.
+      if (sch.bodies[pass].generated_only && !code[pass]) return reference();
     }
     // Hosting needs the write pass's generated code: the tile loops assume no operand aliases the
     // result they write.
@@ -725,7 +752,7 @@ class ReductionKernel final : public Kernel {
 ReductionCodegen reduction_codegen(const Node& n) {
   ReductionCodegen out;
   std::shared_ptr<const Plan> plan = n.op == Op::ReductionRegion && n.body ? make_plan(n) : nullptr;
-  if (!plan) return out;
+  if (!plan || (plan->generated_only && !jit_built())) return out;
   out.kernel = true;
   for (const Schedule* sch : {&plan->keep, &plan->recompute}) {
     for (const PassBody& pb : sch->bodies) {
@@ -739,7 +766,7 @@ std::shared_ptr<const Kernel> make_reduction_kernel(const Graph&, const Node& n,
                                                     Codegen codegen) {
   if (n.op != Op::ReductionRegion || !n.body) return nullptr;
   std::shared_ptr<const Plan> plan = make_plan(n);
-  if (!plan) return nullptr;
+  if (!plan || (plan->generated_only && (codegen == Codegen::Interpreter || !jit_built()))) return nullptr;
   return std::make_shared<ReductionKernel>(std::move(plan), isa, codegen);
 }
 

@@ -39,8 +39,11 @@
 // magnitudes) amplifies the sums' rounding by that ratio, as any reordered sum does. NaN and
 // infinities propagate as in the reference.
 //
-// Bodies with a step the interpreter does not have (or a dtype other than f32) run the
-// reference kernel: correct, unfused speed.
+// A row step that has generated code but no tile loop (floor, ceil, round, clip, hardsigmoid,
+// hardswish, sin, cos) makes its passes run generated code at any size; where no code can be
+// generated (no LLVM, or the interpreter asked for), and for such a step on a per-row value, the
+// kernel declines. Bodies it declines, and those with a step neither has (or a dtype other than
+// f32), run the reference kernel: correct, unfused speed.
 #pragma once
 
 #include <memory>
