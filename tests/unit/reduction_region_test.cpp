@@ -134,11 +134,22 @@ func @hard_norm(%x: f32[N,D], %g: f32[D]) -> f32[N,D] {
   %hs = hardsigmoid %y {alpha = 0.25, beta = 0.5} : f32[N,D]
   return %hs
 }
-func @per_row_floor(%x: f32[N,D]) -> f32[N,D] {
+func @per_row_floor(%x: f32[N,D]) -> (f32[N,D], f32[N,1]) {
   %m = reduce_mean %x {axes = [-1], keepdims = true} : f32[N,1]
-  %f = floor %m : f32[N,1]
-  %y = sub %x, %f : f32[N,D]
-  return %y
+  %k = mul %m, %m : f32[N,1]
+  %c = clip %k {min = 0.01} : f32[N,1]
+  %f = floor %x : f32[N,D]
+  %y = sub %f, %c : f32[N,D]
+  %s = reduce_sum %y {axes = [-1], keepdims = true} : f32[N,1]
+  %r = round %s : f32[N,1]
+  %z = div %y, %r : f32[N,D]
+  return %z, %r
+}
+func @row_sinh(%x: f32[N,D]) -> f32[N,D] {
+  %m = reduce_max %x {axes = [-1], keepdims = true} : f32[N,1]
+  %d = sub %x, %m : f32[N,D]
+  %t = sinh %d : f32[N,D]
+  return %t
 }
 )";
 
@@ -382,16 +393,16 @@ INSTANTIATE_TEST_SUITE_P(EveryIsa, ReductionKernelIsa,
                                            KernelWay{cpu::RowIsa::Avx512, cpu::Codegen::Jit}),
                          [](const auto& info) { return way_name(info.param); });
 
-// Row steps that only generated code has (clip, floor, round, hardswish, sin, hardsigmoid: no
-// tile loop) run in the reduction kernel when code is generated, at any size, whatever the
-// codegen's size rule; with the interpreter asked for, and for such a step on a per-row value,
-// the kernel declines (the reference kernel runs the region). Fused graphs match the reference.
+// Steps that only generated code has (clip, floor, round, hardswish, sin, hardsigmoid: no tile
+// loop or scalar code) run in the reduction kernel when code is generated, at any size, whatever
+// the codegen's size rule: row steps in the passes' code, per-row steps (a clip of a mean's
+// square, a rounded sum) as one-step code per row; with the interpreter asked for, the kernel
+// declines (the reference kernel runs the region). Fused graphs match the reference.
 TEST(ReductionRegions, StepsWithoutTileLoopsRunAsGeneratedCode) {
   const std::vector<std::pair<std::string_view, SymbolBindings>> bodies = {
-      {"clipped_softmax", {{"N", 5}, {"D", 3001}}},
-      {"clipped_softmax", {{"N", 2}, {"D", 7}}},
-      {"hard_norm", {{"N", 4}, {"D", 1500}}},
-      {"hard_norm", {{"N", 1}, {"D", 1}}}};
+      {"clipped_softmax", {{"N", 5}, {"D", 3001}}}, {"clipped_softmax", {{"N", 2}, {"D", 7}}},
+      {"hard_norm", {{"N", 4}, {"D", 1500}}},       {"hard_norm", {{"N", 1}, {"D", 1}}},
+      {"per_row_floor", {{"N", 6}, {"D", 2049}}},   {"per_row_floor", {{"N", 3}, {"D", 5}}}};
   for (const auto& [name, sizes] : bodies) {
     const Graph& g = function(name);
     auto [fused, at] = fused_region(g);
@@ -416,10 +427,11 @@ TEST(ReductionRegions, StepsWithoutTileLoopsRunAsGeneratedCode) {
     for (size_t i = 0; i < got.size(); ++i)
       EXPECT_TRUE(testing::arrays_close(got[i], want[i], kRtol, kAtol)) << name;
   }
-  // floor of a per-row mean: a per-row step without the scalar code: the reference runs it.
-  auto [fused, at] = fused_region(function("per_row_floor"));
+  // sinh has neither a tile loop nor generated code: the reference kernel runs the region.
+  auto [fused, at] = fused_region(function("row_sinh"));
   EXPECT_EQ(cpu::make_reduction_kernel(fused, fused.nodes()[at], cpu::best_row_isa(), cpu::Codegen::Jit),
             nullptr);
+  EXPECT_FALSE(cpu::reduction_codegen(fused.nodes()[at]).kernel);
 }
 
 // Inlining the region gives back nodes that compute what the source graph computes.

@@ -68,6 +68,7 @@ struct Step {
   bool row = false;              // a row-shaped value (else one value per row)
   int pass = 0;                  // row step / reduction: its pass; per-row step: ready before it
   size_t node = 0;               // its node in the body
+  int scalar = -1;               // per-row step without scalar code here: its Plan::scalar_bodies index
   Op op() const { return tile.op; }
 };
 
@@ -117,9 +118,12 @@ struct Plan {
   std::vector<std::vector<int>> ready;       // per pass: per-row steps to run before it
   std::vector<int> results;                  // slot per region result
   bool row_results = false;
-  // Whether a row step has generated code only (no tile loop: floor, clip, sin, ...): the passes
-  // that have one always run generated code; without it the reference kernel runs the region.
+  // Whether a step has generated code only (no tile loop or scalar code here: floor, clip, sin,
+  // ...): the passes that hold one always run generated code, a per-row one runs its one-step
+  // body (scalar_bodies) on the row's value; without code generation the reference kernel runs
+  // the region.
   bool generated_only = false;
+  std::vector<std::shared_ptr<const Graph>> scalar_bodies;
 };
 
 bool interpreted(Op op) {
@@ -348,12 +352,23 @@ std::shared_ptr<const Plan> make_plan(const Node& n) {
   for (Schedule* sch : {&plan->recompute, &plan->keep}) {
     for (int p = 0; p <= P; ++p) sch->bodies.push_back(pass_body(*plan, *sch, p));
   }
-  // Steps without a tile loop: only as row steps (per-row steps run the scalar code below), and
-  // only where the pass that holds them has generated code for every step.
-  for (const Step& s : plan->steps) {
+  // Steps without a tile loop or scalar code: a row step in a pass body, a per-row step as a body
+  // of its own (its operands and result one f32 value), each of which must have generated code.
+  const TensorType f32{DType::F32, {}};
+  for (Step& s : plan->steps) {
     if (interpreted(s.op())) continue;
-    if (!s.row) return nullptr;
     plan->generated_only = true;
+    if (s.row) continue;
+    const Node& src = body.nodes()[s.node];
+    auto g = std::make_shared<Graph>("reduction_row_step");
+    std::vector<ValueId> ins{g->add_input("a", f32)};
+    if (s.b >= 0) ins.push_back(g->add_input("b", f32));
+    const ValueId o = g->add_value(f32);
+    g->add_node(Node{src.op, std::move(ins), {o}, src.attrs, nullptr, src.loc});
+    g->add_output(o);
+    if (!jit_unsupported_step(*g).empty()) return nullptr;
+    s.scalar = static_cast<int>(plan->scalar_bodies.size());
+    plan->scalar_bodies.push_back(std::move(g));
   }
   for (const Schedule* sch : {&plan->recompute, &plan->keep}) {
     for (const PassBody& pb : sch->bodies) {
@@ -456,6 +471,7 @@ struct RunArgs {
   const std::vector<int64_t>& lead;  // the leading dims of the row shape
   const std::vector<float*>& outs;
   const std::vector<JitKernelFn>& code;  // per pass: its generated loop, or null (the interpreter)
+  const std::vector<JitKernelFn>& scalar_code;  // per Plan::scalar_bodies
   int64_t n = 0;                         // elements per row
   int64_t rows = 0;
   bool hosted = false;  // kept rows in their result rows (Schedule::host)
@@ -547,7 +563,13 @@ class ReductionKernel final : public Kernel {
     // Hosting needs the write pass's generated code: the tile loops assume no operand aliases the
     // result they write.
     const bool hosted = code.back() != nullptr;
-    const RunArgs args{p, sch, reduction_loops(isa_), ops, lead, outs, code, n, rows, hosted};
+    std::vector<JitKernelFn> scalar_code;
+    for (const auto& b : p.scalar_bodies) {
+      Expected<std::shared_ptr<const JitKernel>> made = scalar_kernel(b);
+      if (!made) return codegen_ == Codegen::Jit ? made.status() : reference();
+      scalar_code.push_back((*made)->function());
+    }
+    const RunArgs args{p, sch, reduction_loops(isa_), ops, lead, outs, code, scalar_code, n, rows, hosted};
     const size_t kept_floats = args.sch.kept.size() * static_cast<size_t>(n);
 #pragma omp parallel if (rows > 1 && rows * n >= kParallelElements)
     {
@@ -596,6 +618,15 @@ class ReductionKernel final : public Kernel {
       it = jit_.emplace(std::move(key), made ? *made : nullptr).first;  // null: the interpreter
     }
     return it->second ? it->second->function() : JitKernelFn{nullptr};
+  }
+
+  // The generated code of a per-row step's body (Plan::scalar_bodies), compiled on first use.
+  Expected<std::shared_ptr<const JitKernel>> scalar_kernel(const std::shared_ptr<const Graph>& body) const {
+    std::lock_guard<std::mutex> lock(jit_mu_);
+    auto it = scalar_jit_.find(body.get());
+    if (it != scalar_jit_.end()) return it->second;
+    FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const JitKernel> made, jit_compile(*body, JitVariant{}));
+    return scalar_jit_.emplace(body.get(), std::move(made)).first->second;
   }
 
   static double* lanes_of(int slot, RowScratch& w) { return w.acc.data() + static_cast<size_t>(slot) * kAccLanes; }
@@ -661,6 +692,13 @@ class ReductionKernel final : public Kernel {
       for (int si : p.ready[static_cast<size_t>(pass)]) {
         const Step& s = p.steps[static_cast<size_t>(si)];
         const float x = w.sv[static_cast<size_t>(s.a)];
+        if (s.scalar >= 0) {
+          const void* in[] = {&w.sv[static_cast<size_t>(s.a)],
+                              s.b >= 0 ? &w.sv[static_cast<size_t>(s.b)] : nullptr};
+          void* out[] = {&w.sv[static_cast<size_t>(s.out)]};
+          a.scalar_code[static_cast<size_t>(s.scalar)](in, out, 1);
+          continue;
+        }
         w.sv[static_cast<size_t>(s.out)] = s.b < 0 ? unary(s.tile, x) : binary(s.op(), x, w.sv[static_cast<size_t>(s.b)]);
       }
       if (pass == p.passes && !p.row_results) break;
@@ -745,6 +783,7 @@ class ReductionKernel final : public Kernel {
   Codegen codegen_;
   mutable std::mutex jit_mu_;
   mutable std::map<std::tuple<bool, size_t, std::vector<bool>>, std::shared_ptr<const JitKernel>> jit_;
+  mutable std::map<const Graph*, std::shared_ptr<const JitKernel>> scalar_jit_;
 };
 
 }  // namespace

@@ -32,18 +32,20 @@
 //   sigmoid, silu and tanh-gelu are simd_math.h's (relative error below 4e-7; exp below -87.3
 //   gives about 1e-38 where the reference gives 0 or a subnormal), log, erf, exact gelu and pow
 //   <cmath>'s; generated code rounds as region_jit.h says (its approximated functions below 4e-7);
-// - per-row steps (a statistic's eps, rsqrt, log) run on the reference kernels' scalar code.
+// - per-row steps (a statistic's eps, rsqrt, log) run scalar code that rounds as the reference
+//   kernels do (steps without it: one-step generated code, region_jit.h's rounding).
 // Results are within 1e-5 relative plus 1e-6 absolute of the reference for the bodies whose
 // result is well conditioned in their reductions (softmax, log-sum-exp, the norms, row sums of
 // one sign); a body that cancels (a sum of values of both signs much smaller than their
 // magnitudes) amplifies the sums' rounding by that ratio, as any reordered sum does. NaN and
 // infinities propagate as in the reference.
 //
-// A row step that has generated code but no tile loop (floor, ceil, round, clip, hardsigmoid,
-// hardswish, sin, cos) makes its passes run generated code at any size; where no code can be
-// generated (no LLVM, or the interpreter asked for), and for such a step on a per-row value, the
-// kernel declines. Bodies it declines, and those with a step neither has (or a dtype other than
-// f32), run the reference kernel: correct, unfused speed.
+// A step that has generated code but no tile loop or scalar code here (floor, ceil, round, clip,
+// hardsigmoid, hardswish, sin, cos) runs as generated code at any size: a row step in its pass's
+// code, a per-row step as a one-step body called once per row. Where no code can be generated (no
+// LLVM, or the interpreter asked for) the kernel declines such a body. Bodies it declines, and
+// those with a step that has no code at all (or a dtype other than f32), run the reference
+// kernel: correct, unfused speed.
 #pragma once
 
 #include <memory>
