@@ -435,8 +435,11 @@ struct Operand {
 // The tiles and kept rows start on a cache line, so the loops' stores need no peeling.
 struct RowScratch {
   static constexpr size_t kAlign = 64 / sizeof(float);
-  RowScratch(const Plan& p, size_t operands, size_t kept_floats)
-      : floats(p.slots * kTile + kept_floats + kAlign),
+  // `tile`: a tile's floats (kTile, or a shorter row rounded up to the alignment). The floats are
+  // not cleared: every tile and kept row is written before it is read.
+  RowScratch(const Plan& p, size_t operands, size_t tile, size_t kept_floats)
+      : tile_floats(tile),
+        floats(new float[p.slots * tile + kept_floats + kAlign]),
         sv(p.slots),
         ptr(p.slots),
         stride(p.slots),
@@ -445,11 +448,13 @@ struct RowScratch {
         acc(p.slots * kAccLanes),
         jit_in(p.slots),
         jit_out(p.slots) {
-    const size_t misaligned = (reinterpret_cast<uintptr_t>(floats.data()) / sizeof(float)) % kAlign;
-    tiles = floats.data() + (misaligned ? kAlign - misaligned : 0);
-    kept = tiles + p.slots * kTile;
+    const size_t misaligned = (reinterpret_cast<uintptr_t>(floats.get()) / sizeof(float)) % kAlign;
+    tiles = floats.get() + (misaligned ? kAlign - misaligned : 0);
+    kept = tiles + p.slots * tile;
   }
-  std::vector<float> floats, sv;
+  size_t tile_floats;
+  std::unique_ptr<float[]> floats;
+  std::vector<float> sv;
   float* tiles = nullptr;
   float* kept = nullptr;
   std::vector<const float*> ptr;
@@ -459,7 +464,7 @@ struct RowScratch {
   std::vector<double> acc;
   std::vector<const void*> jit_in;  // a generated pass's operand and output pointers
   std::vector<void*> jit_out;
-  float* tile(int slot) { return tiles + static_cast<size_t>(slot) * kTile; }
+  float* tile(int slot) { return tiles + static_cast<size_t>(slot) * tile_floats; }
 };
 
 // What every row of one run shares.
@@ -491,19 +496,7 @@ class ReductionKernel final : public Kernel {
 
   Status run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const override {
     const Plan& p = *plan_;
-    std::vector<TensorType> in_types;
-    for (const BufferView& b : in) in_types.push_back(TensorType{b.dtype, make_shape(b.shape)});
-    // The row shape at these sizes: the operand of the body's first reduction.
-    std::vector<TensorType> types(p.slots);
-    for (size_t i = 0; i < in.size(); ++i) types[static_cast<size_t>(p.body->inputs()[i])] = in_types[i];
-    std::vector<int64_t> row_shape;
-    for (const Node& b : p.body->nodes()) {
-      std::vector<TensorType> ts;
-      for (ValueId v : b.inputs) ts.push_back(types[static_cast<size_t>(v)]);
-      FUSEBOX_ASSIGN_OR_RETURN(std::vector<TensorType> r, infer_result_types(b, ts));
-      types[static_cast<size_t>(b.outputs[0])] = r[0];
-      if (row_shape.empty() && is_row_reduction_op(b.op)) row_shape = static_dims(ts[0].shape);
-    }
+    FUSEBOX_ASSIGN_OR_RETURN(const std::vector<int64_t> row_shape, row_shape_for(in));
     const size_t rank = row_shape.size();
     const size_t lead_rank = rank - static_cast<size_t>(p.row_axes);
     int64_t rows = 1, n = 1;
@@ -571,9 +564,10 @@ class ReductionKernel final : public Kernel {
     }
     const RunArgs args{p, sch, reduction_loops(isa_), ops, lead, outs, code, scalar_code, n, rows, hosted};
     const size_t kept_floats = args.sch.kept.size() * static_cast<size_t>(n);
+    const size_t tile_floats = static_cast<size_t>((std::min(n, kTile) + 15) / 16 * 16);
 #pragma omp parallel if (rows > 1 && rows * n >= kParallelElements)
     {
-      RowScratch scratch(p, ops.size(), kept_floats);
+      RowScratch scratch(p, ops.size(), tile_floats, kept_floats);
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < rows; ++r) run_row(args, r, scratch);
     }
@@ -627,6 +621,37 @@ class ReductionKernel final : public Kernel {
     if (it != scalar_jit_.end()) return it->second;
     FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const JitKernel> made, jit_compile(*body, JitVariant{}));
     return scalar_jit_.emplace(body.get(), std::move(made)).first->second;
+  }
+
+  // The row shape at these input sizes: the operand of the body's first reduction, inferred
+  // through the body once per set of input shapes (a plan run in a loop sees the same ones; the
+  // inference allocates per step, which small rows would feel).
+  Expected<std::vector<int64_t>> row_shape_for(std::span<const BufferView> in) const {
+    {
+      std::lock_guard<std::mutex> lock(shape_mu_);
+      const bool same =
+          last_shapes_.size() == in.size() &&
+          std::equal(in.begin(), in.end(), last_shapes_.begin(),
+                     [](const BufferView& b, const std::vector<int64_t>& s) { return b.shape == s; });
+      if (same && !last_row_shape_.empty()) return last_row_shape_;
+    }
+    const Plan& p = *plan_;
+    std::vector<TensorType> types(p.slots);
+    for (size_t i = 0; i < in.size(); ++i)
+      types[static_cast<size_t>(p.body->inputs()[i])] = TensorType{in[i].dtype, make_shape(in[i].shape)};
+    std::vector<int64_t> row_shape;
+    for (const Node& b : p.body->nodes()) {
+      std::vector<TensorType> ts;
+      for (ValueId v : b.inputs) ts.push_back(types[static_cast<size_t>(v)]);
+      FUSEBOX_ASSIGN_OR_RETURN(std::vector<TensorType> r, infer_result_types(b, ts));
+      types[static_cast<size_t>(b.outputs[0])] = r[0];
+      if (row_shape.empty() && is_row_reduction_op(b.op)) row_shape = static_dims(ts[0].shape);
+    }
+    std::lock_guard<std::mutex> lock(shape_mu_);
+    last_shapes_.clear();
+    for (const BufferView& b : in) last_shapes_.push_back(b.shape);
+    last_row_shape_ = row_shape;
+    return row_shape;
   }
 
   static double* lanes_of(int slot, RowScratch& w) { return w.acc.data() + static_cast<size_t>(slot) * kAccLanes; }
@@ -784,6 +809,9 @@ class ReductionKernel final : public Kernel {
   mutable std::mutex jit_mu_;
   mutable std::map<std::tuple<bool, size_t, std::vector<bool>>, std::shared_ptr<const JitKernel>> jit_;
   mutable std::map<const Graph*, std::shared_ptr<const JitKernel>> scalar_jit_;
+  mutable std::mutex shape_mu_;  // row_shape_for's last answer
+  mutable std::vector<std::vector<int64_t>> last_shapes_;
+  mutable std::vector<int64_t> last_row_shape_;
 };
 
 }  // namespace
