@@ -2,12 +2,16 @@
 // and cast ops with random shapes, broadcast patterns and fusion options. The fused graph run on
 // the CPU region executor must equal the unfused graph run op by op on the reference backend:
 // f32 within 1e-5 relative (plus 1e-6 absolute near zero, where the reference's own float
-// formulas cancel), integers and bools exactly.
+// formulas cancel), integers and bools exactly. A second generator mode adds row reductions over
+// the last axis (keepdims, so later steps broadcast them back): reduction regions with random
+// bodies, sums and means over values of one sign (|a|) so that reordered sums stay well
+// conditioned.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
+#include "backends/cpu/reduction_kernel.h"
 #include "backends/cpu/region_jit.h"
 #ifdef FUSEBOX_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
@@ -26,7 +30,7 @@ struct RandomDag {
 
 class DagGenerator {
  public:
-  explicit DagGenerator(uint64_t seed) : rng_(seed) {}
+  explicit DagGenerator(uint64_t seed, bool reductions = false) : rng_(seed), reductions_(reductions) {}
 
   RandomDag make() {
     RandomDag d;
@@ -89,6 +93,13 @@ class DagGenerator {
     const bool is_float = dt != DType::I32;
     ValueId out = kNoValue;
     DType out_dt = dt;
+    if (reductions_ && dt == DType::F32 && !b.type(a.id).shape.empty() && coin(0.2)) {
+      const Op ops[] = {Op::ReduceSum, Op::ReduceMean, Op::ReduceMax, Op::ReduceMin};
+      const Op r = ops[pick(0, 3)];
+      const ValueId x = r == Op::ReduceSum || r == Op::ReduceMean ? b.op(Op::Abs, {a.id}) : a.id;
+      values_.push_back({b.op(r, {x}, {{"axes", std::vector<int64_t>{-1}}, {"keepdims", true}}), dt});
+      return;
+    }
     switch (pick(0, 15)) {
       case 0: out = b.add(a.id, of_type(b, dt).id); break;
       case 1: out = b.sub(a.id, of_type(b, dt).id); break;
@@ -145,6 +156,7 @@ class DagGenerator {
   }
 
   std::mt19937_64 rng_;
+  bool reductions_ = false;
   std::vector<Val> values_;
 };
 
@@ -152,8 +164,8 @@ class DagGenerator {
 // region nodes the fused graphs had, and counts in `staged` those whose generated code would run
 // in stages (cpu::jit_stage_starts).
 int run_differential(uint64_t seed, int count, testing::BackendChoice executor, int* staged = nullptr,
-                     FusionTarget target = FusionTarget::Cpu) {
-  DagGenerator gen(seed);
+                     FusionTarget target = FusionTarget::Cpu, int* reduction_regions = nullptr) {
+  DagGenerator gen(seed, reduction_regions != nullptr);
   int regions = 0, compared = 0;
   for (int iter = 0; iter < count; ++iter) {
     RandomDag d = gen.make();
@@ -174,6 +186,9 @@ int run_differential(uint64_t seed, int count, testing::BackendChoice executor, 
       return regions;
     }
     for (const Node& n : fused->graph().nodes()) {
+      // Reduction regions whose body the reduction kernel takes (not the reference kernels).
+      if (reduction_regions && n.op == Op::ReductionRegion && cpu::reduction_codegen(n).kernel)
+        ++*reduction_regions;
       if (n.op != Op::ElementwiseRegion) continue;
       ++regions;
       if (staged && n.body && cpu::jit_stage_starts(*n.body).size() > 1) ++*staged;
@@ -214,6 +229,19 @@ TEST(FusionDifferential, RandomDagsOnGeneratedCodeMatchTheReference) {
   EXPECT_GT(run_differential(20261201, 1500, testing::kCpuJit, &staged), 700);
   EXPECT_GT(staged, 50) << staged;
   EXPECT_GT(cpu::jit_stats().compiled - before, 500u);
+}
+
+// DAGs with row reductions: reduction regions with random bodies (approximated functions, casts
+// to f64 and back, clip, round, hardswish, sin: steps with and without tile loops), on the tile
+// interpreter (bodies it lacks a step for go to the reference kernels) and as generated code.
+TEST(FusionDifferential, RandomDagsWithRowReductionsMatchTheReference) {
+  int reductions = 0;
+  run_differential(20261207, 1500, testing::kCpuInterpreter, nullptr, FusionTarget::Cpu, &reductions);
+  EXPECT_GT(reductions, 250) << reductions;
+  if (!cpu::jit_built()) return;
+  reductions = 0;
+  run_differential(20261208, 1500, testing::kCpuJit, nullptr, FusionTarget::Cpu, &reductions);
+  EXPECT_GT(reductions, 250) << reductions;
 }
 
 // The same DAGs on the GPU: every region and lone op as generated CUDA C++ (flat and strided
