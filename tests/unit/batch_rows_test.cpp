@@ -242,8 +242,9 @@ TEST(BatchRows, AnOperandAlongTheRowsIsDeclined) {
 }
 
 // The row loops of every instruction set this processor has agree bit for bit with the generic
-// ones on random rows: vector bodies and scalar tails (n = 37), rows too close to the frame's
-// start for the word gathers (before = 0), plain and streaming stores. Bilinear rows also read
+// ones on random rows, gathering and loading one by one (GatherUse: both ways on any host, and
+// the one Auto picks): vector bodies and scalar tails (n = 37), rows too close to the frame's
+// start for the word gathers (before = 0). Bilinear rows also read
 // through byte windows (AVX-512 VBMI where the processor has it): the first block's taps are
 // those of a 2x downscale of 3 channels (a 94-byte window), the second's span more than 128
 // bytes (gathered, or one by one when `before` is too small).
@@ -270,11 +271,12 @@ TEST(BatchRows, RowLoopsOfEveryIsaAgree) {
     std::vector<uint32_t> lut, gathered;
     std::vector<float> nearest, nearest_f32, bilinear, windowed, near;
   };
-  auto run = [&](const cpu::PreprocessLoops& loops, int64_t before, bool stream) {
+  auto run = [&](const cpu::PreprocessLoops& loops, int64_t before) {
     Rows r{std::vector<uint32_t>(n), std::vector<uint32_t>(n), std::vector<float>(n), std::vector<float>(n),
            std::vector<float>(n),    std::vector<float>(n),    std::vector<float>(n)};
     const auto* s8 = src.data<uint8_t>() + before;
-    loops.lut_row(s8, before, off0.data(), base.data(), static_cast<const uint32_t*>(lut.raw()), r.lut.data(), n, stream);
+    loops.lut_row(s8, before, off0.data(), base.data(), static_cast<const uint32_t*>(lut.raw()), r.lut.data(),
+                  n);
     loops.nearest_u8(s8, before, off0.data(), r.nearest.data(), n, nullptr);
     loops.nearest_u8(s8, before, near0.data(), r.near.data(), n, windows.data());
     loops.nearest_f32(src_f32.data<float>(), off0.data(), r.nearest_f32.data(), n);
@@ -282,16 +284,21 @@ TEST(BatchRows, RowLoopsOfEveryIsaAgree) {
                       w1.data<double>(), r.bilinear.data(), n, nullptr);
     loops.bilinear_u8(s8, s8 + 2000, before, 0.625, 0.375, near0.data(), near1.data(), w0.data<double>(),
                       w1.data<double>(), r.windowed.data(), n, windows.data());
-    loops.gather32(static_cast<const uint32_t*>(lut.raw()), index.data(), r.gathered.data(), n, stream);
+    loops.gather32(static_cast<const uint32_t*>(lut.raw()), index.data(), r.gathered.data(), n);
     return r;
   };
-  for (cpu::RowIsa isa : {cpu::RowIsa::Generic, cpu::RowIsa::Avx2, cpu::RowIsa::Avx512}) {
-    if (!cpu::row_isa_available(isa)) continue;
-    for (int64_t before : {0, 3, 64}) {
-      for (bool stream : {false, true}) {
-        SCOPED_TRACE(std::string(cpu::row_isa_name(isa)) + " before " + std::to_string(before) + (stream ? " streaming" : ""));
-        Rows want = run(cpu::preprocess_loops(cpu::RowIsa::Generic), before, false);
-        Rows got = run(cpu::preprocess_loops(isa), before, stream);
+  const cpu::GatherUse chosen = cpu::gather_use();
+  for (cpu::GatherUse use : {cpu::GatherUse::Always, cpu::GatherUse::Never, cpu::GatherUse::Auto}) {
+    cpu::set_gather_use(use);
+    for (cpu::RowIsa isa : {cpu::RowIsa::Generic, cpu::RowIsa::Avx2, cpu::RowIsa::Avx512}) {
+      if (!cpu::row_isa_available(isa)) continue;
+      for (int64_t before : {0, 3, 64}) {
+        SCOPED_TRACE(std::string(cpu::row_isa_name(isa)) + " before " + std::to_string(before) +
+                     (use == cpu::GatherUse::Always  ? " gathering"
+                      : use == cpu::GatherUse::Never ? " one by one"
+                                                     : " auto"));
+        Rows want = run(cpu::preprocess_loops(cpu::RowIsa::Generic), before);
+        Rows got = run(cpu::preprocess_loops(isa), before);
         EXPECT_EQ(got.lut, want.lut);
         EXPECT_EQ(got.gathered, want.gathered);
         EXPECT_EQ(0, std::memcmp(got.nearest.data(), want.nearest.data(), size_t(n) * 4));
@@ -302,6 +309,7 @@ TEST(BatchRows, RowLoopsOfEveryIsaAgree) {
       }
     }
   }
+  cpu::set_gather_use(chosen);
 }
 
 }  // namespace

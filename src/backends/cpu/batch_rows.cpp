@@ -64,7 +64,6 @@ class BatchRowsKernel final : public Kernel {
   std::vector<Segment> segments;
   std::vector<Item> items;
   bool lut = false;                                // the nearest path with a lookup table
-  bool stream = false;                             // non-temporal stores (kStreamingBytes)
   int64_t lut_width = 0;                           // entries per channel
   std::vector<int32_t> lut_base;                   // per column: its channel * lut_width
   std::vector<int32_t> lut_base_k;                 // the same in destination order
@@ -120,8 +119,8 @@ void BatchRowsKernel::run_lut_rows(const Item& it, const uint32_t* table, const 
     }
     const int64_t before = t.row_off[2 * size_t(r)];
     for (const Segment& g : segments) {
-      loops.lut_row(src + before, before, it.off.data() + g.k0, lut_base_k.data() + g.k0, table, row + g.dst, g.k1 - g.k0,
-                    stream);
+      loops.lut_row(src + before, before, it.off.data() + g.k0, lut_base_k.data() + g.k0, table, row + g.dst,
+                    g.k1 - g.k0);
     }
     for (int32_t j : t.const_cols) {
       row[dst[size_t(j)]] = table[size_t(lut_base[size_t(j)] + kLutValues + t.col_const[size_t(j)])];
@@ -142,7 +141,7 @@ Status BatchRowsKernel::run_window(const Item& it, const Array& frame, Window& w
   for (int64_t r = r0; r < r1; ++r) {
     uint32_t* row = y + it.base + r * row_stride;
     for (const Segment& g : segments) {
-      loops.gather32(v + (r - r0) * cols, order.data() + g.k0, row + g.dst, g.k1 - g.k0, stream);
+      loops.gather32(v + (r - r0) * cols, order.data() + g.k0, row + g.dst, g.k1 - g.k0);
     }
   }
   return Status::ok();
@@ -294,7 +293,6 @@ Expected<std::shared_ptr<const Kernel>> make_batch_rows_kernel(const Node& batch
   k->cols = product(k->read, 1);
   k->row_stride = read_stride[0];
   k->window = std::max<int64_t>(1, kWindowElements / k->cols);
-  k->stream = int64_t(table.items) * product(k->read) * int64_t(dtype_size(k->out_dtype)) >= kStreamingBytes;
   std::vector<size_t> index(k->read.size(), 0);
   for (int64_t j = 0; j < k->cols; ++j) {
     int64_t d = 0;

@@ -2,7 +2,10 @@
 #include "backends/cpu/preprocess_rows.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <limits>
+#include <string_view>
 
 #include "backends/cpu/transform_kernel.h"
 #include "ir/check.h"
@@ -27,6 +30,23 @@ const PreprocessLoops& preprocess_loops() {
   static const PreprocessLoops& best = preprocess_loops(best_row_isa());
   return best;
 }
+
+namespace {
+
+std::atomic<GatherUse>& gather_setting() {
+  static std::atomic<GatherUse> use = [] {
+    const char* e = std::getenv("FUSEBOX_GATHERS");
+    if (e && std::string_view(e) == "0") return GatherUse::Never;
+    if (e && std::string_view(e) == "1") return GatherUse::Always;
+    return GatherUse::Auto;
+  }();
+  return use;
+}
+
+}  // namespace
+
+void set_gather_use(GatherUse use) { gather_setting().store(use, std::memory_order_relaxed); }
+GatherUse gather_use() { return gather_setting().load(std::memory_order_relaxed); }
 
 std::vector<ByteWindow> byte_windows(const std::vector<int32_t>& off0, const std::vector<int32_t>& off1) {
   std::vector<ByteWindow> out(std::min(off0.size(), off1.size()) / 16);

@@ -79,10 +79,9 @@ void prefetch_row(const RowTables& t, const void* src, size_t esize, int64_t r);
 // kernels' (row_kernels.h).
 struct PreprocessLoops {
   // `before`: how many bytes of the source lie before `src` (a row's offset in its frame).
-  // `stream`: write `out` by non-temporal stores (a result larger than the caches).
   // out[i] = lut[base[i] + src[off[i]]]
-  void (*lut_row)(const uint8_t* src, int64_t before, const int32_t* off, const int32_t* base, const uint32_t* lut,
-                  uint32_t* out, int64_t n, bool stream);
+  void (*lut_row)(const uint8_t* src, int64_t before, const int32_t* off, const int32_t* base,
+                  const uint32_t* lut, uint32_t* out, int64_t n);
   // out[i] = float(src[off[i]]); `windows` (may be null) as for bilinear_u8
   void (*nearest_u8)(const uint8_t* src, int64_t before, const int32_t* off, float* out, int64_t n,
                      const ByteWindow* windows);
@@ -94,9 +93,19 @@ struct PreprocessLoops {
                       const int32_t* o0, const int32_t* o1, const double* w0, const double* w1, float* out,
                       int64_t n, const ByteWindow* windows);
   // out[i] = src[idx[i]] (4-byte elements)
-  void (*gather32)(const uint32_t* src, const int32_t* idx, uint32_t* out, int64_t n, bool stream);
+  void (*gather32)(const uint32_t* src, const int32_t* idx, uint32_t* out, int64_t n);
 };
 const PreprocessLoops& preprocess_loops(RowIsa isa);
 const PreprocessLoops& preprocess_loops();  // the best this processor has
+
+// Whether the AVX2 and AVX-512 loops gather (vpgatherdd) where they can, or load one element at a
+// time. Which is faster depends on the processor: on an Intel Xeon (Ice Lake) guest the lookup
+// rows ran 1.7x faster one by one, on the AMD EPYC hosts the AVX-512 gathers won. Auto times both
+// once per instruction set, at its first use in the process (about 100 microseconds), and keeps
+// the faster; FUSEBOX_GATHERS=0|1 forces a way for the process (for measuring), set_gather_use
+// for tests. Both ways compute the same bytes.
+enum class GatherUse { Auto, Always, Never };
+void set_gather_use(GatherUse use);
+GatherUse gather_use();
 
 }  // namespace fusebox::cpu
