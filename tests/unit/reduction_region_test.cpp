@@ -145,6 +145,16 @@ func @per_row_floor(%x: f32[N,D]) -> (f32[N,D], f32[N,1]) {
   %z = div %y, %r : f32[N,D]
   return %z, %r
 }
+func @per_row_clip(%x: f32[N,D]) -> f32[N,D] {
+  %m = reduce_mean %x {axes = [-1], keepdims = true} : f32[N,1]
+  %c = sub %x, %m : f32[N,D]
+  %sq = mul %c, %c : f32[N,D]
+  %v = reduce_mean %sq {axes = [-1], keepdims = true} : f32[N,1]
+  %vc = clip %v {min = 0.5} : f32[N,1]
+  %r = rsqrt %vc : f32[N,1]
+  %y = mul %c, %r : f32[N,D]
+  return %y
+}
 func @row_sinh(%x: f32[N,D]) -> f32[N,D] {
   %m = reduce_max %x {axes = [-1], keepdims = true} : f32[N,1]
   %d = sub %x, %m : f32[N,D]
@@ -400,9 +410,15 @@ INSTANTIATE_TEST_SUITE_P(EveryIsa, ReductionKernelIsa,
 // declines (the reference kernel runs the region). Fused graphs match the reference.
 TEST(ReductionRegions, StepsWithoutTileLoopsRunAsGeneratedCode) {
   const std::vector<std::pair<std::string_view, SymbolBindings>> bodies = {
-      {"clipped_softmax", {{"N", 5}, {"D", 3001}}}, {"clipped_softmax", {{"N", 2}, {"D", 7}}},
-      {"hard_norm", {{"N", 4}, {"D", 1500}}},       {"hard_norm", {{"N", 1}, {"D", 1}}},
-      {"per_row_floor", {{"N", 6}, {"D", 2049}}},   {"per_row_floor", {{"N", 3}, {"D", 5}}}};
+      {"clipped_softmax", {{"N", 5}, {"D", 3001}}},
+      {"clipped_softmax", {{"N", 2}, {"D", 7}}},
+      {"hard_norm", {{"N", 4}, {"D", 1500}}},
+      {"hard_norm", {{"N", 1}, {"D", 1}}},
+      {"per_row_floor", {{"N", 6}, {"D", 2049}}},
+      {"per_row_floor", {{"N", 3}, {"D", 5}}},
+      // only a per-row step lacks a tile loop: under Auto at this size the passes run on the
+      // tile interpreter, the clip as one-step generated code
+      {"per_row_clip", {{"N", 4}, {"D", 300}}}};
   for (const auto& [name, sizes] : bodies) {
     const Graph& g = function(name);
     auto [fused, at] = fused_region(g);

@@ -541,10 +541,12 @@ class ReductionKernel final : public Kernel {
     const bool keep = static_cast<int64_t>(p.keep.kept.size()) * n * int64_t(sizeof(float)) <= kKeepBytes;
     const Schedule& sch = keep ? p.keep : p.recompute;
     std::vector<JitKernelFn> code(static_cast<size_t>(p.passes) + 1, nullptr);
-    // A body with a step that has no tile loop runs generated code at any size (make_reduction_kernel
-    // takes it only where code can be generated).
+    // Passes with a step that has no tile loop run generated code at any size (make_reduction_kernel
+    // takes such a body only where code can be generated).
+    const bool passes_need_code = std::any_of(sch.bodies.begin(), sch.bodies.end(),
+                                              [](const PassBody& pb) { return pb.generated_only; });
     if (jit_built() && (codegen_ == Codegen::Jit ||
-                        (codegen_ == Codegen::Auto && (rows * n >= kJitMinElements || p.generated_only)))) {
+                        (codegen_ == Codegen::Auto && (rows * n >= kJitMinElements || passes_need_code)))) {
       for (size_t pass = 0; pass < code.size(); ++pass) {
         FUSEBOX_ASSIGN_OR_RETURN(code[pass], generated(sch, keep, pass, ops));
       }
@@ -716,7 +718,6 @@ class ReductionKernel final : public Kernel {
     for (int pass = 0; pass <= p.passes; ++pass) {
       for (int si : p.ready[static_cast<size_t>(pass)]) {
         const Step& s = p.steps[static_cast<size_t>(si)];
-        const float x = w.sv[static_cast<size_t>(s.a)];
         if (s.scalar >= 0) {
           const void* in[] = {&w.sv[static_cast<size_t>(s.a)],
                               s.b >= 0 ? &w.sv[static_cast<size_t>(s.b)] : nullptr};
@@ -724,6 +725,7 @@ class ReductionKernel final : public Kernel {
           a.scalar_code[static_cast<size_t>(s.scalar)](in, out, 1);
           continue;
         }
+        const float x = w.sv[static_cast<size_t>(s.a)];
         w.sv[static_cast<size_t>(s.out)] = s.b < 0 ? unary(s.tile, x) : binary(s.op(), x, w.sv[static_cast<size_t>(s.b)]);
       }
       if (pass == p.passes && !p.row_results) break;
