@@ -13,6 +13,8 @@
 //   BM_MlpStep        one SGD step of the two-layer MLP of examples/lazy_mlp.cpp and `fusebox
 //                     demo` (width w -> 2w -> 8, batch max(128, w); w = 32 and 256, the demo's
 //                     size), loss read: fused and with fusion off
+//   BM_MlpStepCuda    the same step on Device::cuda(0) (w = 256 and 1024, batch max(128, w)),
+//                     fused and with fusion off; skipped without a GPU
 //
 // The chains and the MLP step run once before timing: what is timed runs cached plans.
 //
@@ -20,6 +22,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <string>
 
 #include "../examples/lazy_mlp.h"
 #include "fusebox/tensor.h"
@@ -97,10 +100,11 @@ BENCHMARK(BM_Chain100)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(0.2);
 
-// mode 0: fused; 1: fusion off.
-void BM_MlpStep(benchmark::State& state) {
+// One SGD step of the MLP on `device` (range(0): width; range(1) 0: fused, 1: fusion off).
+void run_mlp_step(benchmark::State& state, lazy::Device device) {
   const int64_t width = state.range(0);
-  const lazy::Device d = state.range(1) == 1 ? lazy::Device::cpu().unfused() : lazy::Device::cpu();
+  const bool unfused = state.range(1) == 1;
+  const lazy::Device d = unfused ? device.unfused() : device;
   Mlp mlp = Mlp::init(width, 2 * width, 8, d);
   Tensor x = Tensor::randn({std::max<int64_t>(128, width), width}, 10, DType::F32, d);
   Tensor target = matmul(x, Tensor::randn({width, 8}, 11, DType::F32, d)).tanh();
@@ -114,10 +118,28 @@ void BM_MlpStep(benchmark::State& state) {
   const lazy::LazyStats after = lazy::stats();
   state.counters["kernels_per_step"] = double(after.kernels - before.kernels) / double(state.iterations());
   state.counters["plan_misses"] = double(after.plan_misses - before.plan_misses);
-  state.SetLabel(state.range(1) == 1 ? "lazy unfused" : "lazy fused");
+  state.SetLabel(std::string(unfused ? "lazy unfused" : "lazy fused") +
+                 (device.kind == lazy::DeviceKind::Cuda ? ", cuda" : ""));
 }
+
+void BM_MlpStep(benchmark::State& state) { run_mlp_step(state, lazy::Device::cpu()); }
 BENCHMARK(BM_MlpStep)
     ->ArgsProduct({{32, 256}, {0, 1}})
+    ->ArgNames({"width", "mode"})
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.2);
+
+// The step on the GPU; skipped without one.
+void BM_MlpStepCuda(benchmark::State& state) {
+  const lazy::Device gpu = lazy::Device::cuda(0);
+  if (Status why = gpu.availability(); !why.is_ok()) {
+    state.SkipWithError(why.message().c_str());
+    return;
+  }
+  run_mlp_step(state, gpu);
+}
+BENCHMARK(BM_MlpStepCuda)
+    ->ArgsProduct({{256, 1024}, {0, 1}})
     ->ArgNames({"width", "mode"})
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.2);

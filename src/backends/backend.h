@@ -99,6 +99,9 @@ class Stream {
   virtual Expected<std::shared_ptr<const RecordedWork>> end_recording() {
     return Status::unimplemented("this stream cannot record work");
   }
+  // The device API's own stream (a CUstream on CUDA), for code outside fusebox that enqueues work
+  // in order with this stream's (a custom op's device kernel); nullptr where there is none.
+  virtual void* native_handle() const { return nullptr; }
 };
 
 // A compiled node. Outputs are allocated by the runtime with the node's concrete result shapes;

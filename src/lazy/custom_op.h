@@ -1,24 +1,27 @@
 // Custom ops of the lazy layer: user ops registered by name at any time (before or after tensors
-// were used), each with shape/dtype inference, a CPU kernel, an optional CUDA kernel slot and an
+// were used), each with shape/dtype inference, a CPU kernel, an optional CUDA kernel and an
 // optional element-wise body. With a body the op is built from existing IR ops when its group is
 // compiled, so it fuses into element-wise groups like a built-in op; without one it is a fusion
-// boundary: its record runs alone and the lazy layer calls its CPU kernel directly.
+// boundary: its record runs alone and the lazy layer calls its kernel directly (on a GPU its CUDA
+// kernel when it has one, else the CPU kernel on host copies of the operands).
 //
 //   lazy::CustomOpDef def;
 //   def.name = "softplus";
 //   def.infer = lazy::same_as_input(0);
-//   def.cpu = [](const std::vector<Array>& in, const Attrs&, std::vector<Array>& out) { ...; return Status::ok(); };
-//   def.body = [](GraphBuilder& b, const std::vector<ValueId>& in, const Attrs&) -> Expected<std::vector<ValueId>> {...};
-//   lazy::register_custom_op(std::move(def));
-//   Tensor y = custom_op("softplus", {x});
+//   def.cpu = [](const std::vector<Array>& in, const Attrs&, std::vector<Array>& out) { ...; return
+//   Status::ok(); }; def.body = [](GraphBuilder& b, const std::vector<ValueId>& in, const Attrs&) ->
+//   Expected<std::vector<ValueId>> {...}; lazy::register_custom_op(std::move(def)); Tensor y =
+//   custom_op("softplus", {x});
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "fusebox/status.h"
 #include "ir/array.h"
 #include "ir/attributes.h"
@@ -36,9 +39,14 @@ using CustomInferFn = std::function<Expected<std::vector<CustomType>>(const std:
 // Fills `outputs` (allocated with the inferred types) from `inputs`; an error (or an exception)
 // fails the block: the tensors it would compute read as ExecutionError.
 using CustomCpuKernel = std::function<Status(const std::vector<Array>& inputs, const Attrs&, std::vector<Array>& outputs)>;
-// A device kernel: operand and result device pointers, attributes and the device stream. Kept for
-// builds with CUDA; a CPU build never calls it.
-using CustomCudaKernel = Status (*)(const void* const* inputs, void* const* outputs, const Attrs& attrs, void* stream);
+// A device kernel: operand and result views of device memory (contiguous, row-major, of the
+// inferred types; results uninitialised), attributes and the device's stream (a CUstream, with the device's
+// context current on the calling thread). It enqueues its work on that stream and returns; the
+// results stay on the device for the next block. Called for a record on Device::cuda (the CPU
+// kernel runs everywhere else); an error (or an exception) fails the block.
+using CustomCudaKernel =
+    std::function<Status(std::span<const BufferView> inputs, std::span<const BufferView> outputs,
+                         const Attrs& attrs, void* stream)>;
 // The op written with built-in element-wise IR ops: returns the results of the op.
 using CustomBodyFn = std::function<Expected<std::vector<ValueId>>(GraphBuilder&, const std::vector<ValueId>&, const Attrs&)>;
 
@@ -47,7 +55,7 @@ struct CustomOpDef {
   int min_inputs = 1, max_inputs = -1;  // -1: any number
   CustomInferFn infer;
   CustomCpuKernel cpu;
-  CustomCudaKernel cuda = nullptr;
+  CustomCudaKernel cuda;  // optional
   CustomBodyFn body;  // optional: element-wise, fusible
 };
 

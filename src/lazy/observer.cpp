@@ -41,14 +41,20 @@ enum Counter : int {
   kPlanMisses,
   kAllocations,
   kInplaceReuses,
+  kDeviceUploads,
+  kDeviceDownloads,
   kLiveTensors,
-  kLiveBytes,
+  kCudaTensors,
+  kCpuHostBytes,   // host values of CPU tensors
+  kCudaHostBytes,  // host copies of cuda tensors
+  kCudaBytes,      // device buffers of cuda tensors
   kCounters
 };
 constexpr uint64_t LazyStats::*kStatFields[] = {
-    &LazyStats::records,        &LazyStats::flushes,     &LazyStats::blocks_fused,
-    &LazyStats::blocks_unfused, &LazyStats::kernels,     &LazyStats::plan_hits,
-    &LazyStats::plan_misses,    &LazyStats::allocations, &LazyStats::inplace_reuses};
+    &LazyStats::records,        &LazyStats::flushes,         &LazyStats::blocks_fused,
+    &LazyStats::blocks_unfused, &LazyStats::kernels,         &LazyStats::plan_hits,
+    &LazyStats::plan_misses,    &LazyStats::allocations,     &LazyStats::inplace_reuses,
+    &LazyStats::device_uploads, &LazyStats::device_downloads};
 constexpr int kStats = int(std::size(kStatFields));
 
 struct Slot {
@@ -162,20 +168,28 @@ namespace counters {
 void add(uint64_t LazyStats::*field, uint64_t n) { add_to(counter_for(field), int64_t(n)); }
 }  // namespace counters
 
-// Tensor values live in host memory between blocks on every device (a cuda block copies its
-// operands in and its results out), so every available device's usage is the same count.
 MemoryUsage memory_usage(Device device) {
   if (!device.available()) return {};
-  return memory_usage_all();
+  std::lock_guard<std::mutex> lock(registry().mu);
+  const int64_t cuda = total_locked(kCudaTensors);
+  if (device.kind == DeviceKind::Cuda) return {cuda, total_locked(kCudaBytes)};
+  return {total_locked(kLiveTensors) - cuda, total_locked(kCpuHostBytes)};
 }
 MemoryUsage memory_usage_all() {
   std::lock_guard<std::mutex> lock(registry().mu);
-  return {total_locked(kLiveTensors), total_locked(kLiveBytes)};
+  return {total_locked(kLiveTensors),
+          total_locked(kCpuHostBytes) + total_locked(kCudaHostBytes) + total_locked(kCudaBytes)};
 }
 
 namespace memory_accounting {
-void on_state(int delta) { add_to(kLiveTensors, delta); }
-void on_bytes(int64_t delta) { add_to(kLiveBytes, delta); }
+void on_state(int delta, const Device& device) {
+  add_to(kLiveTensors, delta);
+  if (device.kind == DeviceKind::Cuda) add_to(kCudaTensors, delta);
+}
+void on_bytes(int64_t delta, const Device& device) {
+  add_to(device.kind == DeviceKind::Cuda ? kCudaHostBytes : kCpuHostBytes, delta);
+}
+void on_device_bytes(int64_t delta) { add_to(kCudaBytes, delta); }
 }  // namespace memory_accounting
 
 LeakCheck::LeakCheck() : live_at_start_(memory_usage_all().live_tensors) {}

@@ -56,6 +56,8 @@ struct LazyStats {
   uint64_t plan_misses = 0;
   uint64_t allocations = 0;      // output buffers allocated for segment results
   uint64_t inplace_reuses = 0;   // outputs written into a dead input's buffer
+  uint64_t device_uploads = 0;   // host values copied to a device (once per tensor)
+  uint64_t device_downloads = 0;  // device values copied to the host (once per tensor)
 };
 LazyStats stats();
 void reset_stats();
@@ -63,7 +65,10 @@ namespace counters {
 void add(uint64_t LazyStats::*field, uint64_t n = 1);
 }
 
-// Tensors (states) alive and the bytes of their computed values, per device.
+// Tensors (states) alive on a device and the bytes their computed values hold in its memory: for
+// the CPU, host arrays of CPU tensors; for a GPU, device buffers of its tensors (their host
+// copies, made when read, count in memory_usage_all only). memory_usage_all: every tensor, and
+// every byte on the host and the devices.
 struct MemoryUsage {
   int64_t live_tensors = 0;
   int64_t bytes = 0;
@@ -71,8 +76,9 @@ struct MemoryUsage {
 MemoryUsage memory_usage(Device device = Device::cpu());
 MemoryUsage memory_usage_all();
 namespace memory_accounting {
-void on_state(int delta);
-void on_bytes(int64_t delta);
+void on_state(int delta, const Device& device);
+void on_bytes(int64_t delta, const Device& device);  // host memory of a tensor on `device`
+void on_device_bytes(int64_t delta);                 // GPU memory
 }
 
 // Notes the live tensors when made; check() syncs every stream and says which tensors made

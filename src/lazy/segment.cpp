@@ -226,8 +226,12 @@ Expected<CompiledGroup> compile_group(const RelativeForm& rf, const std::vector<
   CompileOptions options;
   options.fuse = g.fused;
   // A cuda block is fused for the GPU and placed on it (what the cuda backend does not claim
-  // runs on the CPU); its operands and results cross to and from the device at the block's ends.
-  if (device.kind == DeviceKind::Cuda) options.target = FusionTarget::Cuda;
+  // runs on the CPU, with copies at its ends).
+  // Its operands and results stay on the device (device_io): the next block reads them there.
+  if (device.kind == DeviceKind::Cuda) {
+    options.target = FusionTarget::Cuda;
+    options.device_io = true;
+  }
   FUSEBOX_ASSIGN_OR_RETURN(Executable exe, session().compile(graph, options));
   for (const Node& n : exe.graph().nodes()) {
     if (n.op != Op::Constant) cg.kernels.emplace_back(op_keyword(n.op));
@@ -311,23 +315,98 @@ void report_block(const std::vector<Record>& ops, const CompiledGroup& cg, const
   }
 }
 
-// A custom op without a body: its CPU kernel on the record's operands.
+// The ready value of an operand, or the error that stopped it.
+Status operand_status(const TensorState& s) {
+  if (!s.ready.load(std::memory_order_acquire))
+    return Status::internal("lazy: an input of a block was not computed");
+  return s.error();
+}
+
+// A custom op's device kernel on the record's operands, on the device: operands as device
+// buffers, results allocated there and left there.
+Status run_custom_on_device(const Record& r, const CustomOp& op, const Device& device) {
+  FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<Backend> backend, device_backend(device));
+  std::vector<Buffer> ins, outs;
+  std::vector<BufferView> in_views, out_views;
+  for (const StatePtr& s : r.inputs) {
+    FUSEBOX_ASSIGN_OR_RETURN(Buffer b, s->device_value(*backend));
+    in_views.push_back(b.view());
+    ins.push_back(std::move(b));
+  }
+  for (const StatePtr& s : r.outputs) {
+    FUSEBOX_ASSIGN_OR_RETURN(Buffer b, backend->allocate(s->dtype, s->shape));
+    out_views.push_back(b.view());
+    outs.push_back(std::move(b));
+  }
+  void* stream = backend->stream().native_handle();
+  if (!stream)
+    return Status::internal("custom op '" + op.def.name + "': " + device.to_string() + " has no stream");
+  Status s;
+  try {
+    s = op.def.cuda(in_views, out_views, r.attrs, stream);
+  } catch (const std::exception& e) {
+    s = Status::invalid(std::string("threw: ") + e.what());
+  } catch (...) {
+    s = Status::invalid("threw an exception that is not a std::exception");
+  }
+  if (!s.is_ok()) return Status(s.code(), "custom op '" + op.def.name + "' (cuda kernel): " + s.message());
+  for (size_t k = 0; k < r.outputs.size(); ++k) r.outputs[k]->set_device_value(std::move(outs[k]));
+  return Status::ok();
+}
+
+// A custom op without a body: its cuda kernel where the block runs on a GPU and the op has one,
+// else its CPU kernel on the operands' host values.
 Status run_custom(const std::vector<Record>& ops, const CompiledGroup& cg, const Device& device, bool hit) {
   const Record& r = ops[cg.group.begin];
-  std::vector<Array> inputs;
-  for (const StatePtr& s : r.inputs) {
-    if (!s->ready.load(std::memory_order_acquire)) return Status::internal("lazy: an input of a block was not computed");
-    if (!s->error().is_ok()) return s->error();
-    inputs.push_back(s->value());
-  }
-  std::vector<CustomType> types;
-  for (const StatePtr& s : r.outputs) types.push_back({s->dtype, s->shape});
+  for (const StatePtr& s : r.inputs) FUSEBOX_RETURN_IF_ERROR(operand_status(*s));
   const auto start = std::chrono::steady_clock::now();
-  Expected<std::vector<Array>> outs = run_custom_kernel(*cg.custom, inputs, r.attrs, types);
+  if (device.kind == DeviceKind::Cuda && cg.custom->def.cuda) {
+    FUSEBOX_RETURN_IF_ERROR(run_custom_on_device(r, *cg.custom, device));
+  } else {
+    std::vector<Array> inputs;
+    for (const StatePtr& s : r.inputs) {
+      FUSEBOX_RETURN_IF_ERROR(s->fetch_host());
+      inputs.push_back(s->value());
+    }
+    std::vector<CustomType> types;
+    for (const StatePtr& s : r.outputs) types.push_back({s->dtype, s->shape});
+    Expected<std::vector<Array>> outs = run_custom_kernel(*cg.custom, inputs, r.attrs, types);
+    if (!outs) return outs.status();
+    for (size_t k = 0; k < r.outputs.size(); ++k) r.outputs[k]->set_value(std::move((*outs)[k]));
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!outs) return outs.status();
-  for (size_t k = 0; k < r.outputs.size(); ++k) r.outputs[k]->set_value(std::move((*outs)[k]));
   counters::add(&LazyStats::allocations, r.outputs.size());
+  report_block(ops, cg, device, hit, seconds);
+  return Status::ok();
+}
+
+// A cuda block: operands as device buffers (a host value is copied up once), results left on the
+// device. The work is enqueued; a failure of it comes back when a result is copied down.
+Status run_device_group(const RelativeForm& rf, const std::vector<Record>& ops, const CompiledGroup& cg,
+                        const Device& device, bool hit) {
+  FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<Backend> backend, device_backend(device));
+  SmallVec<Buffer, 4> inputs;
+  inputs.reserve(cg.inputs.size());
+  for (int t : cg.inputs) {
+    const TensorState& s = *rf.tensors[size_t(t)];
+    FUSEBOX_RETURN_IF_ERROR(operand_status(s));
+    FUSEBOX_ASSIGN_OR_RETURN(Buffer b, s.device_value(*backend));
+    inputs.push_back(std::move(b));
+  }
+  const bool timed = has_observers();
+  const auto start = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+  Expected<std::vector<Buffer>> outs =
+      cg.exe->run_buffers(std::span<const Buffer>(inputs.data(), inputs.size()));
+  if (!outs) return outs.status();
+  // Observers see the block's time on the device: it is waited for.
+  if (timed) FUSEBOX_RETURN_IF_ERROR(backend->stream().sync());
+  const double seconds =
+      timed ? std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() : 0.0;
+  for (size_t k = 0; k < cg.outputs.size(); ++k) {
+    if (!(*outs)[k]) return Status::internal("lazy: a result of a cuda block was not materialised");
+    rf.tensors[size_t(cg.outputs[k])]->set_device_value(std::move((*outs)[k]));
+  }
+  counters::add(&LazyStats::allocations, cg.outputs.size());
   report_block(ops, cg, device, hit, seconds);
   return Status::ok();
 }
@@ -337,15 +416,15 @@ Status run_group(const RelativeForm& rf, const std::vector<Record>& ops, const C
   TraceSpan span("execute");
   if (span.on()) span.set_detail(cg.group.fuser + " " + std::to_string(cg.kernels.size()) + " kernel(s)");
   if (cg.custom) return run_custom(ops, cg, device, hit);
+  if (device.kind == DeviceKind::Cuda) return run_device_group(rf, ops, cg, device, hit);
   // Blocks are mostly one to three operands and one result: their lists stay on the stack (a
   // flush with fusion off runs a block per record, so per-block allocations add up).
   SmallVec<Array, 4> inputs;
   inputs.reserve(cg.inputs.size());
   for (int t : cg.inputs) {
-    TensorState* s = rf.tensors[size_t(t)];
-    if (!s->ready.load(std::memory_order_acquire)) return Status::internal("lazy: an input of a block was not computed");
-    if (!s->error().is_ok()) return s->error();
-    inputs.push_back(s->value());
+    const TensorState& s = *rf.tensors[size_t(t)];
+    FUSEBOX_RETURN_IF_ERROR(operand_status(s));
+    inputs.push_back(s.value());
   }
   // In place: an output may take the buffer of an input nobody reads after this block (no handle
   // at the flush, no later reader, not aliased, not shared with another thread) of its type.

@@ -1,7 +1,7 @@
 // The data the lazy layer shares between handles, streams and fusers: a tensor's state (shape,
-// dtype, device, its Array once computed, or the error that stopped it) and a record (one
-// deferred op). Tensor handles count themselves in TensorState::handles; records and streams hold
-// states through shared_ptr without counting as handles, so "no handle left" means "dead to the
+// dtype, device, its value once computed, on the host or the device, or the error that stopped
+// it) and a record (one deferred op). Tensor handles count themselves in TensorState::handles; records and
+// streams hold states through shared_ptr without counting as handles, so "no handle left" means "dead to the
 // user" even while a pending record still reads the tensor.
 #pragma once
 
@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "fusebox/status.h"
 #include "ir/array.h"
 #include "ir/attributes.h"
@@ -43,6 +44,10 @@ struct Device {
   friend bool operator==(const Device& a, const Device& b) { return a.key() == b.key(); }
 };
 
+// The backend of an available non-CPU device, made once per process: the lazy layer allocates
+// and copies tensor values with it. An error for the CPU or an unavailable device.
+Expected<std::shared_ptr<Backend>> device_backend(const Device& device);
+
 class Stream;
 struct CustomOp;
 
@@ -67,18 +72,33 @@ struct TensorState {
   std::atomic<bool> no_inplace{false};
   std::atomic<Stream*> reader{nullptr};  // the first stream that recorded a read of it
 
-  // Set once, before `ready` becomes true.
+  // Set once, before `ready` becomes true: a host value, or a buffer on the tensor's device (a
+  // cuda block's result: it stays there for the next block and is copied to the host on the
+  // first host read).
   void set_value(Array a);
+  void set_device_value(Buffer b);
   void set_error(Status s);
-  const Array& value() const { return value_; }
   const Status& error() const { return error_; }
-  // Takes the buffer away (in-place reuse by the consumer of a dead tensor).
-  Array take_value();
+  // Whether the host value is there (set, or copied down already).
+  bool on_host() const { return host_ready_.load(std::memory_order_acquire); }
+  // Makes the host value available: a device value is copied down once (an error of the copy, or
+  // of the device work that computed it, is returned here and at every later call).
+  Status fetch_host() const;
+  // The host value; only after on_host() or a successful fetch_host().
+  const Array& value() const { return value_; }
+  // The value on the device of `backend`: the device result itself, or the host value copied up
+  // on the first call and kept (a tensor made on the host and read by several cuda blocks is
+  // copied once).
+  Expected<Buffer> device_value(const Backend& backend) const;
 
  private:
-  Array value_;
+  mutable std::mutex copy_mu_;  // guards the copies made on demand
+  mutable Array value_;
+  mutable Buffer device_;
+  mutable Status copy_error_;
+  mutable std::atomic<bool> host_ready_{false};
   Status error_;
-  size_t counted_bytes_ = 0;
+  mutable size_t host_bytes_ = 0, device_bytes_ = 0;  // counted in memory_usage
 };
 
 using StatePtr = std::shared_ptr<TensorState>;

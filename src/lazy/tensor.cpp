@@ -1,6 +1,8 @@
 // Tensor handles, creation, recording (Tensor::apply_multi) and reads (lazy/tensor.h).
 #include "lazy/tensor.h"
 
+#include <cstring>
+#include <map>
 #include <optional>
 #include <random>
 
@@ -21,26 +23,39 @@ std::string Device::to_string() const {
   return fusion ? s : s + " (unfused)";
 }
 
+namespace {
+
+// cuda:0's backend, made on first use (loading the driver and creating the GPU's context).
+const Expected<std::shared_ptr<Backend>>& cuda_backend() {
+  static const Expected<std::shared_ptr<Backend>> b = make_backend("cuda");
+  return b;
+}
+
+}  // namespace
+
 Status Device::availability() const {
   if (kind == DeviceKind::Cpu) return Status::ok();
   if (index != 0) return Status::unimplemented("device " + to_string() + " is not available: only cuda:0 is supported");
-  // One attempt per process: making the backend loads the driver and creates the GPU's context.
-  static const Status cuda = [] {
-    Expected<std::shared_ptr<Backend>> b = make_backend("cuda");
-    return b ? Status::ok() : b.status();
-  }();
-  if (cuda.is_ok()) return cuda;
-  return Status::unimplemented("device " + to_string() + " is not available: " + cuda.message());
+  if (cuda_backend()) return Status::ok();
+  return Status::unimplemented("device " + to_string() +
+                               " is not available: " + cuda_backend().status().message());
+}
+
+Expected<std::shared_ptr<Backend>> device_backend(const Device& device) {
+  if (device.kind == DeviceKind::Cpu) return Status::internal("lazy: the CPU has no device backend");
+  FUSEBOX_RETURN_IF_ERROR(device.availability());
+  return *cuda_backend();
 }
 
 TensorState::TensorState(uint64_t id, DType dtype, std::vector<int64_t> shape, Device device)
     : id(id), dtype(dtype), shape(std::move(shape)), device(device) {
-  memory_accounting::on_state(1);
+  memory_accounting::on_state(1, this->device);
 }
 
 TensorState::~TensorState() {
-  memory_accounting::on_state(-1);
-  memory_accounting::on_bytes(-int64_t(counted_bytes_));
+  memory_accounting::on_state(-1, device);
+  memory_accounting::on_bytes(-int64_t(host_bytes_), device);
+  memory_accounting::on_device_bytes(-int64_t(device_bytes_));
 }
 
 int64_t TensorState::numel() const { return product(shape); }
@@ -48,8 +63,16 @@ size_t TensorState::nbytes() const { return size_t(numel()) * size_t(dtype_size(
 
 void TensorState::set_value(Array a) {
   value_ = std::move(a);
-  counted_bytes_ = value_.nbytes();
-  memory_accounting::on_bytes(int64_t(counted_bytes_));
+  host_bytes_ = value_.nbytes();
+  memory_accounting::on_bytes(int64_t(host_bytes_), device);
+  host_ready_.store(true, std::memory_order_release);
+  ready.store(true, std::memory_order_release);
+}
+
+void TensorState::set_device_value(Buffer b) {
+  device_ = std::move(b);
+  device_bytes_ = device_.view().nbytes();
+  memory_accounting::on_device_bytes(int64_t(device_bytes_));
   ready.store(true, std::memory_order_release);
 }
 
@@ -58,10 +81,88 @@ void TensorState::set_error(Status s) {
   ready.store(true, std::memory_order_release);
 }
 
-Array TensorState::take_value() {
-  memory_accounting::on_bytes(-int64_t(counted_bytes_));
-  counted_bytes_ = 0;
-  return std::move(value_);
+Status TensorState::fetch_host() const {
+  if (on_host()) return Status::ok();
+  std::lock_guard<std::mutex> lock(copy_mu_);
+  if (on_host()) return Status::ok();
+  if (!copy_error_.is_ok()) return copy_error_;
+  if (!device_) return Status::internal("lazy: tensor " + std::to_string(id) + " has no value");
+  Status s = [&]() -> Status {
+    FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<Backend> backend, device_backend(device));
+    Array host(dtype, shape);
+    FUSEBOX_RETURN_IF_ERROR(backend->copy_to_host(backend->stream(), device_.view(), host_view(host)));
+    FUSEBOX_RETURN_IF_ERROR(backend->stream().sync());
+    value_ = std::move(host);
+    return Status::ok();
+  }();
+  if (!s.is_ok()) {
+    copy_error_ = std::move(s);
+    return copy_error_;
+  }
+  counters::add(&LazyStats::device_downloads);
+  host_bytes_ = value_.nbytes();
+  memory_accounting::on_bytes(int64_t(host_bytes_), device);
+  host_ready_.store(true, std::memory_order_release);
+  return Status::ok();
+}
+
+namespace {
+
+// Device copies of one-element host values by (dtype, bytes): the scalars of `x * 0.5`, made anew
+// at every op of a loop, are copied up once per value. Sharing is safe because the lazy layer
+// never writes a device buffer in place. Bounded; never destroyed (its buffers go back to a pool
+// that may be gone at exit).
+class ScalarUploads {
+ public:
+  Expected<Buffer> get(const Backend& backend, const Array& v, bool* copied) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, v.raw(), v.nbytes());
+    const std::pair<int, uint64_t> key{int(v.dtype()), bits};
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = map_.find(key); it != map_.end()) return it->second;
+    FUSEBOX_ASSIGN_OR_RETURN(Buffer b, backend.allocate(v.dtype(), v.shape()));
+    FUSEBOX_RETURN_IF_ERROR(backend.copy_from_host(backend.stream(), host_view(v), b.view()));
+    *copied = true;
+    if (map_.size() >= 4096) map_.clear();
+    map_.emplace(key, b);
+    return b;
+  }
+  static ScalarUploads& instance() {
+    static ScalarUploads* u = new ScalarUploads();
+    return *u;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::pair<int, uint64_t>, Buffer> map_;
+};
+
+}  // namespace
+
+Expected<Buffer> TensorState::device_value(const Backend& backend) const {
+  std::lock_guard<std::mutex> lock(copy_mu_);
+  if (device_) return device_;
+  if (!copy_error_.is_ok()) return copy_error_;
+  bool copied = true;
+  Status s = [&]() -> Status {
+    if (value_.numel() == 1 && value_.nbytes() <= sizeof(uint64_t) && shape.empty()) {
+      copied = false;
+      FUSEBOX_ASSIGN_OR_RETURN(device_, ScalarUploads::instance().get(backend, value_, &copied));
+      return Status::ok();
+    }
+    FUSEBOX_ASSIGN_OR_RETURN(Buffer b, backend.allocate(dtype, shape));
+    FUSEBOX_RETURN_IF_ERROR(backend.copy_from_host(backend.stream(), host_view(value_), b.view()));
+    device_ = std::move(b);
+    return Status::ok();
+  }();
+  if (!s.is_ok()) {
+    copy_error_ = std::move(s);
+    return copy_error_;
+  }
+  if (copied) counters::add(&LazyStats::device_uploads);
+  device_bytes_ = device_.view().nbytes();
+  memory_accounting::on_device_bytes(int64_t(device_bytes_));
+  return device_;
 }
 
 }  // namespace lazy
@@ -406,6 +507,10 @@ Expected<Array> Tensor::to_array() const {
     return Status::internal("tensor " + std::to_string(state_->id) + " was not computed");
   }
   if (!state_->error().is_ok()) return state_->error();
+  if (Status s = state_->fetch_host(); !s.is_ok()) {
+    return Status(StatusCode::kExecutionError,
+                  "deferred work failed on " + state_->device.to_string() + ": " + s.message());
+  }
   return state_->value().clone();
 }
 
@@ -471,7 +576,7 @@ Tensor Tensor::slice(std::vector<int64_t> starts, std::vector<int64_t> ends, std
   // result is a view of the same buffer, so the bounds are run-time values by construction and a
   // loop over minibatches runs one cached plan (docs/lazy.md "Slices of computed tensors").
   if (state_ && state_->ready.load(std::memory_order_acquire) && state_->error().is_ok() &&
-      !state_->value().empty_storage()) {
+      state_->on_host() && !state_->value().empty_storage()) {
     if (auto block = contiguous_block(state_->shape, starts, ends, axes)) {
       Tensor view = computed(state_->value().part(block->first, std::move(block->second)), state_->device);
       if (view.state_ && view.state_->error().is_ok()) {
@@ -555,6 +660,15 @@ Status sync(lazy::Device device) {
   for (lazy::Stream* s : lazy::streams_of(device)) {
     Status e = s->flush();
     if (first.is_ok() && !e.is_ok()) first = e;
+  }
+  // A GPU's blocks were enqueued: wait for them, and report a failure of the device work.
+  if (device.kind == lazy::DeviceKind::Cuda && first.is_ok() && device.available()) {
+    Expected<std::shared_ptr<Backend>> backend = lazy::device_backend(device);
+    if (!backend) return backend.status();
+    if (Status e = (*backend)->stream().sync(); !e.is_ok()) {
+      return Status(StatusCode::kExecutionError,
+                    "deferred work failed on " + device.to_string() + ": " + e.message());
+    }
   }
   return first;
 }

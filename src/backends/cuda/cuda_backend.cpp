@@ -49,6 +49,11 @@ class CudaStream final : public Stream {
  public:
   explicit CudaStream(std::shared_ptr<Context> c) : context_(std::move(c)) {}
   Device device() const override { return context_->device(); }
+  // The CUstream, with the device's context made current on the calling thread (a kernel launched
+  // on the stream needs it).
+  void* native_handle() const override {
+    return context_->make_current().is_ok() ? context_->stream() : nullptr;
+  }
   Status sync() override {
     FUSEBOX_RETURN_IF_ERROR(context_->make_current());
     const Driver& d = context_->driver();
