@@ -161,13 +161,13 @@ Status outline_reduction_regions(Graph& g, const std::vector<ReductionGroup>& gr
   return outline_groups(g, sets, build);
 }
 
-Expected<int64_t> inline_reduction_regions(Graph& g) {
+Expected<int64_t> inline_reduction_regions(Graph& g, const std::function<bool(const Node&)>& which) {
   int64_t count = 0;
   std::vector<Node> out;
   std::vector<Node> nodes = std::move(g.mutable_nodes());
   g.mutable_nodes().clear();
   for (Node& n : nodes) {
-    if (n.op != Op::ReductionRegion) {
+    if (n.op != Op::ReductionRegion || (which && !which(n))) {
       out.push_back(std::move(n));
       continue;
     }

@@ -22,6 +22,7 @@
 //   or a rank-0 constant; parameters broadcast into S.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,7 +62,8 @@ struct ReductionGroup {
 // The graph is re-sorted topologically (stable) afterwards.
 Status outline_reduction_regions(Graph& g, const std::vector<ReductionGroup>& groups);
 
-// Replaces every reduction_region by its body's nodes (the exact inverse). Returns how many.
-Expected<int64_t> inline_reduction_regions(Graph& g);
+// Replaces every reduction_region (those `which` accepts, when given) by its body's nodes (the
+// exact inverse). Returns how many.
+Expected<int64_t> inline_reduction_regions(Graph& g, const std::function<bool(const Node&)>& which = nullptr);
 
 }  // namespace fusebox

@@ -190,11 +190,12 @@ NamedArrays inputs_for(const Graph& g, const SymbolBindings& sizes, uint64_t see
 }
 
 std::vector<Array> run(const Graph& g, const NamedArrays& in, bool fuse, const std::string& backend,
-                       Graph* ran = nullptr) {
+                       Graph* ran = nullptr, cpu::Codegen codegen = cpu::Codegen::Auto) {
   Session s;
   CompileOptions o;
   o.fuse = fuse;
   o.backend = backend;
+  o.cpu.codegen = codegen;
   o.verify_each_pass = true;
   Expected<Executable> exe = s.compile(g, o);
   EXPECT_TRUE(exe) << exe.status().to_string();
@@ -443,11 +444,43 @@ TEST(ReductionRegions, StepsWithoutTileLoopsRunAsGeneratedCode) {
     for (size_t i = 0; i < got.size(); ++i)
       EXPECT_TRUE(testing::arrays_close(got[i], want[i], kRtol, kAtol)) << name;
   }
-  // sinh has neither a tile loop nor generated code: the reference kernel runs the region.
+  // sinh has neither a tile loop nor generated code: the kernel declines the region.
   auto [fused, at] = fused_region(function("row_sinh"));
   EXPECT_EQ(cpu::make_reduction_kernel(fused, fused.nodes()[at], cpu::best_row_isa(), cpu::Codegen::Jit),
             nullptr);
   EXPECT_FALSE(cpu::reduction_codegen(fused.nodes()[at]).kernel);
+}
+
+// A region the reduction kernel declines runs unfused: the CPU backend's lowering inlines its
+// body, whose ops run on their own kernels (not the region's reference kernel, a node at a time
+// on one thread). Results match the reference.
+TEST(ReductionRegions, RegionsTheKernelDeclinesRunUnfused) {
+  struct Way {
+    std::string_view func;
+    cpu::Codegen codegen;
+    bool declined;
+  };
+  const Way ways[] = {{"row_sinh", cpu::Codegen::Auto, true},
+                      {"row_sinh", cpu::Codegen::Jit, true},
+                      {"clipped_softmax", cpu::Codegen::Interpreter, true},
+                      {"clipped_softmax", cpu::Codegen::Auto, !cpu::jit_built()},
+                      {"softmax_temperature", cpu::Codegen::Interpreter, false}};
+  for (const Way& w : ways) {
+    const Graph& g = function(w.func);
+    auto [fused, at] = fused_region(g);
+    ASSERT_EQ(fused.nodes()[at].op, Op::ReductionRegion) << w.func;
+    NamedArrays in = inputs_for(g, {{"N", 5}, {"D", 1001}}, 97);
+    Graph ran;
+    std::vector<Array> got = run(g, in, true, "cpu", &ran, w.codegen), want = run(g, in, false, "reference");
+    EXPECT_EQ(testing::count_op(ran, Op::ReductionRegion), w.declined ? 0u : 1u)
+        << w.func << " with codegen " << codegen_name(w.codegen);
+    if (w.declined) {
+      EXPECT_EQ(testing::count_op(ran, Op::ReduceMax), 1u) << w.func;
+    }
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_TRUE(testing::arrays_close(got[i], want[i], kRtol, kAtol)) << w.func;
+  }
 }
 
 // Inlining the region gives back nodes that compute what the source graph computes.
@@ -565,6 +598,75 @@ func @bad(%x: f32[4,8]) -> f32[4,8] {
 )");
   ASSERT_FALSE(m.has_value());
   EXPECT_NE(m.status().message().find("reduces other axes than the last 1"), std::string::npos) << m.status().to_string();
+}
+
+// A reduction that joins no region (alone in the graph, or unfused) runs on the reduction kernel
+// when it is f32 over the trailing axes, keepdims or not: every ISA's loops and generated code,
+// results poisoned first, against the reference kernel. Other reductions are declined.
+TEST(ReductionRegions, LoneRowReductionsRunOnTheReductionKernel) {
+  struct Lone {
+    Op op;
+    std::vector<int64_t> shape, axes;
+    bool keepdims;
+  };
+  const Lone cases[] = {
+      {Op::ReduceSum, {7, 1001}, {-1}, true},  {Op::ReduceMean, {3, 5, 300}, {1, 2}, false},
+      {Op::ReduceMax, {4, 2049}, {1}, false},  {Op::ReduceMin, {1, 5}, {-1}, true},
+      {Op::ReduceProd, {6, 33}, {-1}, true},   {Op::ReduceSum, {2, 3, 4, 17}, {-2, -1}, true},
+      {Op::ReduceMean, {1, 4096}, {-1}, false}};
+  auto lone = [](const Lone& c, DType dtype) {
+    Graph g("lone");
+    const TensorType x{dtype, make_shape(c.shape)};
+    const ValueId in = g.add_input("x", x);
+    Node n{c.op, {in}, {}, Attrs{{"axes", c.axes}, {"keepdims", c.keepdims}}, nullptr, {}};
+    const std::vector<TensorType> operands{x};
+    Expected<std::vector<TensorType>> t = infer_result_types(n, operands);
+    EXPECT_TRUE(t) << t.status().to_string();
+    n.outputs = {g.add_value(t ? (*t)[0] : x)};
+    g.add_node(n);
+    g.add_output(n.outputs[0]);
+    return g;
+  };
+  std::vector<KernelWay> ways;
+  for (cpu::RowIsa isa : {cpu::RowIsa::Generic, cpu::RowIsa::Avx2, cpu::RowIsa::Avx512}) {
+    if (!cpu::row_isa_available(isa)) continue;
+    ways.push_back({isa, cpu::Codegen::Interpreter});
+    if (cpu::jit_built()) ways.push_back({isa, cpu::Codegen::Jit});
+  }
+  uint64_t seed = 300;
+  for (const Lone& c : cases) {
+    const Graph g = lone(c, DType::F32);
+    const Node& n = g.nodes()[0];
+    const std::string what = std::string(op_keyword(c.op)) + " of " + g.type(n.inputs[0]).to_string();
+    const std::vector<Array> ins{nonzero(c.shape, seed++)};
+    std::vector<Array> want{Array(DType::F32, static_dims(g.type(n.outputs[0]).shape))};
+    ASSERT_TRUE(cpu::run_reference(n, ins, want).is_ok()) << what;
+    for (const KernelWay& way : ways) {
+      std::shared_ptr<const Kernel> kernel = cpu::make_row_reduce_kernel(g, n, way.isa, way.codegen);
+      ASSERT_NE(kernel, nullptr) << what;
+      for (uint8_t poison : testing::kPoisonBytes) {
+        Array got(DType::F32, want[0].shape());
+        got.fill_bytes(poison);
+        const BufferView in_view = host_view(ins[0]), out_view = host_view(got);
+        InlineStream stream(kHostDevice);
+        ASSERT_TRUE(kernel
+                        ->run(stream, std::span<const BufferView>(&in_view, 1),
+                              std::span<const BufferView>(&out_view, 1))
+                        .is_ok())
+            << what;
+        EXPECT_TRUE(testing::arrays_close(got, want[0], kRtol, kAtol)) << what << " on " << way_name(way);
+      }
+    }
+  }
+  // A leading axis, an integer reduction, and rows of one element (the result is the operand: the
+  // kernel cannot tell rows from per-row values there): not for this kernel.
+  const Graph single = lone({Op::ReduceMax, {3, 1}, {-1}, true}, DType::F32);
+  EXPECT_EQ(cpu::make_row_reduce_kernel(single, single.nodes()[0]), nullptr);
+  EXPECT_EQ(cpu::make_row_reduce_kernel(lone({Op::ReduceSum, {5, 7}, {0}, true}, DType::F32),
+                                        lone({Op::ReduceSum, {5, 7}, {0}, true}, DType::F32).nodes()[0]),
+            nullptr);
+  const Graph ints = lone({Op::ReduceSum, {5, 7}, {-1}, true}, DType::I32);
+  EXPECT_EQ(cpu::make_row_reduce_kernel(ints, ints.nodes()[0]), nullptr);
 }
 
 }  // namespace

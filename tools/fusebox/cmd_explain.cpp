@@ -58,13 +58,14 @@ Status render_svg(const std::string& dot_path, const std::string& svg_path) {
 }
 
 // How the CPU runs each region: generated code, or the tile interpreter and why, or (reduction
-// regions the reduction kernel does not take) the reference kernels ("" without regions).
+// regions the reduction kernel does not take) unfused, its ops on kernels of their own (the CPU
+// backend's lowering inlines them; "" without regions).
 std::string codegen_line(const Graph& g) {
   std::string generated, interpreted, reference;
   auto add = [](std::string& list, const std::string& item) { list += (list.empty() ? "" : ", ") + item; };
   for (const Node& n : g.nodes()) {
     if (n.op == Op::ReductionRegion && n.body) {
-      // The reduction kernel's passes; bodies it does not take run on the reference kernels.
+      // The reduction kernel's passes; bodies it does not take run unfused.
       const std::string name = n.attr_str("name");
       const cpu::ReductionCodegen rc = cpu::reduction_codegen(n);
       if (!rc.kernel)
@@ -102,8 +103,8 @@ std::string codegen_line(const Graph& g) {
     if (!cpu::jit_built()) line += " (this build has no CPU code generation)";
   }
   if (!reference.empty()) {
-    line += std::string(generated.empty() && interpreted.empty() ? "" : "; ") + "reference kernels for " +
-            reference;
+    line += std::string(generated.empty() && interpreted.empty() ? "" : "; ") +
+            "unfused (ops one by one) for " + reference + " (the reduction kernel cannot run it here)";
   }
   return line + "\n";
 }

@@ -15,6 +15,7 @@
 #include "backends/cpu/row_kernels.h"
 #include "backends/cpu/transform_kernel.h"
 #include "backends/host_backend.h"
+#include "ir/reduction_region.h"
 #include "ir/region_prologue.h"
 
 namespace fusebox {
@@ -89,7 +90,8 @@ class CpuBackend final : public HostBackend {
   explicit CpuBackend(const CpuBackendOptions& options) : options_(options) {}
   std::string_view name() const override { return "cpu"; }
   Claim claims(const Graph&, const Node&) const override { return Claim::accept(); }
-  Expected<Graph> lower(const Graph& g) const override {
+  Expected<Graph> lower(const Graph& fused) const override {
+    FUSEBOX_ASSIGN_OR_RETURN(Graph g, unfuse_unrunnable_reductions(fused));
     if (!options_.onednn || !onednn::available() || options_.nchwc_block == 0) return g;
     bool has_conv = std::any_of(g.nodes().begin(), g.nodes().end(),
                                 [](const Node& n) { return n.op == Op::Conv2d || n.op == Op::FusedConvBiasAct; });
@@ -104,6 +106,21 @@ class CpuBackend final : public HostBackend {
     }
     return assign_blocked_layout(g, block);
   }
+  // A reduction region the row kernel cannot run (a step with neither a tile loop nor generated
+  // code, in this build or with the interpreter asked for; a body it does not cover) runs as its
+  // body's nodes, each on its own kernel, as if it had not been fused: the reference kernels
+  // would run the body a node at a time on one thread, far slower than the unfused graph.
+  Expected<Graph> unfuse_unrunnable_reductions(const Graph& g) const {
+    auto unrunnable = [&](const Node& n) {
+      return n.op == Op::ReductionRegion && n.body &&
+             !make_reduction_kernel(g, n, best_row_isa(), options_.codegen);
+    };
+    if (std::none_of(g.nodes().begin(), g.nodes().end(), unrunnable)) return g;
+    Graph out = g;
+    FUSEBOX_RETURN_IF_ERROR(inline_reduction_regions(out, unrunnable).status());
+    return out;
+  }
+
   Expected<std::shared_ptr<const Kernel>> compile(const Graph& g, const Node& n) const override {
     std::vector<TensorType> in;
     for (ValueId v : n.inputs) in.push_back(g.type(v));
@@ -113,7 +130,8 @@ class CpuBackend final : public HostBackend {
       return make_reference_kernel(n);
     }
     if (n.op == Op::ReductionRegion) {
-      // Bodies the row interpreter does not cover run their nodes one by one (the reference).
+      // lower() unfused the regions the row kernel does not take; a graph compiled without it
+      // runs such a body's nodes one by one (the reference).
       if (auto rows = make_reduction_kernel(g, n, best_row_isa(), options_.codegen)) return rows;
       return make_reference_kernel(n);
     }
@@ -129,6 +147,8 @@ class CpuBackend final : public HostBackend {
     }
     // Softmax and the norms (plain or fused with a residual), f32 over the last axis.
     if (std::shared_ptr<const Kernel> rows = make_row_kernel(g, n, best_row_isa())) return rows;
+    // A lone reduction over the trailing axes, f32: the reduction kernel's passes.
+    if (auto reduce = make_row_reduce_kernel(g, n, best_row_isa(), options_.codegen)) return reduce;
     if (auto attention = make_attention_kernel(g, n)) return attention;
     if (auto pool = make_global_pool_kernel(g, n)) return pool;
     if (options_.onednn) {

@@ -839,4 +839,55 @@ std::shared_ptr<const Kernel> make_reduction_kernel(const Graph&, const Node& n,
   return std::make_shared<ReductionKernel>(std::move(plan), isa, codegen);
 }
 
+namespace {
+
+// A reduction without keepdims writes the keepdims result's bytes: its output is viewed with the
+// reduced axes kept as 1.
+class KeptDimsKernel final : public Kernel {
+ public:
+  KeptDimsKernel(std::shared_ptr<const Kernel> inner, int64_t row_axes)
+      : inner_(std::move(inner)), row_axes_(row_axes) {}
+  Status run(Stream& stream, std::span<const BufferView> in, std::span<const BufferView> out) const override {
+    BufferView kept = out[0];
+    kept.shape = in[0].shape;
+    for (size_t i = kept.shape.size() - static_cast<size_t>(row_axes_); i < kept.shape.size(); ++i)
+      kept.shape[i] = 1;
+    kept.strides = contiguous_strides(kept.shape);
+    return inner_->run(stream, in, std::span<const BufferView>(&kept, 1));
+  }
+  std::string_view kind() const override { return inner_->kind(); }
+
+ private:
+  std::shared_ptr<const Kernel> inner_;
+  int64_t row_axes_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Kernel> make_row_reduce_kernel(const Graph& g, const Node& n, RowIsa isa,
+                                                     Codegen codegen) {
+  if (!is_row_reduction_op(n.op) || n.inputs.size() != 1 || n.outputs.size() != 1) return nullptr;
+  const TensorType& x = g.type(n.inputs[0]);
+  if (x.dtype != DType::F32 || g.type(n.outputs[0]).dtype != DType::F32) return nullptr;
+  const std::optional<int64_t> k = trailing_reduced_axes(n, x.rank());
+  if (!k || *k > x.rank()) return nullptr;
+  // The region: the reduction with keepdims, outlined from a graph of its own.
+  Graph one("row_reduce");
+  const ValueId in = one.add_input("x", x);
+  Node reduce = n;
+  reduce.inputs = {in};
+  reduce.attrs.set("keepdims", true);
+  const ValueId y = one.add_value(TensorType{DType::F32, per_row_shape(x.shape, *k)});
+  reduce.outputs = {y};
+  one.add_node(std::move(reduce));
+  one.add_output(y);
+  if (!outline_reduction_regions(one, {ReductionGroup{{0}, "row_reduce", *k}}).is_ok()) return nullptr;
+  const auto region = std::find_if(one.nodes().begin(), one.nodes().end(),
+                                   [](const Node& m) { return m.op == Op::ReductionRegion; });
+  if (region == one.nodes().end()) return nullptr;
+  std::shared_ptr<const Kernel> kernel = make_reduction_kernel(one, *region, isa, codegen);
+  if (!kernel) return nullptr;
+  return std::make_shared<KeptDimsKernel>(std::move(kernel), *k);
+}
+
 }  // namespace fusebox::cpu

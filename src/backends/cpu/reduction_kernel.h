@@ -72,4 +72,11 @@ std::shared_ptr<const Kernel> make_reduction_kernel(const Graph& g, const Node& 
                                                     RowIsa isa = best_row_isa(),
                                                     Codegen codegen = Codegen::Auto);
 
+// A lone reduce_sum/_mean/_max/_min/_prod of f32 over the trailing axes (keepdims or not) as a
+// reduction region of one step: the kernel's passes, vectorised and parallel over rows, instead of
+// the reference kernel. Null for any other node.
+std::shared_ptr<const Kernel> make_row_reduce_kernel(const Graph& g, const Node& n,
+                                                     RowIsa isa = best_row_isa(),
+                                                     Codegen codegen = Codegen::Auto);
+
 }  // namespace fusebox::cpu
