@@ -8,6 +8,7 @@
 #include <random>
 
 #include "backends/cpu/reference/reference.h"
+#include "backends/host_backend.h"
 #include "backends/registry/registry.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -220,6 +221,29 @@ Graph one_node(Op op, const std::vector<Array>& in, const Attrs& attrs, const Te
   }
   g.add_output(g.add_node(op, ids, {result}, attrs)[0]);
   return g;
+}
+
+Graph one_node(Op op, const std::vector<TensorType>& types, const Attrs& attrs) {
+  Graph g("one");
+  std::vector<ValueId> ids;
+  for (size_t i = 0; i < types.size(); ++i) ids.push_back(g.add_input("in" + std::to_string(i), types[i]));
+  Node n{op, ids, {}, attrs, nullptr, {}};
+  Expected<std::vector<TensorType>> results = infer_result_types(n, types);
+  EXPECT_TRUE(results) << results.status().to_string();
+  if (!results) return g;
+  g.add_output(g.add_node(op, ids, *results, attrs)[0]);
+  return g;
+}
+
+Expected<Array> run_host_kernel(const Kernel& kernel, const Array& in, const TensorType& result,
+                                uint8_t poison) {
+  Array out(result.dtype, static_dims(result.shape));
+  out.fill_bytes(poison);
+  const BufferView in_view = host_view(in), out_view = host_view(out);
+  InlineStream stream(kHostDevice);
+  FUSEBOX_RETURN_IF_ERROR(kernel.run(stream, std::span<const BufferView>(&in_view, 1),
+                                     std::span<const BufferView>(&out_view, 1)));
+  return out;
 }
 
 Expected<Array> run_one_kernel(const std::string& backend, Op op, const std::vector<Array>& in, const Attrs& attrs,

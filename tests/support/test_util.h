@@ -87,6 +87,12 @@ std::string dims_text(std::initializer_list<int64_t> dims);
 // A one-node graph of `op` over inputs "in0", "in1", ... of the arrays' types, its result typed
 // `result`.
 Graph one_node(Op op, const std::vector<Array>& in, const Attrs& attrs, const TensorType& result);
+// The same over inputs of `types`, the result typed by shape inference (which must accept it).
+Graph one_node(Op op, const std::vector<TensorType>& types, const Attrs& attrs);
+// Runs a host kernel of one operand and one result directly, the result (of `result`'s type)
+// pre-filled with the byte `poison`.
+Expected<Array> run_host_kernel(const Kernel& kernel, const Array& in, const TensorType& result,
+                                uint8_t poison);
 // Runs `op` over `in` with backend `backend`'s kernel directly (claimed, compiled, run on its
 // device), the result (typed as `like`) pre-filled with the byte `poison`, so that an element the
 // kernel does not write shows. A refusal is an error carrying the claim's reason.

@@ -6,6 +6,7 @@
 #include "backends/assign_blocked_layout.h"
 #include "backends/cpu/attention_kernel.h"
 #include "backends/cpu/batch_kernel.h"
+#include "backends/cpu/column_reduce_kernel.h"
 #include "backends/cpu/contraction_kernel.h"
 #include "backends/cpu/global_pool_kernel.h"
 #include "backends/cpu/onednn/onednn_kernels.h"
@@ -147,8 +148,10 @@ class CpuBackend final : public HostBackend {
     }
     // Softmax and the norms (plain or fused with a residual), f32 over the last axis.
     if (std::shared_ptr<const Kernel> rows = make_row_kernel(g, n, best_row_isa())) return rows;
-    // A lone reduction over the trailing axes, f32: the reduction kernel's passes.
+    // A lone reduction over the trailing axes, f32: the reduction kernel's passes; over axes
+    // before the last, f32 or f64: columns accumulated as the reference does.
     if (auto reduce = make_row_reduce_kernel(g, n, best_row_isa(), options_.codegen)) return reduce;
+    if (auto reduce = make_column_reduce_kernel(g, n)) return reduce;
     if (auto attention = make_attention_kernel(g, n)) return attention;
     if (auto pool = make_global_pool_kernel(g, n)) return pool;
     if (options_.onednn) {
