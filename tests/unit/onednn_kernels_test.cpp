@@ -330,6 +330,13 @@ void check_conv_transpose_shapes() {
   ConvSpec u = conv_spec({false, true, Act::None}, 1, {0, 1, 1, 0}, 2);
   u.transposed = true;
   EXPECT_TRUE(check_conv(u, {1, 8, 6, 7}, {8, 16, 3, 3}, 223)) << "dilation 2, asymmetric pads";
+  // A bias alone is added after the primitive (per image, per channel); with an activation the
+  // primitive takes it.
+  ConvSpec d = conv_spec({true, false, Act::None}, 2, {0, 0, 0, 0});
+  d.transposed = true;
+  EXPECT_TRUE(check_conv(d, {2, 24, 9, 8}, {24, 24, 2, 2}, 224)) << "bias, batch 2";
+  d.ep.act = Act::Relu;
+  EXPECT_TRUE(check_conv(d, {2, 24, 9, 8}, {24, 24, 2, 2}, 225)) << "bias + relu, batch 2";
 }
 
 TEST(OnednnConv, Shapes) {
