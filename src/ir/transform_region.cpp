@@ -59,6 +59,15 @@ bool is_transform_step(const Graph& g, const Node& n, std::string* why, bool all
   return true;
 }
 
+Node transform_step_region(const Node& step, const TensorType& in, const TensorType& out) {
+  Graph g(std::string(step.info().keyword));
+  const ValueId x = g.add_input("x", in);
+  const ValueId y = g.add_value(out);
+  g.add_node(Node{step.op, {x}, {y}, step.attrs, nullptr, step.loc});
+  g.add_output(y);
+  return transform_region_of(g, TransformChain{{0}, std::string(step.info().keyword)});
+}
+
 Node transform_region_of(const Graph& g, const TransformChain& chain) {
   FUSEBOX_CHECK(!chain.nodes.empty()) << "outline_transform_chains: empty chain";
   const Node& first = g.nodes()[chain.nodes.front()];

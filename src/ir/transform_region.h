@@ -38,6 +38,9 @@ struct TransformChain {
 // The transform_region node of one chain of `g` (its steps copied into the body at their types),
 // not inserted anywhere: outline_transform_chains places it; a backend may plan a lone step so.
 Node transform_region_of(const Graph& g, const TransformChain& chain);
+// The one-step transform_region of `step` over operand and result types `in` and `out`: how a
+// backend plans a lone step at a set of concrete sizes.
+Node transform_step_region(const Node& step, const TensorType& in, const TensorType& out);
 
 // Replaces each chain by one transform_region node whose result reuses the chain's last result
 // id, so consumers need no rewriting. Chains must be disjoint and their intermediate results

@@ -11,6 +11,7 @@
 
 #include "backends/cpu/reference/reference.h"
 #include "backends/cpu/transform_kernel.h"
+#include "backends/registry/registry.h"
 #include "fusebox/session.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -185,6 +186,42 @@ TEST(TransformRegion, UnitAxisViewsAndCopies) {
   Array bytes = random_array(DType::U8, {4, 5, 6}, 2, 0, 256);
   Node widen = region_of(type_of(bytes), {transpose({2, 0, 1}), cast(DType::I32), flip({0}), cast(DType::F64)});
   EXPECT_TRUE(native_matches(widen, bytes));
+}
+
+// A lone step the CPU backend compiles (no region around it) runs through a one-step transform
+// plan: its kernel is the transform kernel and its results are the reference kernel's, byte for
+// byte, under every poison pattern; at a size the plan does not cover it falls back.
+TEST(TransformRegion, LoneStepsRunAsOneStepRegions) {
+  std::shared_ptr<Backend> cpu_backend = *make_backend("cpu");
+  const Array img = random_array(DType::F32, {2, 9, 14}, 21, -5, 5);
+  const Array bytes = random_array(DType::U8, {2, 3, 31, 4}, 22, 0, 256);
+  const std::vector<std::pair<Array, Step>> steps = {
+      {img, resize({2, 20, 5}, "nearest", "asymmetric", "floor")},
+      {img, resize({2, 17, 29}, "linear", "half_pixel")},
+      {bytes, resize({2, 3, 62, 8}, "nearest", "half_pixel")},
+      {img, transpose({2, 0, 1})},
+      {bytes, transpose({0, 2, 3, 1})},
+      {img, slice({1, 2}, {8, 13}, {1, 2}, {2, 3})},
+      {img, pad({0, 1, 2, 1, 3, 0}, "reflect")},
+      {bytes, pad({0, 0, 1, 2, 0, 0, 3, 1}, "edge")},
+      {img, pad({1, 0, 0, 0, 2, 2}, "constant", -7.5)},
+      {img, flip({0, 2})}};
+  for (const auto& [x, step] : steps) {
+    const std::string what = std::string(op_keyword(step.op)) + " of " + type_of(x).to_string();
+    const Graph g = testing::one_node(step.op, {type_of(x)}, step.attrs);
+    Expected<std::shared_ptr<const Kernel>> k = cpu_backend->compile(g, g.nodes()[0]);
+    ASSERT_TRUE(k) << what << ": " << k.status().to_string();
+    EXPECT_EQ((*k)->kind(), "transform") << what;
+    const TensorType& t = g.type(g.outputs()[0]);
+    const Array like(t.dtype, dims(t.shape));
+    for (uint8_t poison : kPoisonBytes) {
+      Expected<Array> got = testing::run_one_kernel("cpu", step.op, {x}, step.attrs, like, poison);
+      Expected<Array> want = testing::run_one_kernel("reference", step.op, {x}, step.attrs, like, poison);
+      ASSERT_TRUE(got && want) << what;
+      ASSERT_EQ(got->nbytes(), want->nbytes()) << what;
+      EXPECT_EQ(std::memcmp(got->raw(), want->raw(), got->nbytes()), 0) << what << ", poison " << int(poison);
+    }
+  }
 }
 
 TEST(TransformRegion, ChainsThePlanDoesNotCoverSayWhy) {

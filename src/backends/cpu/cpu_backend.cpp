@@ -15,6 +15,7 @@
 #include "backends/cpu/reference_backend.h"
 #include "backends/cpu/row_kernels.h"
 #include "backends/cpu/transform_kernel.h"
+#include "backends/cpu/transform_step_kernel.h"
 #include "backends/host_backend.h"
 #include "ir/reduction_region.h"
 #include "ir/region_prologue.h"
@@ -137,6 +138,8 @@ class CpuBackend final : public HostBackend {
       return make_reference_kernel(n);
     }
     if (prologue_input(n) >= 0) return make_prologue_kernel(g, n, options_.codegen);
+    // A lone resize, transpose, slice, pad or flip: one pass over its output.
+    if (auto step = make_transform_step_kernel(g, n)) return step;
     if (n.op == Op::BatchElementwiseRegion) {
       FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const Kernel> batch, make_batch_kernel(n, options_.codegen));
       return batch ? batch : make_reference_kernel(n);  // shapes not static: item by item, reference

@@ -14,16 +14,6 @@ namespace fusebox::cuda {
 
 namespace {
 
-// The one-step transform_region of `step` over operand and result types `in` and `out`.
-Node step_region(const Node& step, const TensorType& in, const TensorType& out) {
-  Graph g(std::string(step.info().keyword));
-  ValueId x = g.add_input("x", in);
-  ValueId y = g.add_value(out);
-  g.add_node(Node{step.op, {x}, {y}, step.attrs, nullptr, step.loc});
-  g.add_output(y);
-  return transform_region_of(g, TransformChain{{0}, std::string(step.info().keyword)});
-}
-
 TensorType concrete(DType dtype, const std::vector<int64_t>& dims) { return TensorType{dtype, make_shape(dims)}; }
 
 // Runs the step through one transform_region kernel per set of operand and result sizes.
@@ -41,7 +31,7 @@ class TransformStepKernel final : public Kernel {
       std::lock_guard<std::mutex> lock(mu_);
       if (auto it = kernels_.find(key); it != kernels_.end()) return it->second;
     }
-    const Node region = step_region(step_, concrete(in_dtype_, in), concrete(out_dtype_, out));
+    const Node region = transform_step_region(step_, concrete(in_dtype_, in), concrete(out_dtype_, out));
     FUSEBOX_ASSIGN_OR_RETURN(std::shared_ptr<const Kernel> k, TransformKernel::make(context_, region));
     std::lock_guard<std::mutex> lock(mu_);
     kernels_.emplace(std::move(key), k);
@@ -89,7 +79,7 @@ std::string transform_step_unsupported(const Graph& g, const Node& n) {
   }
   // Sizes known now: the plan itself decides (an empty axis, more than 16 axes after views).
   if (!is_static(in.shape) || !is_static(out.shape)) return "";
-  const Node region = step_region(n, in, out);
+  const Node region = transform_step_region(n, in, out);
   std::shared_ptr<const TransformPlan> plan = plan_transform_region(region, &why);
   if (!plan) return what + ": its transform has no plan: " + why;
   return device_transform_unsupported(*plan);
