@@ -1,45 +1,9 @@
 #!/usr/bin/env bash
-# torchvision's resnet50 and efficientnet_b0 (random weights, batch 1 and 8) through
-# bench/run_model_bench.sh: fusebox fused and unfused next to ONNX Runtime, one table.
+# torchvision's resnet50 and efficientnet_b0 (random weights, batch 1 and 8; exported by
+# bench/models/export_torchvision.py with Debian's python3-torch and python3-torchvision) into
+# CACHE/torchvision, then fusebox fused and unfused next to ONNX Runtime, one table
+# (bench/generated_model_bench.sh says how).
 #
 #   bench/run_torchvision_bench.sh [BUILD_DIR]          (default: build)
-#
-# 1. Debian's python3-torch and python3-torchvision (installed here when run as root, else the
-#    apt-get command is printed) export the models (bench/models/export_torchvision.py) into
-#    CACHE/torchvision, CACHE being tests/models/cache or $FUSEBOX_MODEL_CACHE;
-# 2. tests/models/fetch_models.sh provides onnxruntime-node, and make_reference.js runs the
-#    cases through it (the reference outputs model_bench compares with);
-# 3. bench/run_model_bench.sh BUILD_DIR CACHE/torchvision times them.
-# Each step is skipped when its output exists (delete CACHE/torchvision to start over).
-set -euo pipefail
-
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/.." && pwd)"
-build="${1:-build}"
-base="${FUSEBOX_MODEL_CACHE:-$root/tests/models/cache}"
-cache="$base/torchvision"
-die() { echo "run_torchvision_bench: $*" >&2; exit 1; }
-
-# Debian's interpreter: the packages install there (a python3 earlier on PATH may not see them).
-py=/usr/bin/python3
-if ! $py -c 'import torch, torchvision' 2> /dev/null; then
-  if [ "$(id -u)" = 0 ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-torch python3-torchvision \
-      || die "could not install python3-torch python3-torchvision"
-  else
-    die "needs Debian's torch: sudo apt-get install -y python3-torch python3-torchvision"
-  fi
-fi
-bash "$root/tests/models/fetch_models.sh" || die "onnxruntime-node could not be installed (see above)"
-mkdir -p "$cache"
-if [ ! -f "$cache/cases.json" ]; then
-  $py "$here/models/export_torchvision.py" "$cache" || die "the export failed"
-fi
-ln -sfn ../npm "$cache/npm"  # ort_bench.js loads onnxruntime-node from CACHE/npm
-if [ ! -f "$cache/ref/manifest.txt" ]; then
-  rm -rf "$cache/ref.tmp" && mkdir -p "$cache/ref.tmp"
-  node "$root/tests/models/make_reference.js" "$base/npm/node_modules" "$cache/ref.tmp" \
-    "# fusebox torchvision models" "$cache/cases.json" || die "ONNX Runtime could not run the models"
-  mv "$cache/ref.tmp" "$cache/ref"
-fi
-exec bash "$here/run_model_bench.sh" "$build" "$cache"
+exec bash "$(dirname "${BASH_SOURCE[0]}")/generated_model_bench.sh" "${1:-build}" torchvision torch,torchvision \
+  "python3-torch python3-torchvision" export_torchvision.py

@@ -9,6 +9,7 @@
 #include "ir/size.h"
 
 #include <algorithm>
+#include <array>
 #include <set>
 
 namespace fusebox {
@@ -725,6 +726,52 @@ Status check_epilogue(const Ctx& c, const TensorType& y, int bias, int residual)
   return Status::ok();
 }
 
+// matmul_integer a, b, a_zp, b_zp and conv2d_integer x, w, x_zp, w_zp: 8-bit operands (u8 or
+// i8, the two may differ), each zero point of its operand's dtype and a scalar or one per row of
+// a ([M]), per column of b ([N]), per output channel of w ([O]); x's is a scalar. Shapes are
+// matmul's and conv2d's; the result is i32.
+Expected<Types> infer_integer_contraction(const Ctx& c) {
+  const bool conv = c.node.op == Op::Conv2dInteger;
+  for (size_t i = 0; i < 2; ++i) {
+    const TensorType& t = c.operand(i);
+    const TensorType& zp = c.operand(i + 2);
+    if (t.dtype != DType::U8 && t.dtype != DType::I8)
+      return c.fail("operands must be u8 or i8, got " + type_str(t));
+    if (zp.dtype != t.dtype || zp.rank() > 1) {
+      return c.fail("the zero point of " + type_str(t) + " must be a scalar or 1-D " +
+                    std::string(dtype_name(t.dtype)) + ", got " + type_str(zp));
+    }
+  }
+  const std::array<TensorType, 2> plain{TensorType{DType::F32, c.operand(0).shape},
+                                        TensorType{DType::F32, c.operand(1).shape}};
+  Ctx contraction{c.node, plain, c.bindings};
+  FUSEBOX_ASSIGN_OR_RETURN(Types y, conv ? infer_conv(contraction, false) : infer_matmul(contraction));
+  // The length a 1-D zero point must have, and what it counts.
+  auto zp_len = [&](size_t i, const Dim& len, const char* what) -> Status {
+    const TensorType& zp = c.operand(i);
+    if (zp.rank() == 0) return Status::ok();
+    const Dim& d = zp.shape[0];
+    if (d == len || !d.is_static() || !len.is_static()) return Status::ok();
+    return c.fail("a 1-D zero point has one value per " + std::string(what) + " (" + len.to_string() +
+                  "), got " + type_str(zp));
+  };
+  const TensorType &a = c.operand(0), &b = c.operand(1);
+  if (conv) {
+    if (c.operand(2).rank() != 0)
+      return c.fail("x's zero point must be a scalar, got " + type_str(c.operand(2)));
+    FUSEBOX_RETURN_IF_ERROR(zp_len(3, b.shape[0], "output channel"));
+  } else {
+    if (c.operand(2).rank() == 1 && a.rank() < 2)
+      return c.fail("a per-row zero point needs a of rank >= 2, got " + type_str(a));
+    if (c.operand(3).rank() == 1 && b.rank() < 2)
+      return c.fail("a per-column zero point needs b of rank >= 2, got " + type_str(b));
+    if (a.rank() >= 2) FUSEBOX_RETURN_IF_ERROR(zp_len(2, a.shape[a.shape.size() - 2], "row of a"));
+    if (b.rank() >= 2) FUSEBOX_RETURN_IF_ERROR(zp_len(3, b.shape.back(), "column of b"));
+  }
+  y[0].dtype = DType::I32;
+  return y;
+}
+
 // fused_matmul_bias_act a, w[, bias] and fused_matmul_residual a, w, r[, bias].
 Expected<Types> infer_fused_matmul(const Ctx& c) {
   Ctx mm{c.node, c.in.subspan(0, 2), c.bindings};
@@ -1021,6 +1068,9 @@ Expected<Types> infer_by_op(const Ctx& c) {
     case Op::MatMul: return infer_matmul(c);
     case Op::Conv2d: return infer_in_layout(c, [](const Ctx& plain) { return infer_conv(plain, false); });
     case Op::ConvTranspose2d: return infer_conv(c, true);
+    case Op::MatMulInteger:
+    case Op::Conv2dInteger:
+      return infer_integer_contraction(c);
     case Op::FusedMatmulBiasAct: case Op::FusedMatmulResidual: return infer_fused_matmul(c);
     case Op::FusedConvBiasAct: return infer_in_layout(c, infer_fused_conv);
     case Op::FusedResidualLayerNorm: case Op::FusedResidualRmsNorm: return infer_fused_norm(c);

@@ -113,7 +113,8 @@ Status set_window_output(ImportContext& ctx, OnnxNode& n, ValueId y, bool lifted
 
 }  // namespace
 
-Expected<ValueId> emit_conv(ImportContext& ctx, OnnxNode& n, ValueId x, ValueId w, std::optional<ValueId> bias) {
+Expected<ValueId> emit_conv(ImportContext& ctx, OnnxNode& n, ValueId x, ValueId w, std::vector<ValueId> rest,
+                            Op op) {
   FUSEBOX_ASSIGN_OR_RETURN(std::vector<int64_t> k, conv_kernel(n, ctx.type(w)));
   if (ctx.type(x).rank() != ctx.type(w).rank()) {
     return n.error("input " + ctx.type(x).to_string() + " and weight " + ctx.type(w).to_string() + " differ in rank");
@@ -123,10 +124,10 @@ Expected<ValueId> emit_conv(ImportContext& ctx, OnnxNode& n, ValueId x, ValueId 
   const Window win = read.lifted();
   std::vector<ValueId> in{x, w};
   if (lifted) FUSEBOX_RETURN_IF_ERROR(lift_conv_operands(ctx, n, in));
-  if (bias) in.push_back(*bias);
+  in.insert(in.end(), rest.begin(), rest.end());
   Attrs attrs{{"stride", win.stride}, {"pad", win.pads}, {"dilation", win.dilation},
               {"groups", n.attr_int("group", 1)}};
-  ValueId y = ctx.emit(Op::Conv2d, std::move(in), std::move(attrs));
+  ValueId y = ctx.emit(op, std::move(in), std::move(attrs));
   if (!lifted || y == kNoValue) return y;
   return drop_lifted_axis(ctx, n, y);
 }
@@ -136,12 +137,12 @@ namespace {
 Status convert_conv(ImportContext& ctx, OnnxNode& n) {
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
   FUSEBOX_ASSIGN_OR_RETURN(ValueId w, ctx.value(n, 1));
-  std::optional<ValueId> bias;
+  std::vector<ValueId> bias;
   if (n.has_input(2)) {
     FUSEBOX_ASSIGN_OR_RETURN(ValueId b, ctx.value(n, 2));
-    bias = b;
+    bias.push_back(b);
   }
-  FUSEBOX_ASSIGN_OR_RETURN(ValueId y, emit_conv(ctx, n, x, w, bias));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId y, emit_conv(ctx, n, x, w, std::move(bias)));
   return ctx.set_output(n, 0, y);
 }
 

@@ -8,14 +8,16 @@
 //                               zp = cast(round(clip(0 - min(min(x), 0) / s, 0, 255)), u8), then
 //                               QuantizeLinear(x, s, zp) to u8; outputs y, s, zp
 //
-//   MatMulInteger, ConvInteger  the product of (a - a_zp) and (b - b_zp) in f64, which holds every
-//                               sum of 8-bit products exactly (K < 2^37), cast to i32
+//   MatMulInteger, ConvInteger  matmul_integer / conv2d_integer: the exact product of (a - a_zp)
+//                               and (b - b_zp) in i32
 //   QLinearMatMul, QLinearConv  QuantizeLinear(cast(acc, f32) * (a_scale * b_scale), y_scale, y_zp)
 //                               with acc the integer product above (+ QLinearConv's i32 bias)
 //
 // Scale and zero point may be run-time values (DynamicQuantizeLinear's body computes them). A
 // per-axis scale or zero point [C] is reshaped to [C, 1, ...] so that it broadcasts along `axis`.
 // Scales other than f32 (opset 19's f16/bf16) and 16-bit or float8 types are refused.
+#include <cstring>
+
 #include "onnx/converters.h"
 
 namespace fusebox::onnx_import {
@@ -110,58 +112,62 @@ Status convert_dequantize(ImportContext& ctx, OnnxNode& n) {
   return ctx.set_output(n, 0, ctx.emit(Op::Mul, {y, scale}));
 }
 
-// An 8-bit operand minus its zero point (input `zp_input` of the node, absent means 0) as f64.
-// A 1-D zero point is reshaped to [len, 1, ...] of rank `keep_rank` when that is positive
-// (MatMulInteger's per-row a_zero_point: 2; ConvInteger's per-channel w_zero_point: w's rank),
-// and otherwise broadcasts along the last axis (a per-column b_zero_point).
-Expected<ValueId> centred(ImportContext& ctx, OnnxNode& n, ValueId v, int zp_input, int keep_rank) {
+// The zero point of an 8-bit operand `v` (node input `zp_input`; absent: a constant 0 of v's
+// dtype), a scalar or 1-D as the integer contractions take it (a 1-element 1-D one as a scalar).
+Expected<ValueId> zero_point(ImportContext& ctx, OnnxNode& n, ValueId v, int zp_input) {
   const TensorType vt = ctx.type(v);
   if (vt.dtype != DType::U8 && vt.dtype != DType::I8) return n.error("operands must be u8 or i8, got " + vt.to_string());
-  ValueId f = ctx.emit(Op::Cast, {v}, {{"to", DType::F64}});
-  if (!n.has_input(zp_input)) return f;
+  if (!n.has_input(zp_input)) {
+    Array zero(vt.dtype, {});
+    std::memset(zero.raw(), 0, zero.nbytes());
+    return ctx.builder().constant(zero);
+  }
   FUSEBOX_ASSIGN_OR_RETURN(ValueId zp, ctx.value(n, zp_input));
   const TensorType zt = ctx.type(zp);
   if (zt.dtype != vt.dtype) return n.error("a zero point's type must be its operand's, got " + zt.to_string() + " for " + vt.to_string());
   if (zt.rank() > 1) return n.error("a zero point must be a scalar or 1-D, got " + zt.to_string());
-  if (zt.rank() == 1 && keep_rank > 0) {
-    Shape s(size_t(keep_rank), Dim(1));
-    s[0] = zt.shape[0];
-    FUSEBOX_ASSIGN_OR_RETURN(zp, ctx.reshape(n, zp, s));
-  }
-  return ctx.emit(Op::Sub, {f, ctx.emit(Op::Cast, {zp}, {{"to", DType::F64}})});
+  if (zt.rank() == 1 && zt.shape[0] == Dim(1)) return ctx.reshape(n, zp, Shape{});
+  return zp;
 }
 
-// The exact integer product of a and b (as f64) for MatMulInteger/QLinearMatMul; the zero
-// points are node inputs `a_zp` and `b_zp`.
+// The exact integer product of a and b (matmul_integer, i32) for MatMulInteger/QLinearMatMul;
+// the zero points are node inputs `a_zp` (per tensor or per row of a) and `b_zp` (per tensor or
+// per column of b).
 Expected<ValueId> integer_matmul(ImportContext& ctx, OnnxNode& n, ValueId a, int a_zp, ValueId b, int b_zp) {
-  // a_zero_point may be per row of a ([M] against a's [..., M, K]): shape [M, 1].
-  FUSEBOX_ASSIGN_OR_RETURN(ValueId ac, centred(ctx, n, a, a_zp, 2));
-  FUSEBOX_ASSIGN_OR_RETURN(ValueId bc, centred(ctx, n, b, b_zp, 0));
-  return ctx.emit(Op::MatMul, {ac, bc});
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId az, zero_point(ctx, n, a, a_zp));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId bz, zero_point(ctx, n, b, b_zp));
+  return ctx.emit(Op::MatMulInteger, {a, b, az, bz});
 }
 
-// The exact integer convolution of x and w (as f64) for ConvInteger/QLinearConv.
+// The exact integer convolution of x and w (conv2d_integer, i32) for ConvInteger/QLinearConv,
+// plus QLinearConv's i32 bias per output channel.
 Expected<ValueId> integer_conv(ImportContext& ctx, OnnxNode& n, ValueId x, int x_zp, ValueId w, int w_zp,
                                std::optional<ValueId> bias) {
-  FUSEBOX_ASSIGN_OR_RETURN(ValueId xc, centred(ctx, n, x, x_zp, 0));
-  // w_zero_point may be per output channel: [M, 1, 1(, 1)] against w.
-  FUSEBOX_ASSIGN_OR_RETURN(ValueId wc, centred(ctx, n, w, w_zp, ctx.type(w).rank()));
-  if (bias) *bias = ctx.emit(Op::Cast, {*bias}, {{"to", DType::F64}});
-  return emit_conv(ctx, n, xc, wc, bias);
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId xz, zero_point(ctx, n, x, x_zp));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId wz, zero_point(ctx, n, w, w_zp));
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId acc, emit_conv(ctx, n, x, w, {xz, wz}, Op::Conv2dInteger));
+  if (!bias || acc == kNoValue) return acc;
+  const TensorType bt = ctx.type(*bias);
+  if (bt.rank() != 1) return n.error("the bias must be 1-D, got " + bt.to_string());
+  // [O] against the result [N, O, spatial...]: [O, 1, ...].
+  Shape along(size_t(ctx.type(acc).rank() - 1), Dim(1));
+  along[0] = bt.shape[0];
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId b, ctx.reshape(n, *bias, along));
+  return ctx.emit(Op::Add, {acc, b});
 }
 
 Status convert_matmul_integer(ImportContext& ctx, OnnxNode& n) {
   FUSEBOX_ASSIGN_OR_RETURN(ValueId a, ctx.value(n, 0));
   FUSEBOX_ASSIGN_OR_RETURN(ValueId b, ctx.value(n, 1));
   FUSEBOX_ASSIGN_OR_RETURN(ValueId acc, integer_matmul(ctx, n, a, 2, b, 3));
-  return ctx.set_output(n, 0, ctx.emit(Op::Cast, {acc}, {{"to", DType::I32}}));
+  return ctx.set_output(n, 0, acc);
 }
 
 Status convert_conv_integer(ImportContext& ctx, OnnxNode& n) {
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
   FUSEBOX_ASSIGN_OR_RETURN(ValueId w, ctx.value(n, 1));
   FUSEBOX_ASSIGN_OR_RETURN(ValueId acc, integer_conv(ctx, n, x, 2, w, 3, std::nullopt));
-  return ctx.set_output(n, 0, ctx.emit(Op::Cast, {acc}, {{"to", DType::I32}}));
+  return ctx.set_output(n, 0, acc);
 }
 
 // A QLinear op's f32 scale input `i`, shaped [len, 1, ...] to broadcast over `rank` result axes

@@ -108,9 +108,11 @@ struct Window {
 Expected<Window> read_window(ImportContext& ctx, OnnxNode& n, const TensorType& x,
                              std::vector<int64_t> kernel, bool has_dilation);
 
-// Conv's product of x and w (plus bias) with the node's window attributes (kernel_shape,
-// strides, pads, dilations, auto_pad, group); 1-D and 2-D. ConvInteger and QLinearConv use it.
-Expected<ValueId> emit_conv(ImportContext& ctx, OnnxNode& n, ValueId x, ValueId w, std::optional<ValueId> bias);
+// Conv's product of x and w with the node's window attributes (kernel_shape, strides, pads,
+// dilations, auto_pad, group); 1-D and 2-D. `rest` follows x and w as operands of `op`: conv2d's
+// optional bias, or conv2d_integer's two zero points (ConvInteger and QLinearConv).
+Expected<ValueId> emit_conv(ImportContext& ctx, OnnxNode& n, ValueId x, ValueId w,
+                            std::vector<ValueId> rest = {}, Op op = Op::Conv2d);
 
 // 1-D windows run as 2-D ones over a size-1 height (convert_window_dims.cpp): [N,C,L] ->
 // [N,C,1,L] and back.

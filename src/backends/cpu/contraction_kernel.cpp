@@ -102,6 +102,23 @@ class ContractionKernel final : public Kernel {
   std::shared_ptr<const RegionProgram> tail_;  // the activation, when not a post-op
 };
 
+// matmul_integer / conv2d_integer on oneDNN's int8 primitives; shapes the kernel leaves (a
+// per-row zero point, an empty input) run the reference.
+class IntegerContractionKernel final : public Kernel {
+ public:
+  IntegerContractionKernel(std::unique_ptr<onednn::IntegerKernel> impl, Node node)
+      : impl_(std::move(impl)), node_(std::move(node)) {}
+  Status run(Stream&, std::span<const BufferView> in, std::span<const BufferView> out) const override {
+    std::vector<Array> ins = arrays_over(in), outs = arrays_over(out);
+    return or_reference(impl_->run(ins[0], ins[2], outs[0]), node_, ins, outs);
+  }
+  std::string_view kind() const override { return "onednn"; }
+
+ private:
+  std::unique_ptr<onednn::IntegerKernel> impl_;
+  Node node_;
+};
+
 // Whether a float array holds a NaN (other dtypes hold none). Blocks of 4096 elements are scanned
 // without a branch per element, so the loop vectorises; large arrays are split across threads.
 template <typename Bits, typename IsNan>
@@ -235,6 +252,26 @@ Expected<std::shared_ptr<const Kernel>> make_onednn_kernel(const Graph& g, const
       spec.nhwc = has_nhwc_layout(n);
       spec.winograd = winograd;
       return wrap(onednn::ConvKernel::create(spec, constant_of(g, n.inputs[1])), roles, n, tail);
+    }
+    case Op::MatMulInteger:
+    case Op::Conv2dInteger: {
+      // The weights and their zero point must be constants: they are centred and packed once.
+      const Array* w = constant_of(g, n.inputs[1]);
+      const Array* w_zp = constant_of(g, n.inputs[3]);
+      if (!w || !w_zp) return std::shared_ptr<const Kernel>();
+      onednn::IntegerSpec spec;
+      spec.conv = n.op == Op::Conv2dInteger;
+      spec.x_dtype = g.type(n.inputs[0]).dtype;
+      if (spec.conv) {
+        read_window(n, spec.stride, spec.pad, spec.dilation);
+        spec.groups = n.attr_i64("groups");
+      }
+      Expected<std::unique_ptr<onednn::IntegerKernel>> made = onednn::IntegerKernel::create(spec, *w, *w_zp);
+      if (!made) {
+        if (made.status().code() == StatusCode::kUnimplemented) return std::shared_ptr<const Kernel>();
+        return made.status();
+      }
+      return std::shared_ptr<const Kernel>(std::make_shared<IntegerContractionKernel>(std::move(*made), n));
     }
     case Op::MaxPool2d:
     case Op::AvgPool2d: {

@@ -1,5 +1,6 @@
-// The CPU backend's kernels for contractions: matmul, conv2d, conv_transpose2d, max/avg pool
-// and the fused contractions (fused_matmul_bias_act, fused_matmul_residual, fused_conv_bias_act) on
+// The CPU backend's kernels for contractions: matmul, conv2d, conv_transpose2d, max/avg pool,
+// matmul_integer / conv2d_integer (int8 primitives, where their result is exact) and the fused
+// contractions (fused_matmul_bias_act, fused_matmul_residual, fused_conv_bias_act) on
 // oneDNN (src/backends/cpu/onednn/), their epilogues as post-ops; to_nchwc / to_nchw as oneDNN
 // reorders.
 #pragma once

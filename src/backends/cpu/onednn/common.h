@@ -34,6 +34,19 @@ Status from_dnnl(const dnnl::error& e, const std::string& what);
 
 dnnl::memory::dims to_dims(std::span<const int64_t> v);
 
+// Runs `body` (a Status), turning what oneDNN throws into a Status that names the kernel `op` and
+// its `operands`.
+template <typename Body>
+Status guarded(const std::string& op, const std::string& operands, Body&& body) {
+  try {
+    return body();
+  } catch (const dnnl::error& e) {
+    return from_dnnl(e, op + " " + operands);
+  } catch (const std::exception& e) {
+    return Status::internal(op + ": " + e.what());
+  }
+}
+
 // The format tag of nChw<b>c (4, 8, 16), nullopt for another block; with nhwc, channels-last
 // (one block of all channels: [N,1,H,W,C] is NHWC's order), whatever the block.
 std::optional<dnnl::memory::format_tag> nchwc_tag(int64_t block, bool nhwc = false);

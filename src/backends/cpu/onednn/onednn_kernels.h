@@ -107,6 +107,41 @@ class ConvKernel {
   std::unique_ptr<Impl> impl_;
 };
 
+// matmul_integer / conv2d_integer (reference semantics: exact sums of 8-bit products, i32) through
+// oneDNN's int8 primitives, made only where their result is exact (integer.cpp says when: VNNI,
+// constant weights that fit s8 less their zero point, sums below 2^24); create() answers
+// unimplemented otherwise, and run() for shapes it leaves to the reference (a per-row zero point,
+// a batched b).
+// Whether IntegerKernel::create can make kernels on this host at all (oneDNN with VNNI, and not
+// turned off by FUSEBOX_ONEDNN_INT8=0).
+bool int8_exact();
+
+struct IntegerSpec {
+  bool conv = false;          // conv2d_integer (NCHW); else matmul_integer with a [K, N] weight
+  DType x_dtype = DType::U8;  // the activations' dtype, u8 or i8
+  int64_t stride[2] = {1, 1}, pad[4] = {0, 0, 0, 0} /* top, left, bottom, right */, dilation[2] = {1, 1};
+  int64_t groups = 1;
+};
+
+class IntegerKernel {
+ public:
+  // weights: b [K, N] or w [O, C/g, kh, kw] (u8 or i8); weight_zp: a scalar or one per column / output
+  // channel.
+  static Expected<std::unique_ptr<IntegerKernel>> create(const IntegerSpec& spec, const Array& weights,
+                                                         const Array& weight_zp);
+  ~IntegerKernel();
+  IntegerKernel(const IntegerKernel&) = delete;
+  IntegerKernel& operator=(const IntegerKernel&) = delete;
+
+  // x: a [..., M, K] or NCHW x; x_zp its zero point; out preallocated (i32).
+  Status run(const Array& x, const Array& x_zp, Array& out) const;
+
+ private:
+  struct Impl;
+  explicit IntegerKernel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
 // max_pool2d / avg_pool2d (reference/pool.cpp semantics) through oneDNN pooling. ceil_mode is in
 // the result's size (`out`), as for the reference kernel. An avg pool with count_include_pad
 // whose last window overhangs the end pad (ceil_mode) divides differently in oneDNN (by the

@@ -99,7 +99,7 @@ Status PoolKernel::run(const Array& x, Array& out) const {
   }
   std::vector<int64_t> key = x.shape();
   key.insert(key.end(), out.shape().begin(), out.shape().end());
-  try {
+  return guarded(op, x.type_string(), [&]() -> Status {
     auto build = [&]() -> Expected<std::shared_ptr<const PoolEntry>> {
       auto e = std::make_shared<PoolEntry>();
       constexpr auto f32 = memory::data_type::f32;
@@ -136,12 +136,8 @@ Status PoolKernel::run(const Array& x, Array& out) const {
                              {DNNL_ARG_SCRATCHPAD, primitive_scratchpad(e->scratchpad)}});
     if (e->dst_out) e->dst_out->execute(stream, dst, user_dst);
     stream.wait();
-  } catch (const dnnl::error& e) {
-    return from_dnnl(e, std::string(op) + " " + x.type_string());
-  } catch (const std::exception& e) {
-    return Status::internal(std::string(op) + ": " + e.what());
-  }
-  return Status::ok();
+    return Status::ok();
+  });
 }
 
 #endif  // FUSEBOX_HAVE_DNNL

@@ -8,7 +8,11 @@
 //                       y[n, g*O/g + o, ih*s_h - pad_t + ky*d_h, iw*s_w - pad_l + kx*d_w]
 //                         += x[n, g*C/g + c, ih, iw] * w[g*C/g + c, o, ky, kx]
 //                     positions outside the result are dropped; bias is added once per element.
+//   conv2d_integer    conv2d's loops over (x - x_zp) and (w - w_zp[o]) in 64-bit integers,
+//                     wrapped to i32
 // The output sizes (output_padding included) come from the preallocated results.
+#include <algorithm>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -74,33 +78,29 @@ Status check_operands(const KernelArgs& args, const char* op) {
   return Status::ok();
 }
 
-}  // namespace
-
-Status ref_Conv2d(const KernelArgs& args) {
-  FUSEBOX_RETURN_IF_ERROR(check_operands(args, "conv2d"));
-  const Array& x = args.in[0];
-  const Array& w = args.in[1];
-  Array& y = args.out[0];
-  ConvParams p = read_params(args.node);
-  int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3];
-  int64_t O = w.shape()[0], Cg = w.shape()[1], KH = w.shape()[2], KW = w.shape()[3];
-  int64_t OH = y.shape()[2], OW = y.shape()[3];
-  FUSEBOX_CHECK(y.shape()[0] == N && y.shape()[1] == O) << "conv2d: result N, C";
+// The direct loops of conv2d over values already converted to V (double, or centred int64),
+// accumulated in V: one sum per result element, bias added last.
+template <typename V>
+std::vector<V> conv_loop(const ConvParams& p, std::span<const int64_t> xshape,
+                         std::span<const int64_t> wshape, std::span<const int64_t> yshape,
+                         const std::vector<V>& xs, const std::vector<V>& ws, const std::vector<V>& bias) {
+  const int64_t N = xshape[0], C = xshape[1], H = xshape[2], W = xshape[3];
+  const int64_t O = wshape[0], Cg = wshape[1], KH = wshape[2], KW = wshape[3];
+  const int64_t OH = yshape[2], OW = yshape[3];
+  FUSEBOX_CHECK(yshape[0] == N && yshape[1] == O) << "conv2d: result N, C";
   FUSEBOX_CHECK(Cg * p.groups == C && O % p.groups == 0) << "conv2d: channels vs groups";
-  int64_t Og = O / p.groups;
-  std::vector<double> xs = to_double(x), ws = to_double(w);
-  std::vector<double> bias = args.in.size() == 3 ? to_double(args.in[2]) : std::vector<double>(size_t(O), 0.0);
-  std::vector<double> acc(static_cast<size_t>(y.numel()));
+  const int64_t Og = O / p.groups;
+  std::vector<V> acc(static_cast<size_t>(N * O * OH * OW));
   size_t out = 0;
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t o = 0; o < O; ++o) {
       int64_t c0 = (o / Og) * Cg;
       for (int64_t oh = 0; oh < OH; ++oh) {
         for (int64_t ow = 0; ow < OW; ++ow) {
-          double sum = 0;
+          V sum = 0;
           for (int64_t c = 0; c < Cg; ++c) {
-            const double* xplane = xs.data() + ((n * C + c0 + c) * H) * W;
-            const double* wplane = ws.data() + ((o * Cg + c) * KH) * KW;
+            const V* xplane = xs.data() + ((n * C + c0 + c) * H) * W;
+            const V* wplane = ws.data() + ((o * Cg + c) * KH) * KW;
             for (int64_t ky = 0; ky < KH; ++ky) {
               int64_t ih = oh * p.stride[0] - p.pad[0] + ky * p.dilation[0];
               if (ih < 0 || ih >= H) continue;
@@ -116,7 +116,45 @@ Status ref_Conv2d(const KernelArgs& args) {
       }
     }
   }
+  return acc;
+}
+
+}  // namespace
+
+Status ref_Conv2d(const KernelArgs& args) {
+  FUSEBOX_RETURN_IF_ERROR(check_operands(args, "conv2d"));
+  const Array& x = args.in[0];
+  const Array& w = args.in[1];
+  Array& y = args.out[0];
+  const int64_t O = w.shape()[0];
+  std::vector<double> bias =
+      args.in.size() == 3 ? to_double(args.in[2]) : std::vector<double>(size_t(O), 0.0);
+  std::vector<double> acc =
+      conv_loop(read_params(args.node), x.shape(), w.shape(), y.shape(), to_double(x), to_double(w), bias);
   store_from_double(acc, y);
+  return Status::ok();
+}
+
+// conv2d_integer x, w, x_zp, w_zp: the loops of conv2d over (x - x_zp) and (w - w_zp[o]) as
+// 64-bit integers (exact), padding reading 0 (x_zp before centring), wrapped to i32.
+Status ref_Conv2dInteger(const KernelArgs& args) {
+  const Array& x = args.in[0];
+  const Array& w = args.in[1];
+  Array& y = args.out[0];
+  FUSEBOX_CHECK(x.rank() == 4 && w.rank() == 4 && y.rank() == 4 && y.dtype() == DType::I32)
+      << "conv2d_integer: operands must be rank 4, the result i32";
+  const int64_t O = w.shape()[0], per_o = w.numel() / std::max<int64_t>(O, 1);
+  std::vector<int64_t> xs = int8_values(x), ws = int8_values(w);
+  const std::vector<int64_t> zx = int8_values(args.in[2]), zw = int8_values(args.in[3]);
+  FUSEBOX_CHECK(zx.size() == 1 && (zw.size() == 1 || int64_t(zw.size()) == O))
+      << "conv2d_integer: zero point lengths";
+  for (int64_t& v : xs) v -= zx[0];
+  for (size_t i = 0; i < ws.size(); ++i) ws[i] -= zw[zw.size() == 1 ? 0 : i / size_t(per_o)];
+  std::vector<int64_t> acc = conv_loop(read_params(args.node), x.shape(), w.shape(), y.shape(), xs, ws,
+                                       std::vector<int64_t>(size_t(O), 0));
+  int32_t* py = y.data<int32_t>();
+  // Signed-to-narrower conversion is modular since C++20: the wrap is well defined.
+  for (size_t i = 0; i < acc.size(); ++i) py[i] = static_cast<int32_t>(acc[i]);
   return Status::ok();
 }
 

@@ -5,6 +5,15 @@
 
 namespace fusebox::cpu {
 
+std::vector<int64_t> int8_values(const Array& a) {
+  FUSEBOX_CHECK(a.dtype() == DType::U8 || a.dtype() == DType::I8) << "8-bit integer operands expected";
+  std::vector<int64_t> v(static_cast<size_t>(a.numel()));
+  for (size_t i = 0; i < v.size(); ++i) {
+    v[i] = a.dtype() == DType::U8 ? int64_t(a.data<uint8_t>()[i]) : int64_t(a.data<int8_t>()[i]);
+  }
+  return v;
+}
+
 std::vector<int64_t> broadcast_strides(std::span<const int64_t> in, std::span<const int64_t> out) {
   FUSEBOX_CHECK(in.size() <= out.size()) << "broadcast operand has higher rank than the result";
   std::vector<int64_t> in_strides = contiguous_strides(in);

@@ -105,6 +105,9 @@ decltype(auto) visit_dtype(DType t, F&& f) {
   return f.template operator()<DType::F32>();
 }
 
+// The values of a u8 or i8 array as int64 (the integer contractions' operands).
+std::vector<int64_t> int8_values(const Array& a);
+
 // Strides (in elements) to read an operand of shape `in` broadcast to `out` (numpy rules):
 // 0 on stretched and missing leading dims. Result has out.size() entries.
 std::vector<int64_t> broadcast_strides(std::span<const int64_t> in, std::span<const int64_t> out);

@@ -4,6 +4,9 @@
 // preallocated output already has the final shape, so only the element order matters).
 // Floats accumulate in double, in ascending k, and round once; integers accumulate in 64-bit
 // unsigned arithmetic (wrapping, never undefined) and wrap to the element width.
+//
+// matmul_integer a, b, a_zp, b_zp: the same loops over (a - a_zp) and (b - b_zp) as 64-bit
+// integers (exact: every 8-bit product is below 2^17), wrapped to i32.
 #include <algorithm>
 #include <type_traits>
 #include <vector>
@@ -102,6 +105,39 @@ Status ref_MatMul(const KernelArgs& args) {
   visit_dtype(a.dtype(), [&]<DType D>() {
     if constexpr (D != DType::Bool) matmul<D>(a, b, y, s);
   });
+  return Status::ok();
+}
+
+Status ref_MatMulInteger(const KernelArgs& args) {
+  const Array& a = args.in[0];
+  const Array& b = args.in[1];
+  Array& y = args.out[0];
+  FUSEBOX_CHECK(y.dtype() == DType::I32) << "matmul_integer: result must be i32";
+  MatmulShape s = plan(a.shape(), b.shape());
+  FUSEBOX_CHECK(y.numel() == product(s.batch) * s.m * s.n) << "matmul_integer: result size";
+  const std::vector<int64_t> va = int8_values(a), vb = int8_values(b), za = int8_values(args.in[2]),
+                             zb = int8_values(args.in[3]);
+  FUSEBOX_CHECK((za.size() == 1 || int64_t(za.size()) == s.m) &&
+                (zb.size() == 1 || int64_t(zb.size()) == s.n))
+      << "matmul_integer: zero point lengths";
+  auto a_zp = [&](int64_t i) { return za[za.size() == 1 ? 0 : size_t(i)]; };
+  auto b_zp = [&](int64_t j) { return zb[zb.size() == 1 ? 0 : size_t(j)]; };
+  int32_t* py = y.data<int32_t>();
+  std::vector<int64_t> row(static_cast<size_t>(s.n));
+  int64_t out = 0;
+  for (MultiIndex it(s.batch, {s.a_batch_stride, s.b_batch_stride}); !it.done(); it.next()) {
+    const int64_t* ma = va.data() + it.offset(0) * s.m * s.k;
+    const int64_t* mb = vb.data() + it.offset(1) * s.k * s.n;
+    for (int64_t i = 0; i < s.m; ++i) {
+      std::fill(row.begin(), row.end(), int64_t(0));
+      for (int64_t kk = 0; kk < s.k; ++kk) {
+        const int64_t av = ma[i * s.k + kk] - a_zp(i);
+        for (int64_t j = 0; j < s.n; ++j) row[size_t(j)] += av * (mb[kk * s.n + j] - b_zp(j));
+      }
+      // Signed-to-narrower conversion is modular since C++20: the wrap is well defined.
+      for (int64_t j = 0; j < s.n; ++j) py[out++] = static_cast<int32_t>(row[size_t(j)]);
+    }
+  }
   return Status::ok();
 }
 
