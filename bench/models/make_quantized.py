@@ -56,15 +56,28 @@ class Net:
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
+def output_scale(x_scale, w, rms_in, w_scale):
+    """The output scale that spreads the integer sums over about 40 levels (one standard
+    deviation): sums of K products of inputs whose rms is `rms_in` levels with the weights `w`."""
+    k = w[0].size
+    acc_std = np.sqrt(k) * rms_in * np.sqrt(np.mean(w.astype(np.float64) ** 2))
+    return acc_std, np.float32(acc_std * x_scale * w_scale / 40)
+
+
 def qcnn(rng):
     net = Net()
     const, nodes = net.const, net.nodes
     prev, prev_scale, prev_zp, channels = "q0", net.x_scale, net.x_zp, 64
+    # x is uniform in [-1, 1): 50 / sqrt(3) levels rms about its zero point; after each layer
+    # (zero point 0: the negative half clips to 0) 40 / sqrt(2).
+    x_scale, rms = 0.02, 50 / np.sqrt(3)
     layers = [(64, 3), (64, 3), (64, 3), (128, 1)]
     for i, (out, k) in enumerate(layers):
         w, w_scale = weights(rng, (out, channels, k, k))
-        bias = rng.integers(-2000, 2000, size=out).astype(np.int32)
-        y_scale, y_zp = const(f"y{i}_scale", np.float32(0.03)), const(f"y{i}_zp", np.uint8(0))
+        acc_std, y = output_scale(x_scale, w, rms, w_scale[0])
+        bias = rng.integers(-int(acc_std / 4), int(acc_std / 4), size=out).astype(np.int32)
+        y_scale, y_zp = const(f"y{i}_scale", y), const(f"y{i}_zp", np.uint8(0))
+        x_scale, rms = y, 40 / np.sqrt(2)
         inputs = [prev, prev_scale, prev_zp, const(f"w{i}", w), const(f"w{i}_scale", w_scale),
                   const(f"w{i}_zp", np.zeros(out, np.int8)), y_scale, y_zp, const(f"b{i}", bias)]
         nodes.append(helper.make_node("QLinearConv", inputs, [f"q{i + 1}"], pads=[k // 2] * 4,
@@ -77,11 +90,14 @@ def qmlp(rng):
     net = Net()
     const, nodes = net.const, net.nodes
     prev, prev_scale, prev_zp, width = "q0", net.x_scale, net.x_zp, 512
+    x_scale, rms = 0.02, 50 / np.sqrt(3)  # then 40 levels about the zero point 128
     for i, out in enumerate([1024, 512]):
-        w, _ = weights(rng, (out, width))
-        y_scale, y_zp = const(f"y{i}_scale", np.float32(0.05)), const(f"y{i}_zp", np.uint8(128))
+        w, w_scale = weights(rng, (out, width))
+        _, y = output_scale(x_scale, w, rms, w_scale[0])
+        y_scale, y_zp = const(f"y{i}_scale", y), const(f"y{i}_zp", np.uint8(128))
+        x_scale, rms = y, 40
         inputs = [prev, prev_scale, prev_zp, const(f"w{i}", np.ascontiguousarray(w.T)),
-                  const(f"w{i}_scale", np.float32(0.05 / 127)), const(f"w{i}_zp", np.int8(0)), y_scale, y_zp]
+                  const(f"w{i}_scale", w_scale[0]), const(f"w{i}_zp", np.int8(0)), y_scale, y_zp]
         nodes.append(helper.make_node("QLinearMatMul", inputs, [f"q{i + 1}"]))
         prev, prev_scale, prev_zp, width = f"q{i + 1}", y_scale, y_zp, out
     return net.model("qmlp", prev, prev_scale, prev_zp, ["N", 512], ["N", 512])
