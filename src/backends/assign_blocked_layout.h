@@ -4,7 +4,8 @@
 // backend runs it for oneDNN (f32, its host's block or NHWC), the CUDA backend, on request, for
 // cuDNN (NHWC, f16 and f32; backends/cuda/conv_layout.h).
 //
-// Matches: conv2d / fused_conv_bias_act of the options' dtypes, dense or depthwise, whose input
+// Matches: conv2d / fused_conv_bias_act of the options' dtypes (and conv2d_integer when the
+// options say so), dense or depthwise, whose input
 // and output channel counts the block divides (on the CPU a dense 1x1 conv with no epilogue only
 // when its input is already blocked: on NCHW it is a plain GEMM). Around them, what runs on the
 // blocked form as well: max/avg/global-avg pooling of a blocked value; element-wise ops and
@@ -55,6 +56,9 @@ struct BlockedLayoutOptions {
   // Only convolutions whose weights are graph constants (a kernel that reorders its weights once
   // when it is built).
   bool constant_weights = false;
+  // conv2d_integer (u8/i8 activations, i32 result) takes the layout too when its weights and
+  // their zero point are constants; the element-wise steps between such convs follow.
+  bool integer_convs = false;
 };
 
 Expected<Graph> assign_blocked_layout(const Graph& g, const BlockedLayoutOptions& options);

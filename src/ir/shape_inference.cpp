@@ -1068,9 +1068,8 @@ Expected<Types> infer_by_op(const Ctx& c) {
     case Op::MatMul: return infer_matmul(c);
     case Op::Conv2d: return infer_in_layout(c, [](const Ctx& plain) { return infer_conv(plain, false); });
     case Op::ConvTranspose2d: return infer_conv(c, true);
-    case Op::MatMulInteger:
-    case Op::Conv2dInteger:
-      return infer_integer_contraction(c);
+    case Op::MatMulInteger: return infer_integer_contraction(c);
+    case Op::Conv2dInteger: return infer_in_layout(c, infer_integer_contraction);
     case Op::FusedMatmulBiasAct: case Op::FusedMatmulResidual: return infer_fused_matmul(c);
     case Op::FusedConvBiasAct: return infer_in_layout(c, infer_fused_conv);
     case Op::FusedResidualLayerNorm: case Op::FusedResidualRmsNorm: return infer_fused_norm(c);

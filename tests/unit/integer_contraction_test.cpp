@@ -11,7 +11,10 @@
 #include "backends/cpu/onednn/onednn_kernels.h"
 #include "backends/cpu/reference/reference.h"
 #include "backends/host_backend.h"
+#include "ir/builder.h"
 #include "ir/check.h"
+#include "ir/layout.h"
+#include "ir/printer.h"
 #include "ir/shape_inference.h"
 #include "support/test_util.h"
 
@@ -261,6 +264,54 @@ TEST(IntegerContraction, TurnedOffRunsTheReference) {
   EXPECT_FALSE(cpu::onednn::int8_exact());
   EXPECT_EQ(check_against_reference(c), "reference");
   unsetenv("FUSEBOX_ONEDNN_INT8");
+}
+
+// A quantized chain in QLinearConv's form (conv2d_integer, its i32 bias, requantized to u8, a
+// second conv2d_integer) compiled for the CPU: where oneDNN takes int8 exactly and the layout is
+// channels-last (AVX-512), both convs and the steps between them run NHWC, with one conversion in
+// and one out; on every host each result is the reference's bit for bit.
+TEST(IntegerContraction, QuantizedChainsStayChannelsLast) {
+  if (!cpu::onednn::available()) GTEST_SKIP() << "fusebox was built without oneDNN (libdnnl-dev)";
+  GraphBuilder b("chain");
+  const ValueId x = b.input("x", DType::U8, make_shape({2, 16, 10, 12}));
+  auto constant = [&](const Array& a) { return b.constant(a); };
+  const ValueId w1 = constant(ints(DType::I8, {24, 16, 3, 3}, 40, -60, 60));
+  const ValueId y1 = b.op(Op::Conv2dInteger, {x, w1, constant(scalar_of(DType::U8, 121)), constant(scalar_of(DType::I8, 0))},
+                          {{"pad", std::vector<int64_t>{1, 1, 1, 1}}});
+  Array bias(DType::I32, {24, 1, 1});
+  for (int64_t i = 0; i < 24; ++i) bias.set_i64(i, 37 * i - 400);
+  const ValueId s = b.add(y1, constant(bias));
+  const ValueId f = b.mul(b.cast(s, DType::F32), b.scalar(DType::F32, 0.002));
+  const ValueId q = b.cast(b.op(Op::Clip, {b.add(b.op(Op::Round, {f}), b.scalar(DType::F32, 100))},
+                                {{"min", 0.0}, {"max", 255.0}}),
+                           DType::U8);
+  const ValueId y2 = b.op(Op::Conv2dInteger, {q, constant(ints(DType::I8, {8, 24, 1, 1}, 41, -127, 127)),
+                                              constant(scalar_of(DType::U8, 100)), constant(ints(DType::I8, {8}, 42, -3, 3))});
+  b.output(y2);
+  b.output(s);
+  Expected<Graph> g = b.build();
+  ASSERT_TRUE(g) << g.status().to_string();
+  Expected<testing::OracleAndPlan> both = testing::compile_against_reference(*g, CompileOptions{});
+  ASSERT_TRUE(both) << both.status().to_string();
+  const Graph& plan = both->plan.graph();
+  int nhwc_convs = 0, conversions = 0;
+  for (const Node& n : plan.nodes()) {
+    nhwc_convs += n.op == Op::Conv2dInteger && has_nhwc_layout(n);
+    conversions += n.op == Op::ToNchwc || n.op == Op::ToNchw;
+  }
+  if (cpu::onednn::int8_exact() && cpu::onednn::preferred_nchwc_block() == 16) {
+    EXPECT_EQ(nhwc_convs, 2) << print_graph(plan);
+    EXPECT_EQ(conversions, 3) << print_graph(plan);  // x in; y2 and s out
+  } else {
+    EXPECT_EQ(nhwc_convs, 0) << print_graph(plan);
+  }
+  for (uint64_t seed : {1u, 2u}) {
+    const NamedArrays in{{"x", ints(DType::U8, {2, 16, 10, 12}, seed, 0, 255)}};
+    Expected<std::vector<Array>> want = both->reference.run(in);
+    Expected<std::vector<Array>> got = both->plan.run(in);
+    ASSERT_TRUE(want && got) << (want ? got.status() : want.status()).to_string();
+    for (size_t i = 0; i < 2; ++i) EXPECT_EQ(testing::to_ints((*got)[i]), testing::to_ints((*want)[i])) << "output " << i;
+  }
 }
 
 }  // namespace

@@ -258,9 +258,10 @@ Expected<std::shared_ptr<const Kernel>> make_onednn_kernel(const Graph& g, const
       // The weights and their zero point must be constants: they are centred and packed once.
       const Array* w = constant_of(g, n.inputs[1]);
       const Array* w_zp = constant_of(g, n.inputs[3]);
-      if (!w || !w_zp) return std::shared_ptr<const Kernel>();
+      if (!w || !w_zp || (has_nchwc_layout(n) && !has_nhwc_layout(n))) return std::shared_ptr<const Kernel>();
       onednn::IntegerSpec spec;
       spec.conv = n.op == Op::Conv2dInteger;
+      spec.nhwc = has_nhwc_layout(n);
       spec.x_dtype = g.type(n.inputs[0]).dtype;
       if (spec.conv) {
         read_window(n, spec.stride, spec.pad, spec.dilation);
@@ -295,7 +296,7 @@ Expected<std::shared_ptr<const Kernel>> make_onednn_kernel(const Graph& g, const
     case Op::FusedSwiglu: return make_swiglu_kernel(g, n, codegen);
     case Op::ToNchwc:
     case Op::ToNchw:
-      if (dt != DType::F32) return std::shared_ptr<const Kernel>();
+      if (dt != DType::F32 && dt != DType::U8 && dt != DType::I8 && dt != DType::I32) return std::shared_ptr<const Kernel>();
       return std::shared_ptr<const Kernel>(std::make_shared<ReorderKernel>(n));
     default: return std::shared_ptr<const Kernel>();
   }

@@ -95,8 +95,9 @@ class CpuBackend final : public HostBackend {
   Expected<Graph> lower(const Graph& fused) const override {
     FUSEBOX_ASSIGN_OR_RETURN(Graph g, unfuse_unrunnable_reductions(fused));
     if (!options_.onednn || !onednn::available() || options_.nchwc_block == 0) return g;
-    bool has_conv = std::any_of(g.nodes().begin(), g.nodes().end(),
-                                [](const Node& n) { return n.op == Op::Conv2d || n.op == Op::FusedConvBiasAct; });
+    bool has_conv = std::any_of(g.nodes().begin(), g.nodes().end(), [](const Node& n) {
+      return n.op == Op::Conv2d || n.op == Op::FusedConvBiasAct || n.op == Op::Conv2dInteger;
+    });
     if (!has_conv) return g;
     int64_t block = options_.nchwc_block;
     if (block == CpuBackendOptions::kAutoBlock) {
@@ -106,7 +107,13 @@ class CpuBackend final : public HostBackend {
       int64_t preferred = onednn::preferred_nchwc_block();
       block = preferred == 16 ? CpuBackendOptions::kNhwc : preferred;
     }
-    return assign_blocked_layout(g, block);
+    BlockedLayoutOptions layout;
+    layout.block = block;
+    // oneDNN's int8 convolutions read and write NHWC (reorders around each one otherwise); they
+    // run only where their result is exact (onednn/integer.cpp), elsewhere the reference would
+    // pay the layout's conversions for nothing.
+    layout.integer_convs = block == CpuBackendOptions::kNhwc && onednn::int8_exact();
+    return assign_blocked_layout(g, layout);
   }
   // A reduction region the row kernel cannot run (a step with neither a tile loop nor generated
   // code, in this build or with the interpreter asked for; a body it does not cover) runs as its

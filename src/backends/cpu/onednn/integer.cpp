@@ -18,8 +18,10 @@
 // Otherwise create() answers unimplemented and the reference kernel runs.
 //
 // Shapes: matmul_integer's a [..., M, K] folds its batch into M against b [K, N] (a batched or
-// 1-D b is left to the reference); a per-row zero point of a is too. conv2d_integer's x is NCHW;
-// the primitive picks its formats (x reordered in and the result out on every run).
+// 1-D b is left to the reference); a per-row zero point of a is too. conv2d_integer's x is NCHW,
+// or channels-last [N,1,H,W,C] (layout = "nhwc", which the CPU backend's lowering gives chains of
+// them); the primitive picks its formats, NHWC on an AVX-512 host, so NCHW activations are
+// reordered in and the result out on every run, NHWC ones are not.
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -110,8 +112,9 @@ struct IntegerKernel::Impl {
     const memory::dims wdims = wei_dims();
     memory::desc user_wei;
     if (spec.conv) {
-      e->user_src = memory::desc(src, xt, Tag::nchw);
-      e->user_dst = memory::desc(dst, s32, Tag::nchw);
+      const Tag act = spec.nhwc ? Tag::nhwc : Tag::nchw;
+      e->user_src = memory::desc(src, xt, act);
+      e->user_dst = memory::desc(dst, s32, act);
       user_wei = memory::desc(wdims, s8, spec.groups == 1 ? Tag::oihw : Tag::goihw);
       memory::dims strides{spec.stride[0], spec.stride[1]},
           dilates{spec.dilation[0] - 1, spec.dilation[1] - 1};
@@ -215,12 +218,17 @@ Status IntegerKernel::run(const Array& x, const Array& x_zp, Array& out) const {
     return Status::unimplemented(std::string(op) + ": a per-row zero point is left to the reference");
   memory::dims src, dst;
   if (spec.conv) {
-    if (x.rank() != 4 || out.rank() != 4 || x.shape()[1] != impl_->wshape[1] * spec.groups) {
-      return Status::invalid(std::string(op) + ": " + x.type_string() + " -> " + out.type_string() +
-                             " does not fit the weights");
+    const int rank = spec.nhwc ? 5 : 4;
+    bool fits = x.rank() == rank && out.rank() == rank;
+    if (fits && spec.nhwc) fits = x.shape()[1] == 1 && out.shape()[1] == 1;
+    if (fits) {
+      src = to_dims(spec.nhwc ? logical_nchw(x.shape()) : x.shape());
+      dst = to_dims(spec.nhwc ? logical_nchw(out.shape()) : out.shape());
+      fits = src[1] == impl_->wshape[1] * spec.groups && dst[1] == impl_->wshape[0];
     }
-    src = to_dims(x.shape());
-    dst = to_dims(out.shape());
+    if (!fits) {
+      return Status::invalid(std::string(op) + ": " + x.type_string() + " -> " + out.type_string() + " does not fit the weights");
+    }
   } else {
     const int64_t k = impl_->wshape[0], n = impl_->wshape[1];
     if (x.rank() < 2 || x.shape().back() != k || out.numel() != x.numel() / k * n) {

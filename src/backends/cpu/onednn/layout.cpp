@@ -44,7 +44,15 @@ std::vector<int64_t> logical_nchw(std::span<const int64_t> blocked) {
 }
 
 Status reorder_layout(const Array& in, Array& out) {
-  FUSEBOX_RETURN_IF_ERROR(check_dtype(in.dtype(), "reorder"));
+  using dnnl::memory;
+  memory::data_type dt;
+  switch (in.dtype()) {
+    case DType::F32: dt = memory::data_type::f32; break;
+    case DType::I32: dt = memory::data_type::s32; break;
+    case DType::I8: dt = memory::data_type::s8; break;
+    case DType::U8: dt = memory::data_type::u8; break;
+    default: return Status::unimplemented("onednn reorder: no kernel for " + std::string(dtype_name(in.dtype())));
+  }
   const bool to_blocked = in.rank() == 4;
   const Array& blocked = to_blocked ? out : in;
   const Array& plain = to_blocked ? in : out;
@@ -56,11 +64,10 @@ Status reorder_layout(const Array& in, Array& out) {
   if (!tag) return Status::unimplemented("onednn reorder: no format for block " + std::to_string(blocked.shape()[4]));
   if (out.numel() == 0) return Status::ok();
   try {
-    using dnnl::memory;
     const dnnl::engine& eng = cpu_engine();
     memory::dims dims = to_dims(plain.shape());
-    memory::desc plain_desc(dims, memory::data_type::f32, memory::format_tag::nchw);
-    memory::desc blocked_desc(dims, memory::data_type::f32, *tag);
+    memory::desc plain_desc(dims, dt, memory::format_tag::nchw);
+    memory::desc blocked_desc(dims, dt, *tag);
     memory src(to_blocked ? plain_desc : blocked_desc, eng, data_ptr(in));
     memory dst(to_blocked ? blocked_desc : plain_desc, eng, out.raw());
     // Reorder primitives are cheap to create next to a copy of a whole activation, and oneDNN

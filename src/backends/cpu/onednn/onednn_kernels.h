@@ -30,7 +30,7 @@ int64_t preferred_nchwc_block();
 
 // to_nchwc / to_nchw through oneDNN's reorder (`out` preallocated with the converted shape):
 // threaded and vectorised, unlike the reference loop. Unimplemented without oneDNN, for a dtype
-// but f32, or a block oneDNN has no format for (4, 8 and 16 have one).
+// but f32, i32, i8 and u8, or a block oneDNN has no format for (4, 8 and 16 have one).
 Status reorder_layout(const Array& in, Array& out);
 
 // The epilogue activations of the IR (ir/epilogue.h).
@@ -121,6 +121,7 @@ struct IntegerSpec {
   DType x_dtype = DType::U8;  // the activations' dtype, u8 or i8
   int64_t stride[2] = {1, 1}, pad[4] = {0, 0, 0, 0} /* top, left, bottom, right */, dilation[2] = {1, 1};
   int64_t groups = 1;
+  bool nhwc = false;  // conv: x and the result are channels-last [N,1,H,W,C] (ConvSpec::nhwc)
 };
 
 class IntegerKernel {
@@ -133,7 +134,7 @@ class IntegerKernel {
   IntegerKernel(const IntegerKernel&) = delete;
   IntegerKernel& operator=(const IntegerKernel&) = delete;
 
-  // x: a [..., M, K] or NCHW x; x_zp its zero point; out preallocated (i32).
+  // x: a [..., M, K], or an NCHW (nhwc: [N,1,H,W,C]) x; x_zp its zero point; out preallocated (i32).
   Status run(const Array& x, const Array& x_zp, Array& out) const;
 
  private:
