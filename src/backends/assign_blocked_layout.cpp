@@ -82,7 +82,8 @@ class Lowering {
   bool conv_takes_blocked(const Node& n) const {
     const bool integer = n.op == Op::Conv2dInteger;
     if ((n.op != Op::Conv2d && n.op != Op::FusedConvBiasAct && !integer) || has_nchwc_layout(n)) return false;
-    if (integer && !(options_.integer_convs && is_constant(n.inputs[1]) && is_constant(n.inputs[3]))) return false;
+    if (integer && !(options_.integer_convs && is_constant(n.inputs[1]) && is_constant(n.inputs[3])))
+      return false;
     const TensorType& x = type(n.inputs[0]);
     const TensorType& w = type(n.inputs[1]);
     const TensorType& y = type(n.outputs[0]);
@@ -95,7 +96,8 @@ class Lowering {
     // A dense 1x1 conv with nothing fused runs as a GEMM on NCHW: block it only when its input
     // is blocked already (so that no reorder is added for it).
     bool dense_1x1 = groups == 1 && w.shape[2].value() == 1 && w.shape[3].value() == 1;
-    bool bare = n.op == Op::Conv2d || integer || (n.attr_str("act") == "none" && !n.attr_bool("has_residual"));
+    bool bare =
+        n.op == Op::Conv2d || integer || (n.attr_str("act") == "none" && !n.attr_bool("has_residual"));
     return !(options_.bare_1x1_plain && dense_1x1 && bare && !has_blocked(n.inputs[0]));
   }
 

@@ -296,7 +296,8 @@ Expected<std::shared_ptr<const Kernel>> make_onednn_kernel(const Graph& g, const
     case Op::FusedSwiglu: return make_swiglu_kernel(g, n, codegen);
     case Op::ToNchwc:
     case Op::ToNchw:
-      if (dt != DType::F32 && dt != DType::U8 && dt != DType::I8 && dt != DType::I32) return std::shared_ptr<const Kernel>();
+      if (dt != DType::F32 && dt != DType::U8 && dt != DType::I8 && dt != DType::I32)
+        return std::shared_ptr<const Kernel>();
       return std::shared_ptr<const Kernel>(std::make_shared<ReorderKernel>(n));
     default: return std::shared_ptr<const Kernel>();
   }

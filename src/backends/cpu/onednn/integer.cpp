@@ -227,7 +227,8 @@ Status IntegerKernel::run(const Array& x, const Array& x_zp, Array& out) const {
       fits = src[1] == impl_->wshape[1] * spec.groups && dst[1] == impl_->wshape[0];
     }
     if (!fits) {
-      return Status::invalid(std::string(op) + ": " + x.type_string() + " -> " + out.type_string() + " does not fit the weights");
+      return Status::invalid(std::string(op) + ": " + x.type_string() + " -> " + out.type_string() +
+                             " does not fit the weights");
     }
   } else {
     const int64_t k = impl_->wshape[0], n = impl_->wshape[1];
