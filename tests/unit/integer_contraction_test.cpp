@@ -218,8 +218,10 @@ TEST(IntegerContraction, CpuKernelsEqualTheReference) {
   }
 }
 
-// Sums just below 2^24 come back exact; weights whose sums could pass it, weights that are not
-// constants and weights that do not fit s8 less their zero point are left to the reference.
+// Sums just below 2^24 come back exact from one product; sums that could pass it are split into
+// runs (of K, of input channels) that each stay below it, and their results added; weights that
+// are not constants, that do not fit s8 less their zero point, and a grouped conv past the bound
+// are left to the reference.
 TEST(IntegerContraction, CpuKernelTakesOnlyWhatItComputesExactly) {
   if (!cpu::onednn::available()) GTEST_SKIP() << "fusebox was built without oneDNN (libdnnl-dev)";
   // 255 * 127 * 500 = 16,192,500 < 2^24: the largest sums a [K=500] column of +-127 can give.
@@ -232,12 +234,41 @@ TEST(IntegerContraction, CpuKernelTakesOnlyWhatItComputesExactly) {
   Case near{Op::MatMulInteger, a, w, scalar_of(DType::U8, 0), scalar_of(DType::I8, 0), {}};
   EXPECT_EQ(check_against_reference(near), taken());
   // K = 520: 255 * 127 * 520 > 2^24, and row 0 sums to the odd 255 * 127 * 520 - 127, which f32
-  // cannot hold.
+  // cannot hold: two runs of K.
   Array big = ints(DType::U8, {6, 520}, 5, 0, 255);
   for (int64_t i = 0; i < 520; ++i) big.set_i64(i, i == 0 ? 254 : 255);
   Case over{Op::MatMulInteger,       big, ints(DType::I8, {520, 8}, 6, 127, 127), scalar_of(DType::U8, 0),
             scalar_of(DType::I8, 0), {}};
-  EXPECT_EQ(check_against_reference(over), "reference");
+  EXPECT_EQ(check_against_reference(over), taken());
+  auto parts_of = [](const Case& c) {
+    cpu::onednn::IntegerSpec spec;
+    spec.conv = c.op == Op::Conv2dInteger;
+    spec.x_dtype = c.x.dtype();
+    if (spec.conv) spec.pad[0] = spec.pad[1] = spec.pad[2] = spec.pad[3] = 1;
+    Expected<std::unique_ptr<cpu::onednn::IntegerKernel>> k =
+        cpu::onednn::IntegerKernel::create(spec, c.w, c.w_zp);
+    return k ? (*k)->parts() : -1;
+  };
+  if (cpu::onednn::int8_exact()) {
+    EXPECT_EQ(parts_of(near), 1);
+    EXPECT_EQ(parts_of(over), 2);
+  }
+  // A 3x3 conv over 512 channels of weights that use the int8 range (about 255 * 4608 * 64 per
+  // output): runs of input channels, u8 activations at both ends of their range.
+  Case deep{Op::Conv2dInteger,
+            ints(DType::U8, {1, 512, 6, 7}, 9, 0, 255),
+            ints(DType::I8, {16, 512, 3, 3}, 10, -126, 126),
+            scalar_of(DType::U8, 3),
+            ints(DType::I8, {16}, 11, -1, 1),
+            {{"pad", std::vector<int64_t>{1, 1, 1, 1}}}};
+  for (int64_t i = 0; i < 512 * 6 * 7; i += 3) deep.x.set_i64(i, 255);
+  EXPECT_EQ(check_against_reference(deep), taken());
+  if (cpu::onednn::int8_exact()) EXPECT_GE(parts_of(deep), 3);
+  // The same sums in a grouped conv (2 groups of 512): one run per group is all it takes, so none.
+  Case grouped = deep;
+  grouped.x = ints(DType::U8, {1, 1024, 6, 7}, 12, 200, 255);
+  grouped.attrs.set("groups", int64_t(2));
+  EXPECT_EQ(check_against_reference(grouped), "reference");
   // u8 weights with a zero point of 0: 200 - 0 does not fit s8.
   Case wide{Op::MatMulInteger,
             ints(DType::U8, {4, 16}, 7, 0, 255),

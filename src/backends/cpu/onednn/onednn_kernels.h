@@ -109,7 +109,7 @@ class ConvKernel {
 
 // matmul_integer / conv2d_integer (reference semantics: exact sums of 8-bit products, i32) through
 // oneDNN's int8 primitives, made only where their result is exact (integer.cpp says when: VNNI,
-// constant weights that fit s8 less their zero point, sums below 2^24); create() answers
+// constant weights that fit s8 less their zero point, sums split into runs below 2^24); create() answers
 // unimplemented otherwise, and run() for shapes it leaves to the reference (a per-row zero point,
 // a batched b).
 // Whether IntegerKernel::create can make kernels on this host at all (oneDNN with VNNI, and not
@@ -136,6 +136,8 @@ class IntegerKernel {
 
   // x: a [..., M, K], or an NCHW (nhwc: [N,1,H,W,C]) x; x_zp its zero point; out preallocated (i32).
   Status run(const Array& x, const Array& x_zp, Array& out) const;
+  // The runs of input channels (or of K) the sums are split into to stay exact (integer.cpp).
+  int parts() const;
 
  private:
   struct Impl;
