@@ -9,9 +9,12 @@ OUT_DIR/qcnn.onnx: x f32 [N, 64, 56, 56] -> QuantizeLinear (u8) -> three QLinear
 zero point 0, so ReLU-like) -> a 1x1 QLinearConv 64->128 -> DequantizeLinear -> f32.
 OUT_DIR/qmlp.onnx: x f32 [N, 512] -> QuantizeLinear -> QLinearMatMul 512->1024 -> QLinearMatMul
 1024->512 -> DequantizeLinear.
+OUT_DIR/dqmlp.onnx: dynamic quantization (ONNX Runtime's quantize_dynamic form) of a BERT-sized
+MLP, x f32 [N, 768] -> 3072 -> 768: DynamicQuantizeLinear, MatMulInteger, Cast, Mul by the scales,
+bias, ReLU.
 Weights are random (seeded), drawn so that each output channel uses the int8 range as a
 quantizer's symmetric per-channel scales make it do. OUT_DIR/cases.json: qcnn at batch 1 and 8,
-qmlp at batch 64.
+qmlp at batch 64, dqmlp at 128 rows.
 Needs Debian's python3-onnx and python3-numpy.
 """
 import json
@@ -103,6 +106,36 @@ def qmlp(rng):
     return net.model("qmlp", prev, prev_scale, prev_zp, ["N", 512], ["N", 512])
 
 
+def dqmlp(rng):
+    """An MLP in the form of dynamic quantization (ONNX Runtime's quantize_dynamic): per layer,
+    DynamicQuantizeLinear of the f32 activations, MatMulInteger with int8 weights, Cast, a Mul by
+    the two scales, the f32 bias, ReLU between the layers."""
+    inits, nodes = [], []
+
+    def const(name, arr):
+        inits.append(numpy_helper.from_array(np.asarray(arr), name))
+        return name
+
+    prev, width = "x", 768
+    for i, out in enumerate([3072, 768]):
+        w, w_scale = weights(rng, (out, width))
+        w_name, w_zp = const(f"w{i}", np.ascontiguousarray(w.T)), const(f"w{i}_zp", np.int8(0))
+        nodes.append(helper.make_node("DynamicQuantizeLinear", [prev], [f"q{i}", f"s{i}", f"z{i}"]))
+        nodes.append(helper.make_node("MatMulInteger", [f"q{i}", w_name, f"z{i}", w_zp], [f"acc{i}"]))
+        nodes.append(helper.make_node("Cast", [f"acc{i}"], [f"accf{i}"], to=TensorProto.FLOAT))
+        nodes.append(helper.make_node("Mul", [f"s{i}", const(f"w{i}_scale", w_scale[0])], [f"scale{i}"]))
+        nodes.append(helper.make_node("Mul", [f"accf{i}", f"scale{i}"], [f"real{i}"]))
+        bias = const(f"b{i}", (0.1 * rng.standard_normal(out)).astype(np.float32))
+        last = i == 1
+        nodes.append(helper.make_node("Add", [f"real{i}", bias], ["y" if last else f"pre{i}"]))
+        if not last:
+            nodes.append(helper.make_node("Relu", [f"pre{i}"], [f"h{i}"]))
+            prev, width = f"h{i}", out
+    graph = helper.make_graph(nodes, "dqmlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 768])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 768])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
 def main():
     if len(sys.argv) != 2:
         print("usage: make_quantized.py OUT_DIR", file=sys.stderr)
@@ -110,12 +143,13 @@ def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     rng = np.random.default_rng(7)
-    for name, model in (("qcnn", qcnn(rng)), ("qmlp", qmlp(rng))):
+    for name, model in (("qcnn", qcnn(rng)), ("qmlp", qmlp(rng)), ("dqmlp", dqmlp(rng))):
         onnx.checker.check_model(model)
         onnx.save(model, os.path.join(out, name + ".onnx"))
     cases = [{"name": f"qcnn_{n}x64x56x56", "model": "qcnn.onnx", "shape": [n, 64, 56, 56], "seed": 20 + n}
              for n in (1, 8)]
     cases.append({"name": "qmlp_64x512", "model": "qmlp.onnx", "shape": [64, 512], "seed": 30})
+    cases.append({"name": "dqmlp_128x768", "model": "dqmlp.onnx", "shape": [128, 768], "seed": 31})
     with open(os.path.join(out, "cases.json"), "w") as f:
         json.dump(cases, f, indent=1)
     return 0

@@ -179,8 +179,11 @@ struct IntegerKernel::Impl {
         part.prim = dnnl::convolution_forward(pd);
         part.packed_wei = memory(pd.weights_desc(), eng);
       } else {
-        // Columns [from, from + run) of a [M, K]: strided rows, read by the primitive as they are.
-        part.user_src = part.src = memory::desc({src[0], run}, xt, memory::dims{src[1], 1});
+        // Columns [from, from + run) of a [M, K]: strided rows, copied into a dense [M, run] for
+        // the primitive when there are several runs (on strided rows oneDNN falls back from its
+        // brgemm kernel to gemm:jit with unpacked weights: 1.5 against 0.8 ms for 128x3072x768).
+        part.user_src = memory::desc({src[0], run}, xt, memory::dims{src[1], 1});
+        part.src = memory::desc({src[0], run}, xt, Tag::ab);
         part.src_offset = size_t(from);
         user_wei = memory::desc(wdims, s8, Tag::ab);
         e->dst = e->user_dst;
