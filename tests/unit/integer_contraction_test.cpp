@@ -305,21 +305,20 @@ TEST(IntegerContraction, QuantizedChainsStayChannelsLast) {
   if (!cpu::onednn::available()) GTEST_SKIP() << "fusebox was built without oneDNN (libdnnl-dev)";
   GraphBuilder b("chain");
   const ValueId x = b.input("x", DType::U8, make_shape({2, 16, 10, 12}));
-  auto constant = [&](const Array& a) { return b.constant(a); };
-  const ValueId w1 = constant(ints(DType::I8, {24, 16, 3, 3}, 40, -60, 60));
-  const ValueId y1 =
-      b.op(Op::Conv2dInteger, {x, w1, constant(scalar_of(DType::U8, 121)), constant(scalar_of(DType::I8, 0))},
-           {{"pad", std::vector<int64_t>{1, 1, 1, 1}}});
+  const ValueId w1 = b.constant(ints(DType::I8, {24, 16, 3, 3}, 40, -60, 60));
+  const ValueId y1 = b.op(Op::Conv2dInteger,
+                          {x, w1, b.constant(scalar_of(DType::U8, 121)), b.constant(scalar_of(DType::I8, 0))},
+                          {{"pad", std::vector<int64_t>{1, 1, 1, 1}}});
   Array bias(DType::I32, {24, 1, 1});
   for (int64_t i = 0; i < 24; ++i) bias.set_i64(i, 37 * i - 400);
-  const ValueId s = b.add(y1, constant(bias));
+  const ValueId s = b.add(y1, b.constant(bias));
   const ValueId f = b.mul(b.cast(s, DType::F32), b.scalar(DType::F32, 0.002));
   const ValueId q = b.cast(b.op(Op::Clip, {b.add(b.op(Op::Round, {f}), b.scalar(DType::F32, 100))},
                                 {{"min", 0.0}, {"max", 255.0}}),
                            DType::U8);
-  const ValueId y2 = b.op(Op::Conv2dInteger,
-                          {q, constant(ints(DType::I8, {8, 24, 1, 1}, 41, -127, 127)),
-                           constant(scalar_of(DType::U8, 100)), constant(ints(DType::I8, {8}, 42, -3, 3))});
+  const ValueId y2 = b.op(Op::Conv2dInteger, {q, b.constant(ints(DType::I8, {8, 24, 1, 1}, 41, -127, 127)),
+                                              b.constant(scalar_of(DType::U8, 100)),
+                                              b.constant(ints(DType::I8, {8}, 42, -3, 3))});
   b.output(y2);
   b.output(s);
   Expected<Graph> g = b.build();

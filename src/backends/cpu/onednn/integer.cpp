@@ -28,7 +28,6 @@
 // them); the primitive picks its formats, NHWC on an AVX-512 host, so NCHW activations are
 // reordered in and the result out on every run, NHWC ones are not.
 #include <cstdlib>
-#include <cstring>
 #include <string_view>
 #include <unordered_map>
 
@@ -115,7 +114,6 @@ bool int8_exact() { return library_has_vnni() && !turned_off(); }
 
 struct IntegerKernel::Impl {
   IntegerSpec spec;
-  DType x_dtype = DType::U8;
   std::vector<int64_t> wshape;
   // The input channels (conv) or rows of K (matmul) split into runs [cuts[i], cuts[i + 1]), each
   // short enough that its sums stay below 2^24; the centred weights (w - w_zp) of each run:
@@ -135,7 +133,8 @@ struct IntegerKernel::Impl {
   Expected<std::shared_ptr<const Entry>> build(const memory::dims& src, const memory::dims& dst) const {
     const dnnl::engine& eng = cpu_engine();
     auto e = std::make_shared<Entry>();
-    const memory::data_type xt = int8_type(x_dtype), s8 = memory::data_type::s8, s32 = memory::data_type::s32;
+    const memory::data_type xt = int8_type(spec.x_dtype), s8 = memory::data_type::s8,
+                            s32 = memory::data_type::s32;
     dnnl::primitive_attr attr;
     attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -234,11 +233,13 @@ Expected<std::unique_ptr<IntegerKernel>> IntegerKernel::create(const IntegerSpec
     return Status::invalid(std::string(op) + ": weight zero point " + weight_zp.type_string() +
                            " does not fit " + weights.type_string());
   }
-  // centred[o][k]: the weights of output o and run element k, less the zero point, as s8.
+  // The weights less their zero points, as s8 in the weights' own layout, and the sum of their
+  // magnitudes per output and run element.
   auto index = [&](int64_t o, int64_t k, int64_t t) {
     return spec.conv ? (o * along + k) * window + t : k * outs + o;
   };
-  std::vector<int64_t> abs_sum(size_t(outs * along), 0);  // per output and run element
+  std::vector<int8_t> centred(size_t(weights.numel()));
+  std::vector<int64_t> abs_sum(size_t(outs * along), 0);
   for (int64_t o = 0; o < outs; ++o) {
     const int64_t zp = value_at(weight_zp, weight_zp.numel() == 1 ? 0 : o);
     for (int64_t k = 0; k < along; ++k) {
@@ -248,6 +249,7 @@ Expected<std::unique_ptr<IntegerKernel>> IntegerKernel::create(const IntegerSpec
           return Status::unimplemented(std::string(op) + ": a weight less its zero point (" +
                                        std::to_string(v) + ") does not fit s8");
         }
+        centred[size_t(index(o, k, t))] = int8_t(v);
         abs_sum[size_t(o * along + k)] += v < 0 ? -v : v;
       }
     }
@@ -256,7 +258,6 @@ Expected<std::unique_ptr<IntegerKernel>> IntegerKernel::create(const IntegerSpec
   // conv is one run, or nothing).
   auto impl = std::make_unique<Impl>();
   impl->spec = spec;
-  impl->x_dtype = spec.x_dtype;
   impl->wshape = ws;
   impl->cuts = {0};
   std::vector<int64_t> running(size_t(outs), 0);
@@ -283,11 +284,10 @@ Expected<std::unique_ptr<IntegerKernel>> IntegerKernel::create(const IntegerSpec
     const int64_t from = impl->cuts[i], run = impl->cuts[i + 1] - from;
     std::vector<int8_t> part(size_t(outs * run * window));
     for (int64_t o = 0; o < outs; ++o) {
-      const int64_t zp = value_at(weight_zp, weight_zp.numel() == 1 ? 0 : o);
       for (int64_t k = 0; k < run; ++k) {
         for (int64_t t = 0; t < window; ++t) {
           const size_t at = spec.conv ? size_t((o * run + k) * window + t) : size_t(k * outs + o);
-          part[at] = int8_t(value_at(weights, index(o, from + k, t)) - zp);
+          part[at] = centred[size_t(index(o, from + k, t))];
         }
       }
     }
@@ -301,7 +301,7 @@ int IntegerKernel::parts() const { return int(impl_->cuts.size()) - 1; }
 Status IntegerKernel::run(const Array& x, const Array& x_zp, Array& out) const {
   const IntegerSpec& spec = impl_->spec;
   const char* op = spec.conv ? "onednn conv2d_integer" : "onednn matmul_integer";
-  if (x.dtype() != impl_->x_dtype || out.dtype() != DType::I32 || x_zp.dtype() != x.dtype()) {
+  if (x.dtype() != spec.x_dtype || out.dtype() != DType::I32 || x_zp.dtype() != x.dtype()) {
     return Status::invalid(std::string(op) + ": operands " + x.type_string() + ", " + x_zp.type_string() +
                            " -> " + out.type_string() + " are not the kernel's types");
   }

@@ -107,14 +107,15 @@ class ConvKernel {
   std::unique_ptr<Impl> impl_;
 };
 
-// matmul_integer / conv2d_integer (reference semantics: exact sums of 8-bit products, i32) through
-// oneDNN's int8 primitives, made only where their result is exact (integer.cpp says when: VNNI,
-// constant weights that fit s8 less their zero point, sums split into runs below 2^24); create() answers
-// unimplemented otherwise, and run() for shapes it leaves to the reference (a per-row zero point,
-// a batched b).
 // Whether IntegerKernel::create can make kernels on this host at all (oneDNN with VNNI, and not
 // turned off by FUSEBOX_ONEDNN_INT8=0).
 bool int8_exact();
+
+// matmul_integer / conv2d_integer (reference semantics: exact sums of 8-bit products, i32) through
+// oneDNN's int8 primitives, made only where their result is exact (integer.cpp says when: VNNI,
+// constant weights that fit s8 less their zero point, sums split into runs below 2^24); create()
+// answers unimplemented otherwise, and run() for shapes it leaves to the reference (a per-row zero
+// point, a batched b).
 
 struct IntegerSpec {
   bool conv = false;          // conv2d_integer (NCHW); else matmul_integer with a [K, N] weight
