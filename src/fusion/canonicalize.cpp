@@ -40,7 +40,9 @@ Status fold_constants(Graph& g, PassContext& ctx) {
   auto& nodes = g.mutable_nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
     Node& n = nodes[i];
-    if (n.op == Op::Constant || n.inputs.empty() || n.outputs.size() != 1) continue;
+    // A bind_symbols of constants still binds its symbols when it runs: never folded away.
+    if (n.op == Op::Constant || n.op == Op::BindSymbols || n.inputs.empty() || n.outputs.size() != 1)
+      continue;
     bool all_constant = true;
     for (ValueId v : n.inputs) all_constant = all_constant && is_constant(g, uses, v);
     if (!all_constant) continue;

@@ -889,6 +889,27 @@ Expected<Types> infer_peaks(const Ctx& c) {
   return Types{TensorType{x.dtype, out}, TensorType{DType::I64, out}};
 }
 
+// bind_symbols x, v: x unchanged; v holds one value per symbol (its values are read when the
+// plan runs, not here).
+Expected<Types> infer_bind_symbols(const Ctx& c) {
+  const TensorType& v = c.operand(1);
+  const Shape& symbols = c.node.attr_dims("symbols");
+  for (const Dim& d : symbols) {
+    if (!d.is_symbol())
+      return c.fail("symbols must all be named symbols, got [" + shape_to_string(symbols) + "]");
+  }
+  if (v.dtype != DType::I64 && v.dtype != DType::I32)
+    return c.fail("values must be i32 or i64, got " + type_str(v));
+  const bool count_ok = v.rank() == 0 ? symbols.size() == 1
+                                      : v.rank() == 1 && (!v.shape[0].is_static() ||
+                                                          v.shape[0].value() == int64_t(symbols.size()));
+  if (!count_ok) {
+    return c.fail("values " + type_str(v) + " must hold one element per symbol (" +
+                  std::to_string(symbols.size()) + ")");
+  }
+  return Types{c.operand(0)};
+}
+
 Expected<Types> infer_transform_region(const Ctx& c);
 Expected<Types> infer_elementwise_region(const Ctx& c);
 
@@ -1085,6 +1106,8 @@ Expected<Types> infer_by_op(const Ctx& c) {
     }
     case Op::FftMagnitude: return infer_fft(c);
     case Op::Peaks: return infer_peaks(c);
+    case Op::BindSymbols:
+      return infer_bind_symbols(c);
     case Op::GatherNd: case Op::ScatterElements: case Op::ScatterNd: case Op::ReverseSequence:
     case Op::CumSum: case Op::Det:
       return infer_extra_op(node, c.in);

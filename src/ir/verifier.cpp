@@ -68,7 +68,7 @@ Status check_symbols_bound(const Shape& s, const std::set<std::string>& bound, c
   for (const Dim& d : s) {
     if (d.is_symbol() && !bound.count(d.symbol_name())) {
       return Status::invalid(where() + ": symbol '" + d.symbol_name() +
-                             "' is not bound by any input shape");
+                             "' is not bound by any input shape or earlier bind_symbols");
     }
   }
   return Status::ok();
@@ -183,7 +183,17 @@ Status verify(const Graph& g) {
     } else if (n.body) {
       FUSEBOX_RETURN_IF_ERROR(verify_body(*n.body, where()));
     }
+    // bind_symbols binds its symbols for the nodes after it (ir/bind_symbols.h), once each.
+    if (n.op == Op::BindSymbols) {
+      for (const Dim& d : n.attr_dims("symbols")) {
+        if (d.is_symbol() && bound.count(d.symbol_name())) {
+          return Status::invalid(where() + ": symbol '" + d.symbol_name() +
+                                 "' is already bound before this node");
+        }
+      }
+    }
     for (const auto& [name, value] : n.attrs.entries()) {
+      if (n.op == Op::BindSymbols && name == "symbols") continue;
       if (const Shape* s = std::get_if<Shape>(&value)) {
         FUSEBOX_RETURN_IF_ERROR(check_symbols_bound(*s, bound, [&, &attr = name] { return where() + ": attribute '" + attr + "'"; }));
       }
@@ -209,6 +219,9 @@ Status verify(const Graph& g) {
         return Status::invalid(where() + ": result " + std::to_string(i) + " is declared " +
                                declared.to_string() + " but the operands give " + (*inferred)[i].to_string());
       }
+    }
+    if (n.op == Op::BindSymbols) {
+      for (const Dim& d : n.attr_dims("symbols")) bound.insert(d.symbol_name());
     }
   }
   if (g.outputs().empty()) return Status::invalid(fn + ": returns nothing");

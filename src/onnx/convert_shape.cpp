@@ -87,6 +87,12 @@ Status convert_constant_of_shape(ImportContext& ctx, OnnxNode& n) {
     if (value.numel() != 1) return n.error("attribute 'value' must hold one element, got " + value.type_string());
     value = value.reshaped({});
   }
+  if (!ctx.ints(n, 0)) {
+    // A shape known only at run time: the scalar expanded to sizes bound when the plan runs.
+    ValueId scalar = ctx.builder().constant(value);
+    FUSEBOX_ASSIGN_OR_RETURN(auto bound, ctx.run_time_shape(n, scalar, 0, "values"));
+    if (bound) return ctx.set_output(n, 0, ctx.emit(Op::Expand, {bound->x}, {{"shape", bound->symbols}}));
+  }
   FUSEBOX_ASSIGN_OR_RETURN(KnownInts k, ctx.require_ints(n, 0, "shape"));
   if (k.scalar) return n.error("shape must be a 1-D tensor");
   FUSEBOX_ASSIGN_OR_RETURN(Shape dims, dims_of(n, k, "shape"));
@@ -135,6 +141,13 @@ Dim dim_product(const Shape& s, int from, int to) {
 
 Status convert_reshape(ImportContext& ctx, OnnxNode& n) {
   bool allowzero = n.attr_int("allowzero", 0) != 0;
+  if (!ctx.ints(n, 1)) {
+    // A target known only at run time: its sizes are bound when the plan runs.
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
+    FUSEBOX_ASSIGN_OR_RETURN(auto bound,
+                             ctx.run_time_shape(n, x, 1, allowzero ? "reshape_allowzero" : "reshape"));
+    if (bound) return ctx.set_output(n, 0, ctx.emit(Op::Reshape, {bound->x}, {{"shape", bound->symbols}}));
+  }
   FUSEBOX_ASSIGN_OR_RETURN(KnownInts target, ctx.require_ints(n, 1, "shape"));
   if (target.scalar) return n.error("shape must be a 1-D tensor");
   // Known ints reshaped between rank 0 and rank 1 stay known.

@@ -166,6 +166,12 @@ Status convert_gather(ImportContext& ctx, OnnxNode& n) {
 }
 
 Status convert_expand(ImportContext& ctx, OnnxNode& n) {
+  if (!ctx.ints(n, 1)) {
+    // A shape known only at run time: its sizes are bound when the plan runs (1 still broadcasts).
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
+    FUSEBOX_ASSIGN_OR_RETURN(auto bound, ctx.run_time_shape(n, x, 1, "values"));
+    if (bound) return ctx.set_output(n, 0, ctx.emit(Op::Expand, {bound->x}, {{"shape", bound->symbols}}));
+  }
   FUSEBOX_ASSIGN_OR_RETURN(KnownInts k, ctx.require_ints(n, 1, "shape"));
   if (k.scalar) return n.error("shape must be a 1-D tensor");
   Shape dims;

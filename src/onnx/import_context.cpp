@@ -364,6 +364,29 @@ Expected<ValueId> ImportContext::reshape(OnnxNode& n, ValueId x, const Shape& ta
   return emit(Op::Reshape, {x}, {{"shape", s}});
 }
 
+Expected<std::optional<ImportContext::RunTimeShape>> ImportContext::run_time_shape(OnnxNode& n, ValueId x,
+                                                                                   int i,
+                                                                                   const std::string& rule) {
+  FUSEBOX_ASSIGN_OR_RETURN(OnnxValue * v, lookup(n, i));
+  if (v->id == kNoValue || ints(n, i)) return std::optional<RunTimeShape>();
+  // The result's rank is the input's length: it must be static (else the caller's path for
+  // values known at import time applies, which names what is missing).
+  const TensorType t = type(v->id);
+  const bool integer = t.dtype == DType::I64 || t.dtype == DType::I32;
+  if (!integer || t.rank() != 1 || !t.shape[0].is_static()) return std::optional<RunTimeShape>();
+  Shape symbols;
+  for (int64_t k = 0; k < t.shape[0].value(); ++k) {
+    std::string base = sanitize_name(n.output(0)) + "_d" + std::to_string(k);
+    std::string name = base;
+    for (int m = 1; used_symbols_.count(name); ++m) name = base + "_" + std::to_string(m);
+    used_symbols_.insert(name);
+    symbols.push_back(Dim::symbol(name));
+  }
+  ValueId bound = emit(Op::BindSymbols, {x, v->id}, {{"symbols", symbols}, {"rule", rule}});
+  if (bound == kNoValue) return builder_status(n);
+  return std::optional<RunTimeShape>(RunTimeShape{bound, symbols});
+}
+
 Status ImportContext::add_output(const std::string& onnx_name, OnnxOutputLayout* layout) {
   auto it = values_.find(onnx_name);
   if (it == values_.end()) {

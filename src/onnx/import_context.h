@@ -133,6 +133,17 @@ class ImportContext {
   Status builder_status(const OnnxNode& n) const;
   // x reshaped to `target`; one unknown dim becomes -1, more than one is an error.
   Expected<ValueId> reshape(OnnxNode& n, ValueId x, const Shape& target);
+  // A shape-like input i known only at run time (a tensor computed from data, or a graph input):
+  // x passed through a bind_symbols node (ir/bind_symbols.h, `rule` its rule) that binds one new
+  // symbol per element of input i when the plan runs. Returns the passed-through x and the
+  // symbols; nullopt when input i is known at import time (constant or known ints), or is not an
+  // integer vector of static length.
+  struct RunTimeShape {
+    ValueId x;
+    Shape symbols;
+  };
+  Expected<std::optional<RunTimeShape>> run_time_shape(OnnxNode& n, ValueId x, int i,
+                                                       const std::string& rule);
 
   // ---- subgraphs (If, Loop, Scan; convert_control.cpp) ----
   // A body's names live in a scope: inside it they shadow outer names of the same spelling, and

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "ir/bind_symbols.h"
 #include "runtime/executable_plan.h"
 #include "runtime/shape_plan.h"
 
@@ -163,7 +164,30 @@ Expected<std::shared_ptr<const ShapePlan>> Executable::shapes_for(std::span<cons
   std::vector<std::vector<int64_t>> input_dims;
   for (const Array* a : inputs) input_dims.push_back(a->shape());
   FUSEBOX_ASSIGN_OR_RETURN(ShapePlan plan, plan_shapes(g, std::move(bindings), input_dims));
+  plan.key = key;
   auto shared = std::make_shared<const ShapePlan>(std::move(plan));
+  if (complete) shapes_->insert(std::move(key), shared);
+  return shared;
+}
+
+// After bind_symbols node i has run: the plan of the nodes up to the next one, with the symbols
+// bound from the values it read (cached under the sizes and every value bound so far).
+Expected<std::shared_ptr<const ShapePlan>> Executable::shapes_after_bind(const ShapePlan& shapes, size_t i,
+                                                                         const BufferView& values) const {
+  const Graph& g = plan_->graph;
+  const Node& n = g.nodes()[i];
+  if (!values.device.is_host()) return Status::internal("bind_symbols: its values are not in host memory");
+  const Array v = Array::view(values.dtype, values.shape, values.data);
+  ShapeKey key = shapes.key;
+  key.push_back(-int64_t(i) - 1);
+  for (int64_t k = 0; k < v.numel(); ++k)
+    key.push_back(v.dtype() == DType::I32 ? v.data<int32_t>()[k] : v.data<int64_t>()[k]);
+  if (std::shared_ptr<const ShapePlan> hit = shapes_->find(key)) return hit;
+  ShapePlan next = shapes;
+  FUSEBOX_RETURN_IF_ERROR(bind_symbol_values(n, v, shapes.dims[size_t(n.inputs[0])], next.bindings));
+  FUSEBOX_RETURN_IF_ERROR(extend_shapes(g, next));
+  next.key = key;
+  auto shared = std::make_shared<const ShapePlan>(std::move(next));
   shapes_->insert(std::move(key), shared);
   return shared;
 }
@@ -311,7 +335,9 @@ Expected<std::vector<Buffer>> Executable::run_recorded(std::span<const Array* co
   }();
   // Recordable: every kernel on the target's device, nothing copied but constants (uploaded
   // once, on the first run), at least two kernels (one launch saves nothing).
-  bool recordable = enabled && recordings_ && !place.backends[0]->device().is_host() && place.final_copies.empty();
+  // A plan whose sizes come from data (bind_symbols) may change sizes between runs: never recorded.
+  bool recordable = enabled && recordings_ && !place.backends[0]->device().is_host() &&
+                    place.final_copies.empty() && !plan.run_time_sizes;
   size_t kernels = 0;
   for (size_t i = 0; recordable && i < plan.graph.nodes().size(); ++i) {
     if (!plan.kernels[i]) continue;
@@ -454,9 +480,20 @@ Expected<std::vector<Buffer>> Executable::run_plan(std::span<const Array* const>
       Status s = copy(c);
       if (!s.is_ok()) return s.with_context(where(n));
     }
+    // A bind_symbols node binds its symbols before its values may be released: the nodes
+    // after it are planned with them.
+    auto bind = [&]() -> Status {
+      if (n.op != Op::BindSymbols) return Status::ok();
+      Expected<std::shared_ptr<const ShapePlan>> next =
+          shapes_after_bind(*shapes, i, residents[size_t(place.operands[i][1])].view());
+      if (!next) return next.status().with_context(where(n));
+      shapes = std::move(*next);
+      return Status::ok();
+    };
     if (plan.aliases[i]) {
       const ValueId v = n.outputs[0];
       residents[size_t(v)] = residents[size_t(place.operands[i][0])].reshaped(shapes->dims[size_t(v)]);
+      FUSEBOX_RETURN_IF_ERROR(bind());
       release(i);
       continue;
     }
@@ -492,6 +529,7 @@ Expected<std::vector<Buffer>> Executable::run_plan(std::span<const Array* const>
       return Status(s.code() == StatusCode::kInvalidArgument ? StatusCode::kExecutionError : s.code(),
                     where(n) + ": " + s.message());
     }
+    FUSEBOX_RETURN_IF_ERROR(bind());
     release(i);
   }
   for (const Copy& c : place.final_copies) FUSEBOX_RETURN_IF_ERROR(copy(c));

@@ -28,7 +28,8 @@ struct Executable::Plan {
   // caller gets to own alone.
   std::vector<bool> aliases;
   std::vector<std::string> output_names;
-  bool device_io = false;  // CompileOptions::device_io
+  bool device_io = false;       // CompileOptions::device_io
+  bool run_time_sizes = false;  // the graph has bind_symbols nodes (ir/bind_symbols.h)
   // Per resident: a constant's copy on a device, made by the first run that needs it and kept
   // (constants never change), so weights cross to a GPU once.
   mutable std::mutex uploads_mu;

@@ -5,6 +5,7 @@
 #include "backends/cpu/reference/reference.h"
 #include "backends/registry/registry.h"
 #include "fusion/fuse.h"
+#include "ir/bind_symbols.h"
 #include "ir/check.h"
 #include "ir/structural_hash.h"
 #include "ir/verifier.h"
@@ -133,6 +134,7 @@ Expected<Executable> Session::compile(const Graph& graph_in, const CompileOption
     }
   }
   plan->device_io = options.device_io;
+  plan->run_time_sizes = has_bind_symbols(g);
   FUSEBOX_ASSIGN_OR_RETURN(plan->placement, place(g, std::move(target), cpu_fallback(options.cpu), options.device_io));
   plan->memory = plan_memory(g, plan->placement);
   plan->constants.resize(g.num_values());
@@ -145,7 +147,8 @@ Expected<Executable> Session::compile(const Graph& graph_in, const CompileOption
       plan->kernels.push_back(nullptr);
       continue;
     }
-    if (n.op == Op::Reshape && !returned) {
+    // bind_symbols gives its operand unchanged (the runtime reads its values: executable.cpp).
+    if ((n.op == Op::Reshape || n.op == Op::BindSymbols) && !returned) {
       plan->aliases[i] = true;
       plan->kernels.push_back(nullptr);
       continue;

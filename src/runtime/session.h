@@ -108,7 +108,8 @@ class Executable {
   PoolStats pool_stats() const;
 
   struct Stats {
-    size_t shape_plans = 0;  // sets of concrete shapes computed (one per new set of input sizes)
+    size_t shape_plans = 0;  // sets of concrete shapes computed (one per new set of input sizes,
+                             // and one per new set of values a bind_symbols node binds)
     size_t recordings = 0;   // device_io runs recorded as one replayable graph (CUDA graphs)
     size_t replays = 0;      // runs that replayed a recording
   };
@@ -133,6 +134,8 @@ class Executable {
                          const std::vector<int64_t>& dims) const;
   Expected<SymbolBindings> bind_inputs(std::span<const Array* const> inputs) const;
   Expected<std::shared_ptr<const ShapePlan>> shapes_for(std::span<const Array* const> inputs) const;
+  Expected<std::shared_ptr<const ShapePlan>> shapes_after_bind(const ShapePlan& shapes, size_t i,
+                                                               const BufferView& values) const;
 
   // Shared by copies: a cached plan hands out copies that share kernels and shape plans.
   std::shared_ptr<const Plan> plan_;

@@ -34,6 +34,12 @@ Expected<ShapePlan> plan_shapes(const Graph& g, SymbolBindings bindings,
   ShapePlan plan;
   plan.dims.resize(g.num_values());
   for (size_t k = 0; k < g.inputs().size(); ++k) plan.dims[size_t(g.inputs()[k])] = input_dims[k];
+  plan.bindings = std::move(bindings);
+  FUSEBOX_RETURN_IF_ERROR(extend_shapes(g, plan));
+  return plan;
+}
+
+Status extend_shapes(const Graph& g, ShapePlan& plan) {
   std::vector<std::string> names;  // computed lazily for error messages
   auto where = [&](const Node& n) {
     if (names.empty()) names = value_display_names(g);
@@ -41,10 +47,12 @@ Expected<ShapePlan> plan_shapes(const Graph& g, SymbolBindings bindings,
   };
   std::vector<TensorType> in_types;
   const uint64_t max_bytes = max_tensor_bytes();
-  for (const Node& n : g.nodes()) {
+  const auto& nodes = g.nodes();
+  for (size_t i = plan.planned; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
     in_types.clear();
     for (ValueId v : n.inputs) in_types.push_back(TensorType{g.type(v).dtype, make_shape(plan.dims[size_t(v)])});
-    Expected<std::vector<TensorType>> types = infer_result_types(n, in_types, &bindings);
+    Expected<std::vector<TensorType>> types = infer_result_types(n, in_types, &plan.bindings);
     if (!types) return Status::execution(where(n) + ": " + types.status().message());
     for (size_t r = 0; r < types->size(); ++r) {
       const TensorType& t = (*types)[r];
@@ -53,7 +61,7 @@ Expected<ShapePlan> plan_shapes(const Graph& g, SymbolBindings bindings,
                                  "] is not known at run time");
       }
       std::vector<int64_t> dims = static_dims(t.shape);
-      Status ok = check_declared(g.type(n.outputs[r]), dims, bindings);
+      Status ok = check_declared(g.type(n.outputs[r]), dims, plan.bindings);
       if (!ok.is_ok()) return ok.with_context(where(n));
       // Within the element limit but beyond memory (a reduce of f32[0,2^48] to f32[2^48]): a
       // message naming the node, not a failed allocation in the middle of the run.
@@ -66,9 +74,13 @@ Expected<ShapePlan> plan_shapes(const Graph& g, SymbolBindings bindings,
       }
       plan.dims[size_t(n.outputs[r])] = std::move(dims);
     }
+    if (n.op == Op::BindSymbols) {
+      plan.planned = i + 1;
+      return Status::ok();
+    }
   }
-  plan.bindings = std::move(bindings);
-  return plan;
+  plan.planned = nodes.size();
+  return Status::ok();
 }
 
 std::shared_ptr<const ShapePlan> ShapePlanCache::find(const ShapeKey& key) {

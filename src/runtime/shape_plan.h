@@ -17,17 +17,26 @@
 
 namespace fusebox {
 
+using ShapeKey = std::vector<int64_t>;  // per input: rank, then its dims
+
+// A graph with bind_symbols nodes (ir/bind_symbols.h) is planned in steps: up to and including
+// the first such node from the input sizes, then, each time one has run, up to the next with its
+// symbols bound from the values it read. `planned` counts the nodes whose results have dims.
 struct ShapePlan {
   SymbolBindings bindings;
   std::vector<std::vector<int64_t>> dims;  // per value
+  size_t planned = 0;
+  ShapeKey key;  // what it is cached under: the input sizes, then each bind's node and values
 };
 
-// Infers every node's concrete result shapes and checks them against the declared types.
-// `input_dims` follow g.inputs(); errors name the node.
+// Infers the concrete result shapes of the nodes up to the first bind_symbols (every node when
+// there is none) and checks them against the declared types. `input_dims` follow g.inputs();
+// errors name the node.
 Expected<ShapePlan> plan_shapes(const Graph& g, SymbolBindings bindings,
                                 const std::vector<std::vector<int64_t>>& input_dims);
 
-using ShapeKey = std::vector<int64_t>;  // per input: rank, then its dims
+// Goes on from plan.planned to the next bind_symbols node (or the end).
+Status extend_shapes(const Graph& g, ShapePlan& plan);
 
 class ShapePlanCache {
  public:

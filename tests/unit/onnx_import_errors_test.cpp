@@ -8,6 +8,7 @@ TEST(OnnxImportErrors, Skipped) {
 }
 #else
 
+#include <algorithm>
 #include <random>
 
 #include "onnx_test_model.h"
@@ -72,12 +73,22 @@ TEST(OnnxImportErrors, ValuesThatMustBeKnownAtImportTime) {
   EXPECT_CONTAINS(e, "Trilu node 'tri': k");
   EXPECT_CONTAINS(e, "must be known at import time");
 
+  // A Reshape target of static length is bound at run time (bind_symbols); one whose length is
+  // itself a run-time size leaves the result's rank unknown.
   OnnxModel r(13);
   r.input("x", {2, 3});
-  r.input("shape", TP::INT64, {2});
+  r.input("shape", TP::INT64, {"K"});
   r.node("Reshape", {"x", "shape"}, {"y"}, "reshape");
   r.output("y");
   EXPECT_CONTAINS(import_error(r), "Reshape node 'reshape': shape");
+  OnnxModel bound(13);
+  bound.input("x", {2, 3});
+  bound.input("shape", TP::INT64, {2});
+  bound.node("Reshape", {"x", "shape"}, {"y"}, "reshape");
+  bound.output("y");
+  Graph g = import_model(bound);
+  EXPECT_TRUE(
+      std::any_of(g.nodes().begin(), g.nodes().end(), [](const Node& n) { return n.op == Op::BindSymbols; }));
 }
 
 TEST(OnnxImportErrors, OpsetAndDomain) {

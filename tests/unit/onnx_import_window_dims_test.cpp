@@ -278,8 +278,9 @@ TEST(OnnxImportWindowDims, UnsupportedShapesAreClearErrors) {
   }
 }
 
-// `fusebox run` on a model whose Reshape shape is a graph input: the given value specialises
-// the import; without it the message says which input to give.
+// `fusebox run` on a model whose Reshape shape is a graph input of run-time length (so not bound
+// as the plan runs, ir/bind_symbols.h): the given value specialises the import; without it the
+// message says which input to give.
 TEST(OnnxImportWindowDims, RunCommandUsesGivenShapeInputs) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() /
                                     ("fusebox_cli_onnx_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
@@ -287,7 +288,7 @@ TEST(OnnxImportWindowDims, RunCommandUsesGivenShapeInputs) {
   std::filesystem::create_directories(dir);
   OnnxModel model(17);
   model.input("x", {2, 6});
-  model.input("shape", TP::INT64, {2});
+  model.input("shape", TP::INT64, {"K"});
   model.node("Reshape", {"x", "shape"}, {"y"});
   model.output("y");
   const std::string path = (dir / "reshape.onnx").string();

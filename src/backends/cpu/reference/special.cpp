@@ -1,4 +1,5 @@
-// Reference kernels of the opaque ops: constant, fft_magnitude and peaks (the IO output gate).
+// Reference kernels of the opaque ops: constant, fft_magnitude and peaks (the IO output gate),
+// bind_symbols.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -7,6 +8,7 @@
 
 #include "backends/cpu/reference/dtype_dispatch.h"
 #include "backends/cpu/reference/reference.h"
+#include "ir/bind_symbols.h"
 
 namespace fusebox::cpu {
 
@@ -113,6 +115,15 @@ Status ref_Peaks(const KernelArgs& a) {
       return Status::ok();
     }
   });
+}
+
+// x unchanged; the values are checked here (the runtime binds them as the plan runs).
+Status ref_BindSymbols(const KernelArgs& a) {
+  FUSEBOX_RETURN_IF_ERROR(symbol_values(a.node, a.in[1], a.in[0].shape()).status());
+  FUSEBOX_CHECK(a.in[0].nbytes() == a.out[0].nbytes() && a.in[0].dtype() == a.out[0].dtype())
+      << "bind_symbols result does not match operand";
+  if (a.in[0].nbytes()) std::memcpy(a.out[0].raw(), a.in[0].raw(), a.in[0].nbytes());
+  return Status::ok();
 }
 
 }  // namespace fusebox::cpu

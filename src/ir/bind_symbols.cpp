@@ -1,0 +1,100 @@
+#include "ir/bind_symbols.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "ir/size.h"
+
+namespace fusebox {
+
+Expected<std::vector<int64_t>> symbol_values(const Node& bind, const Array& values,
+                                             std::span<const int64_t> x_dims) {
+  const Shape& symbols = bind.attr_dims("symbols");
+  const std::string& rule = bind.attr_str("rule");
+  auto fail = [&](const std::string& what) {
+    return Status::execution("bind_symbols (rule " + rule + "): " + what);
+  };
+  if (values.numel() != int64_t(symbols.size())) {
+    return fail(std::to_string(values.numel()) + " values for " + std::to_string(symbols.size()) +
+                " symbols [" + shape_to_string(symbols) + "]");
+  }
+  std::vector<int64_t> out;
+  for (int64_t k = 0; k < values.numel(); ++k) {
+    out.push_back(values.dtype() == DType::I32 ? int64_t(values.data<int32_t>()[k])
+                                               : values.data<int64_t>()[k]);
+  }
+  auto listed = [&] {
+    std::string s = "[";
+    for (size_t k = 0; k < out.size(); ++k) s += (k ? "," : "") + std::to_string(out[k]);
+    return s + "]";
+  };
+  if (rule == "values") {
+    for (size_t k = 0; k < out.size(); ++k) {
+      if (out[k] < 0)
+        return fail(symbols[k].symbol_name() + " would be " + std::to_string(out[k]) + ", a negative size");
+    }
+    return out;
+  }
+  // A reshape target for x: 0 keeps x's size on that axis (unless allowzero), -1 takes the rest.
+  const bool keep_zero = rule == "reshape";
+  int64_t x_count = 1, known = 1;
+  for (int64_t d : x_dims) x_count *= d;
+  int infer = -1;
+  for (size_t k = 0; k < out.size(); ++k) {
+    if (out[k] == 0 && keep_zero) {
+      if (k >= x_dims.size())
+        return fail("target " + listed() + " keeps axis " + std::to_string(k) + " of a rank " +
+                    std::to_string(x_dims.size()) + " operand");
+      out[k] = x_dims[k];
+    }
+    if (out[k] == -1) {
+      if (infer >= 0) return fail("target " + listed() + " has more than one -1");
+      infer = int(k);
+      continue;
+    }
+    if (out[k] < 0) return fail("target " + listed() + " has a negative size");
+    std::optional<int64_t> product = size_mul(known, out[k]);
+    if (!product) return fail("target " + listed() + " has more than 2^48 elements");
+    known = *product;
+  }
+  if (infer >= 0) {
+    if (known == 0 || x_count % known != 0)
+      return fail("target " + listed() + " does not fit " + std::to_string(x_count) + " elements");
+    out[size_t(infer)] = x_count / known;
+  }
+  return out;
+}
+
+Status bind_symbol_values(const Node& bind, const Array& values, std::span<const int64_t> x_dims,
+                          SymbolBindings& bindings) {
+  FUSEBOX_ASSIGN_OR_RETURN(std::vector<int64_t> v, symbol_values(bind, values, x_dims));
+  const Shape& symbols = bind.attr_dims("symbols");
+  for (size_t k = 0; k < v.size(); ++k) {
+    const std::string& name = symbols[k].symbol_name();
+    auto [pos, inserted] = bindings.emplace(name, v[k]);
+    if (!inserted && pos->second != v[k]) {
+      return Status::execution("bind_symbols: " + name + " is already " + std::to_string(pos->second) +
+                               ", the values give " + std::to_string(v[k]));
+    }
+  }
+  return Status::ok();
+}
+
+std::vector<std::pair<std::string, size_t>> bound_symbols(const Graph& g) {
+  std::vector<std::pair<std::string, size_t>> out;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const Node& n = g.nodes()[i];
+    if (n.op != Op::BindSymbols) continue;
+    for (const Dim& d : n.attr_dims("symbols")) {
+      if (d.is_symbol()) out.emplace_back(d.symbol_name(), i);
+    }
+  }
+  return out;
+}
+
+bool has_bind_symbols(const Graph& g) {
+  return std::any_of(g.nodes().begin(), g.nodes().end(),
+                     [](const Node& n) { return n.op == Op::BindSymbols; });
+}
+
+}  // namespace fusebox

@@ -1,0 +1,37 @@
+// Sizes known only from data: what a bind_symbols node binds (ops.def, docs/ir-syntax.md
+// "Run-time sizes").
+//
+//   %r = bind_symbols %x, %v {symbols = [R0, R1]} : f32[N,12]    binds R0 = v[0], R1 = v[1]
+//   %y = reshape %r {shape = [R0, R1]} : f32[R0,R1]              (only after the bind)
+//
+// The runtime reads v when the node runs and infers the shapes of the nodes after it with the
+// new bindings; everything before it is planned once per input sizes, as in any graph.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fusebox/status.h"
+#include "ir/array.h"
+#include "ir/graph.h"
+#include "ir/shape_inference.h"
+
+namespace fusebox {
+
+// The value of each of the node's symbols, in order, by its rule from `values` and the sizes of
+// its operand x (`x_dims`). Errors name the symbol and the value: a count that does not match, a
+// negative size, a reshape target that does not fit x.
+Expected<std::vector<int64_t>> symbol_values(const Node& bind, const Array& values,
+                                             std::span<const int64_t> x_dims);
+
+// Adds the node's bindings; a symbol already bound to another value is an error naming both.
+Status bind_symbol_values(const Node& bind, const Array& values, std::span<const int64_t> x_dims,
+                          SymbolBindings& bindings);
+
+// The symbols bound by the graph's bind_symbols nodes, each with the index of its node.
+std::vector<std::pair<std::string, size_t>> bound_symbols(const Graph& g);
+
+bool has_bind_symbols(const Graph& g);
+
+}  // namespace fusebox

@@ -1,0 +1,203 @@
+// Sizes known only from data (ir/bind_symbols.h): a bind_symbols node binds symbols from a
+// tensor's values as the plan runs, and the nodes after it are planned with them. Each case runs
+// the fused CPU plan and the reference backend on random data against results computed here.
+#include "fusion/fuse.h"
+#include "ir/parser.h"
+#include "ir/verifier.h"
+#include "runtime/session.h"
+#include "support/test_util.h"
+
+namespace fusebox {
+namespace {
+
+using testing::random_array;
+
+#define EXPECT_CONTAINS(message, part) \
+  EXPECT_NE(std::string(message).find(part), std::string::npos) << (message)
+
+Graph parse_one(const std::string& text) {
+  Expected<Module> m = parse_module(text);
+  EXPECT_TRUE(m) << m.status().to_string();
+  return m ? m->functions[0] : Graph();
+}
+
+Executable compile(const Graph& g, bool reference) {
+  CompileOptions o;
+  if (reference) {
+    o.fuse = false;
+    o.backend = "reference";
+  }
+  Expected<Executable> exe = Session(0).compile(g, o);
+  EXPECT_TRUE(exe) << exe.status().to_string();
+  return *exe;
+}
+
+// The sizes are computed from data (a cast of f32 values), x is reshaped to them, then two
+// element-wise steps that fuse into one region over the run-time shape.
+const char* kReshapeFromData = R"(func @f(%x: f32[N,12], %s: f32[2]) -> f32[R,C] {
+  %0 = cast %s {to = i64} : i64[2]
+  %1 = bind_symbols %x, %0 {symbols = [R,C]} : f32[N,12]
+  %2 = reshape %1 {shape = [R,C]} : f32[R,C]
+  %3 = relu %2 : f32[R,C]
+  %4 = mul %3, %2 : f32[R,C]
+  return %4
+}
+)";
+
+Array sizes(float r, float c) { return Array::from_vector(DType::F32, {2}, std::vector<float>{r, c}); }
+
+// relu(x) * x at x's elements, shaped [r, c].
+Array expected(const Array& x, int64_t r, int64_t c) {
+  Array e(DType::F32, {r, c});
+  for (int64_t i = 0; i < e.numel(); ++i) {
+    const double v = x.get_f64(i);
+    e.set_f64(i, float(float(v > 0 ? v : 0) * float(v)));
+  }
+  return e;
+}
+
+TEST(RunTimeSizes, ReshapeToSizesComputedFromData) {
+  Graph g = parse_one(kReshapeFromData);
+  for (bool reference : {false, true}) {
+    Executable exe = compile(g, reference);
+    if (!reference) {
+      size_t regions = 0;
+      for (const Node& n : exe.graph().nodes()) regions += n.op == Op::ElementwiseRegion;
+      EXPECT_EQ(regions, 1u) << "relu and mul fuse over the run-time shape";
+    }
+    struct Case {
+      int64_t n, r, c;
+    };
+    for (Case k : {Case{2, 4, 6}, Case{2, 3, 8}, Case{2, 24, 1}, Case{3, 6, 6}, Case{2, 4, 6}}) {
+      Array x = random_array(DType::F32, {k.n, 12}, uint64_t(k.n * 100 + k.r));
+      Expected<std::vector<Array>> out = exe.run(std::vector<Array>{x, sizes(float(k.r), float(k.c))});
+      ASSERT_TRUE(out) << out.status().to_string();
+      EXPECT_TRUE((*out)[0].same_data(expected(x, k.r, k.c)))
+          << (reference ? "reference " : "fused ") << (*out)[0].type_string() << " for " << k.r << "x" << k.c;
+    }
+  }
+}
+
+TEST(RunTimeSizes, ShapePlansAreKeptPerBoundValues) {
+  Executable exe = compile(parse_one(kReshapeFromData), false);
+  Array x = random_array(DType::F32, {2, 12}, 7);
+  ASSERT_TRUE(exe.run(std::vector<Array>{x, sizes(4, 6)}));
+  EXPECT_EQ(exe.stats().shape_plans, 2u);  // up to the bind, then after it with R=4, C=6
+  ASSERT_TRUE(exe.run(std::vector<Array>{x, sizes(4, 6)}));
+  EXPECT_EQ(exe.stats().shape_plans, 2u);  // the same sizes and values: nothing inferred
+  ASSERT_TRUE(exe.run(std::vector<Array>{x, sizes(3, 8)}));
+  EXPECT_EQ(exe.stats().shape_plans, 3u);  // new values: only the part after the bind
+}
+
+TEST(RunTimeSizes, BadValuesAreErrorsNamingTheNode) {
+  Executable exe = compile(parse_one(kReshapeFromData), false);
+  Array x = random_array(DType::F32, {2, 12}, 8);
+  Expected<std::vector<Array>> out = exe.run(std::vector<Array>{x, sizes(5, 5)});
+  ASSERT_FALSE(out);
+  EXPECT_CONTAINS(out.status().message(), "%2 = reshape");
+  EXPECT_CONTAINS(out.status().message(), "cannot reshape f32[2,12] (24 elements) to [5,5]");
+  out = exe.run(std::vector<Array>{x, sizes(-4, -6)});
+  ASSERT_FALSE(out);
+  EXPECT_CONTAINS(out.status().message(), "%1 = bind_symbols");
+  EXPECT_CONTAINS(out.status().message(), "R would be -4, a negative size");
+  // The plan still runs with good values after the errors.
+  out = exe.run(std::vector<Array>{x, sizes(6, 4)});
+  ASSERT_TRUE(out) << out.status().to_string();
+  EXPECT_TRUE((*out)[0].same_data(expected(x, 6, 4)));
+}
+
+// rule = "reshape": a target with ONNX's conventions, 0 keeping x's size and -1 the rest.
+TEST(RunTimeSizes, ReshapeRuleKeepsZerosAndInfersMinusOne) {
+  Graph g = parse_one(R"(func @f(%x: f32[N,12], %v: i64[3]) -> f32[A,B,C] {
+  %0 = bind_symbols %x, %v {symbols = [A,B,C], rule = "reshape"} : f32[N,12]
+  %1 = reshape %0 {shape = [A,B,C]} : f32[A,B,C]
+  return %1
+}
+)");
+  for (bool reference : {false, true}) {
+    Executable exe = compile(g, reference);
+    Array x = random_array(DType::F32, {4, 12}, 9);
+    auto run = [&](std::vector<int64_t> v) {
+      return exe.run(std::vector<Array>{x, Array::from_vector(DType::I64, {3}, v)});
+    };
+    Expected<std::vector<Array>> out = run({0, -1, 2});
+    ASSERT_TRUE(out) << out.status().to_string();
+    EXPECT_TRUE((*out)[0].same_data(x.reshaped({4, 6, 2})));
+    out = run({2, 0, -1});
+    ASSERT_TRUE(out) << out.status().to_string();
+    EXPECT_TRUE((*out)[0].same_data(x.reshaped({2, 12, 2})));
+    out = run({-1, -1, 2});
+    ASSERT_FALSE(out);
+    EXPECT_CONTAINS(out.status().message(), "target [-1,-1,2] has more than one -1");
+    out = run({5, -1, 1});
+    ASSERT_FALSE(out);
+    EXPECT_CONTAINS(out.status().message(), "target [5,-1,1] does not fit 48 elements");
+  }
+}
+
+// A constant filled to sizes read from an i32 scalar and vector (ONNX's ConstantOfShape).
+TEST(RunTimeSizes, ExpandAScalarToBoundSizes) {
+  Graph g = parse_one(R"(func @f(%v: i32[2], %y: f32[M]) -> f32[A,B] {
+  %0 = constant {value = dense<f32[]: [1.5]>} : f32[]
+  %1 = bind_symbols %0, %v {symbols = [A,B]} : f32[]
+  %2 = expand %1 {shape = [A,B]} : f32[A,B]
+  %3 = add %2, %y : f32[A,B]
+  return %3
+}
+)");
+  for (bool reference : {false, true}) {
+    Executable exe = compile(g, reference);
+    Array y = random_array(DType::F32, {5}, 10);
+    Expected<std::vector<Array>> out =
+        exe.run(std::vector<Array>{Array::from_vector(DType::I32, {2}, std::vector<int32_t>{3, 5}), y});
+    ASSERT_TRUE(out) << out.status().to_string();
+    ASSERT_EQ((*out)[0].shape(), (std::vector<int64_t>{3, 5}));
+    for (int64_t i = 0; i < 15; ++i) EXPECT_EQ((*out)[0].get_f64(i), double(1.5f + float(y.get_f64(i % 5))));
+    out = exe.run(std::vector<Array>{Array::from_vector(DType::I32, {2}, std::vector<int32_t>{3, 4}), y});
+    ASSERT_FALSE(out);  // [3,4] + [5] does not broadcast
+  }
+}
+
+TEST(RunTimeSizes, VerifierChecksWhereSymbolsAreBound) {
+  auto error = [](const std::string& text) {
+    Expected<Module> m = parse_module(text);
+    if (!m) return m.status().message();
+    Status s = verify(m->functions[0]);
+    return s.is_ok() ? std::string("verified") : s.message();
+  };
+  EXPECT_CONTAINS(error(R"(func @f(%x: f32[N,12], %v: i64[2]) -> f32[R,C] {
+  %0 = reshape %x {shape = [R,C]} : f32[R,C]
+  %1 = bind_symbols %0, %v {symbols = [R,C]} : f32[R,C]
+  return %1
+}
+)"),
+                  "symbol 'R' is not bound by any input shape or earlier bind_symbols");
+  EXPECT_CONTAINS(error(R"(func @f(%x: f32[N,12], %v: i64[1]) -> f32[N,12] {
+  %0 = bind_symbols %x, %v {symbols = [N]} : f32[N,12]
+  return %0
+}
+)"),
+                  "symbol 'N' is already bound before this node");
+  EXPECT_CONTAINS(error(R"(func @f(%x: f32[N,12], %v: i64[1]) -> f32[N,12] {
+  %0 = bind_symbols %x, %v {symbols = [R]} : f32[N,12]
+  %1 = bind_symbols %0, %v {symbols = [R]} : f32[N,12]
+  return %1
+}
+)"),
+                  "symbol 'R' is already bound before this node");
+  EXPECT_CONTAINS(error(R"(func @f(%x: f32[N,12], %v: i64[3]) -> f32[N,12] {
+  %0 = bind_symbols %x, %v {symbols = [R,C]} : f32[N,12]
+  return %0
+}
+)"),
+                  "values i64[3] must hold one element per symbol (2)");
+  EXPECT_CONTAINS(error(R"(func @f(%x: f32[N,12], %v: f32[1]) -> f32[N,12] {
+  %0 = bind_symbols %x, %v {symbols = [R]} : f32[N,12]
+  return %0
+}
+)"),
+                  "values must be i32 or i64, got f32[1]");
+}
+
+}  // namespace
+}  // namespace fusebox
