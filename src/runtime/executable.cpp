@@ -184,8 +184,10 @@ Expected<std::shared_ptr<const ShapePlan>> Executable::shapes_after_bind(const S
     key.push_back(v.dtype() == DType::I32 ? v.data<int32_t>()[k] : v.data<int64_t>()[k]);
   if (std::shared_ptr<const ShapePlan> hit = shapes_->find(key)) return hit;
   ShapePlan next = shapes;
-  FUSEBOX_RETURN_IF_ERROR(bind_symbol_values(n, v, shapes.dims[size_t(n.inputs[0])], next.bindings));
-  FUSEBOX_RETURN_IF_ERROR(extend_shapes(g, next));
+  Status bound = bind_symbol_values(n, v, shapes.dims[size_t(n.inputs[0])], next.bindings);
+  if (!bound.is_ok())
+    return bound.with_context("@" + g.name() + ": " + describe_node(g, n, value_display_names(g)));
+  FUSEBOX_RETURN_IF_ERROR(extend_shapes(g, next));  // its errors name the node they are about
   next.key = key;
   auto shared = std::make_shared<const ShapePlan>(std::move(next));
   shapes_->insert(std::move(key), shared);
@@ -484,10 +486,8 @@ Expected<std::vector<Buffer>> Executable::run_plan(std::span<const Array* const>
     // after it are planned with them.
     auto bind = [&]() -> Status {
       if (n.op != Op::BindSymbols) return Status::ok();
-      Expected<std::shared_ptr<const ShapePlan>> next =
-          shapes_after_bind(*shapes, i, residents[size_t(place.operands[i][1])].view());
-      if (!next) return next.status().with_context(where(n));
-      shapes = std::move(*next);
+      FUSEBOX_ASSIGN_OR_RETURN(shapes,
+                               shapes_after_bind(*shapes, i, residents[size_t(place.operands[i][1])].view()));
       return Status::ok();
     };
     if (plan.aliases[i]) {
