@@ -19,10 +19,7 @@ Expected<std::vector<int64_t>> symbol_values(const Node& bind, const Array& valu
                 " symbols [" + shape_to_string(symbols) + "]");
   }
   std::vector<int64_t> out;
-  for (int64_t k = 0; k < values.numel(); ++k) {
-    out.push_back(values.dtype() == DType::I32 ? int64_t(values.data<int32_t>()[k])
-                                               : values.data<int64_t>()[k]);
-  }
+  for (int64_t k = 0; k < values.numel(); ++k) out.push_back(values.get_i64(k));
   auto listed = [&] {
     std::string s = "[";
     for (size_t k = 0; k < out.size(); ++k) s += (k ? "," : "") + std::to_string(out[k]);
@@ -78,18 +75,6 @@ Status bind_symbol_values(const Node& bind, const Array& values, std::span<const
     }
   }
   return Status::ok();
-}
-
-std::vector<std::pair<std::string, size_t>> bound_symbols(const Graph& g) {
-  std::vector<std::pair<std::string, size_t>> out;
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    const Node& n = g.nodes()[i];
-    if (n.op != Op::BindSymbols) continue;
-    for (const Dim& d : n.attr_dims("symbols")) {
-      if (d.is_symbol()) out.emplace_back(d.symbol_name(), i);
-    }
-  }
-  return out;
 }
 
 bool has_bind_symbols(const Graph& g) {

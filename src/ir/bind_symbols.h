@@ -29,9 +29,6 @@ Expected<std::vector<int64_t>> symbol_values(const Node& bind, const Array& valu
 Status bind_symbol_values(const Node& bind, const Array& values, std::span<const int64_t> x_dims,
                           SymbolBindings& bindings);
 
-// The symbols bound by the graph's bind_symbols nodes, each with the index of its node.
-std::vector<std::pair<std::string, size_t>> bound_symbols(const Graph& g);
-
 bool has_bind_symbols(const Graph& g);
 
 }  // namespace fusebox

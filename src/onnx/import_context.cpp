@@ -94,11 +94,15 @@ void ImportContext::name_value(ValueId v, const std::string& onnx_name) {
 std::string ImportContext::symbol(const std::string& dim_param) {
   auto it = symbols_.find(dim_param);
   if (it != symbols_.end()) return it->second;
-  std::string base = sanitize_name(dim_param);
+  std::string name = fresh_symbol(sanitize_name(dim_param));
+  symbols_[dim_param] = name;
+  return name;
+}
+
+std::string ImportContext::fresh_symbol(const std::string& base) {
   std::string name = base;
   for (int k = 1; used_symbols_.count(name); ++k) name = base + "_" + std::to_string(k);
   used_symbols_.insert(name);
-  symbols_[dim_param] = name;
   return name;
 }
 
@@ -376,11 +380,7 @@ Expected<std::optional<ImportContext::RunTimeShape>> ImportContext::run_time_sha
   if (!integer || t.rank() != 1 || !t.shape[0].is_static()) return std::optional<RunTimeShape>();
   Shape symbols;
   for (int64_t k = 0; k < t.shape[0].value(); ++k) {
-    std::string base = sanitize_name(n.output(0)) + "_d" + std::to_string(k);
-    std::string name = base;
-    for (int m = 1; used_symbols_.count(name); ++m) name = base + "_" + std::to_string(m);
-    used_symbols_.insert(name);
-    symbols.push_back(Dim::symbol(name));
+    symbols.push_back(Dim::symbol(fresh_symbol(sanitize_name(n.output(0)) + "_d" + std::to_string(k))));
   }
   ValueId bound = emit(Op::BindSymbols, {x, v->id}, {{"symbols", symbols}, {"rule", rule}});
   if (bound == kNoValue) return builder_status(n);

@@ -182,6 +182,8 @@ class ImportContext {
   Status add_tensor_output(OnnxValue& ov, const std::string& onnx_name);
   void name_value(ValueId v, const std::string& onnx_name);
   std::string unique_name(const std::string& onnx_name);
+  // `base`, or base_1, base_2, ...: a symbol name no other symbol of the graph has.
+  std::string fresh_symbol(const std::string& base);
   void define(const std::string& onnx_name, OnnxValue v);
 
   GraphBuilder b_;

@@ -180,8 +180,7 @@ Expected<std::shared_ptr<const ShapePlan>> Executable::shapes_after_bind(const S
   const Array v = Array::view(values.dtype, values.shape, values.data);
   ShapeKey key = shapes.key;
   key.push_back(-int64_t(i) - 1);
-  for (int64_t k = 0; k < v.numel(); ++k)
-    key.push_back(v.dtype() == DType::I32 ? v.data<int32_t>()[k] : v.data<int64_t>()[k]);
+  for (int64_t k = 0; k < v.numel(); ++k) key.push_back(v.get_i64(k));
   if (std::shared_ptr<const ShapePlan> hit = shapes_->find(key)) return hit;
   ShapePlan next = shapes;
   Status bound = bind_symbol_values(n, v, shapes.dims[size_t(n.inputs[0])], next.bindings);
