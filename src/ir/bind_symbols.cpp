@@ -14,6 +14,7 @@ Expected<std::vector<int64_t>> symbol_values(const Node& bind, const Array& valu
   auto fail = [&](const std::string& what) {
     return Status::execution("bind_symbols (rule " + rule + "): " + what);
   };
+  if (rule == "count_nonzero") return std::vector<int64_t>{count_nonzero(values)};
   if (values.numel() != int64_t(symbols.size())) {
     return fail(std::to_string(values.numel()) + " values for " + std::to_string(symbols.size()) +
                 " symbols [" + shape_to_string(symbols) + "]");
@@ -62,9 +63,7 @@ Expected<std::vector<int64_t>> symbol_values(const Node& bind, const Array& valu
   return out;
 }
 
-Status bind_symbol_values(const Node& bind, const Array& values, std::span<const int64_t> x_dims,
-                          SymbolBindings& bindings) {
-  FUSEBOX_ASSIGN_OR_RETURN(std::vector<int64_t> v, symbol_values(bind, values, x_dims));
+Status bind_symbol_values(const Node& bind, std::span<const int64_t> v, SymbolBindings& bindings) {
   const Shape& symbols = bind.attr_dims("symbols");
   for (size_t k = 0; k < v.size(); ++k) {
     const std::string& name = symbols[k].symbol_name();
@@ -80,6 +79,43 @@ Status bind_symbol_values(const Node& bind, const Array& values, std::span<const
 bool has_bind_symbols(const Graph& g) {
   return std::any_of(g.nodes().begin(), g.nodes().end(),
                      [](const Node& n) { return n.op == Op::BindSymbols; });
+}
+
+bool nonzero_at(const Array& a, int64_t i) {
+  // A bool is read as its byte: any non-zero byte is true (a user's buffer may hold other bytes).
+  if (dtype_size(a.dtype()) == 1) return a.data<uint8_t>()[i] != 0;
+  return is_float(a.dtype()) ? a.get_f64(i) != 0.0 : a.get_i64(i) != 0;  // NaN != 0
+}
+
+namespace {
+
+template <typename T>
+int64_t count_nonzero_as(const Array& a) {
+  const T* p = a.data<T>();
+  int64_t n = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) n += p[i] != T(0);
+  return n;
+}
+
+}  // namespace
+
+int64_t count_nonzero(const Array& a) {
+  if (dtype_size(a.dtype()) == 1) return count_nonzero_as<uint8_t>(a);
+  switch (a.dtype()) {
+    case DType::F32:
+      return count_nonzero_as<float>(a);
+    case DType::F64:
+      return count_nonzero_as<double>(a);
+    case DType::I32:
+      return count_nonzero_as<int32_t>(a);
+    case DType::I64:
+      return count_nonzero_as<int64_t>(a);
+    default:
+      break;
+  }
+  int64_t n = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) n += nonzero_at(a, i);
+  return n;
 }
 
 }  // namespace fusebox

@@ -3,6 +3,8 @@
 //
 //   %r = bind_symbols %x, %v {symbols = [R0, R1]} : f32[N,12]    binds R0 = v[0], R1 = v[1]
 //   %y = reshape %r {shape = [R0, R1]} : f32[R0,R1]              (only after the bind)
+//   %c = bind_symbols %m, %m {symbols = [K], rule = "count_nonzero"}   binds K = nnz(m)
+//   %i = nonzero %c {count = [K]} : i64[2,K]
 //
 // The runtime reads v when the node runs and infers the shapes of the nodes after it with the
 // new bindings; everything before it is planned once per input sizes, as in any graph.
@@ -25,10 +27,15 @@ namespace fusebox {
 Expected<std::vector<int64_t>> symbol_values(const Node& bind, const Array& values,
                                              std::span<const int64_t> x_dims);
 
-// Adds the node's bindings; a symbol already bound to another value is an error naming both.
-Status bind_symbol_values(const Node& bind, const Array& values, std::span<const int64_t> x_dims,
-                          SymbolBindings& bindings);
+// Adds the node's bindings (`values` from symbol_values); a symbol already bound to another value
+// is an error naming both.
+Status bind_symbol_values(const Node& bind, std::span<const int64_t> values, SymbolBindings& bindings);
 
 bool has_bind_symbols(const Graph& g);
+
+// Whether element i of `a` counts as non-zero for rule count_nonzero and the nonzero op: NaN
+// does, -0 does not.
+bool nonzero_at(const Array& a, int64_t i);
+int64_t count_nonzero(const Array& a);
 
 }  // namespace fusebox

@@ -898,6 +898,11 @@ Expected<Types> infer_bind_symbols(const Ctx& c) {
     if (!d.is_symbol())
       return c.fail("symbols must all be named symbols, got [" + shape_to_string(symbols) + "]");
   }
+  if (c.node.attr_str("rule") == "count_nonzero") {  // v of any dtype and rank
+    if (symbols.size() != 1)
+      return c.fail("rule count_nonzero binds one symbol, got [" + shape_to_string(symbols) + "]");
+    return Types{c.operand(0)};
+  }
   if (v.dtype != DType::I64 && v.dtype != DType::I32)
     return c.fail("values must be i32 or i64, got " + type_str(v));
   const bool count_ok = v.rank() == 0 ? symbols.size() == 1
@@ -908,6 +913,15 @@ Expected<Types> infer_bind_symbols(const Ctx& c) {
                   std::to_string(symbols.size()) + ")");
   }
   return Types{c.operand(0)};
+}
+
+// nonzero x {count = [K]}: i64[rank, K] (a scalar is read as [1]).
+Expected<Types> infer_nonzero(const Ctx& c) {
+  const Shape count = c.dims_attr("count");
+  if (count.size() != 1 || count[0].is_dynamic())
+    return c.fail("count must be one size or symbol, got [" + shape_to_string(count) + "]");
+  const int64_t rank = std::max<int64_t>(c.operand(0).rank(), 1);
+  return Types{TensorType{DType::I64, Shape{Dim(rank), count[0]}}};
 }
 
 Expected<Types> infer_transform_region(const Ctx& c);
@@ -1108,6 +1122,8 @@ Expected<Types> infer_by_op(const Ctx& c) {
     case Op::Peaks: return infer_peaks(c);
     case Op::BindSymbols:
       return infer_bind_symbols(c);
+    case Op::NonZero:
+      return infer_nonzero(c);
     case Op::GatherNd: case Op::ScatterElements: case Op::ScatterNd: case Op::ReverseSequence:
     case Op::CumSum: case Op::Det:
       return infer_extra_op(node, c.in);

@@ -1,14 +1,17 @@
-// ONNX ops whose output size depends on the values of an input. fusebox's IR knows sizes only as
-// constants or as symbols bound from input shapes, so the input that fixes the size must be known
-// at import time: an initializer, a value folded at import, or a graph input whose value
-// OnnxExecutable binds (one compiled plan per distinct value; require_constant names the input):
+// ONNX ops whose output size depends on the values of an input. NonZero and Compress take that
+// input at run time: a bind_symbols node (rule count_nonzero) binds the count as the plan runs.
+// For Unique and NonMaxSuppression it must be known at import time: an initializer, a value
+// folded at import, or a graph input whose value OnnxExecutable binds (one compiled plan per
+// distinct value; require_constant names the input):
 //
 //   Compress(x, condition, axis)   gather(x, indices of condition's true entries, axis): x stays
 //                                  a run-time value; without axis x is flattened first. A
 //                                  condition shorter than the axis drops the slices past its end;
 //                                  a longer one may only be false there (numpy.compress's rule).
-//   NonZero(x)                     folded: the [rank, nnz] int64 coordinates of x's non-zero
-//                                  elements in row-major order (NaN is non-zero, -0 is zero)
+//                                  A run-time condition: gather(x, reshape(nonzero(condition)))
+//   NonZero(x)                     the [rank, nnz] int64 coordinates of x's non-zero elements in
+//                                  row-major order (NaN is non-zero, -0 is zero): folded when x
+//                                  is known, else bind_symbols + nonzero
 //   Unique(x, axis, sorted)        folded: Y, indices, inverse_indices, counts. The slices along
 //                                  axis (elements without axis) are sorted stably in the order of
 //                                  compare_slices; equal neighbours form one unique slice whose
@@ -22,6 +25,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "ir/bind_symbols.h"
 #include "onnx/converters.h"
 
 namespace fusebox::onnx_import {
@@ -37,9 +41,9 @@ Array i64_array(std::vector<int64_t> shape, const std::vector<int64_t>& values) 
 Status convert_compress(ImportContext& ctx, OnnxNode& n) {
   std::optional<int64_t> axis_attr = n.attr_int("axis");
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
-  FUSEBOX_ASSIGN_OR_RETURN(Array cond, ctx.require_constant(n, 1, "condition"));
-  if (cond.dtype() != DType::Bool || cond.rank() != 1) {
-    return n.error("condition must be a 1-D bool tensor, got " + cond.type_string());
+  FUSEBOX_ASSIGN_OR_RETURN(TensorType cond_type, ctx.type_of(n, 1));
+  if (cond_type.dtype != DType::Bool || cond_type.rank() != 1) {
+    return n.error("condition must be a 1-D bool tensor, got " + cond_type.to_string());
   }
   int axis = 0;
   const TensorType xt = ctx.type(x);
@@ -53,6 +57,15 @@ Status convert_compress(ImportContext& ctx, OnnxNode& n) {
     if (x == kNoValue) return ctx.set_output(n, 0, x);
   }
   const Dim size = ctx.type(x).shape[size_t(axis)];
+  if (!ctx.constant(n, 1)) {
+    // Known only at run time: its true entries' positions, counted when the plan runs (an entry
+    // past the axis is gather's run-time error).
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId cond, ctx.value(n, 1));
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId found, ctx.run_time_nonzero(n, cond));
+    ValueId idx = ctx.emit(Op::Reshape, {found}, {{"shape", Shape{ctx.type(found).shape[1]}}});
+    return ctx.set_output(n, 0, ctx.emit(Op::Gather, {x, idx}, {{"axis", int64_t(axis)}}));
+  }
+  const Array& cond = *ctx.constant(n, 1);
   std::vector<int64_t> picked;
   for (int64_t i = 0; i < cond.numel(); ++i) {
     if (!cond.data<bool>()[i]) continue;
@@ -69,13 +82,17 @@ Status convert_compress(ImportContext& ctx, OnnxNode& n) {
 }
 
 Status convert_non_zero(ImportContext& ctx, OnnxNode& n) {
-  FUSEBOX_ASSIGN_OR_RETURN(Array x, ctx.require_constant(n, 0, "input"));
+  if (!ctx.constant(n, 0)) {
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId found, ctx.run_time_nonzero(n, x));
+    return ctx.set_output(n, 0, found);
+  }
+  const Array x = *ctx.constant(n, 0);
   // A scalar counts as one element of a 1-D tensor (numpy.nonzero's rule): [1, nnz].
   std::vector<int64_t> shape = x.rank() == 0 ? std::vector<int64_t>{1} : x.shape();
   std::vector<int64_t> hits;
   for (int64_t i = 0; i < x.numel(); ++i) {
-    bool nonzero = is_float(x.dtype()) ? x.get_f64(i) != 0.0 : x.get_i64(i) != 0;  // NaN != 0
-    if (nonzero) hits.push_back(i);
+    if (nonzero_at(x, i)) hits.push_back(i);
   }
   const int64_t nnz = int64_t(hits.size()), rank = int64_t(shape.size());
   std::vector<int64_t> strides = contiguous_strides(shape);

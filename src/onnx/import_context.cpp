@@ -387,6 +387,14 @@ Expected<std::optional<ImportContext::RunTimeShape>> ImportContext::run_time_sha
   return std::optional<RunTimeShape>(RunTimeShape{bound, symbols});
 }
 
+Expected<ValueId> ImportContext::run_time_nonzero(OnnxNode& n, ValueId x) {
+  const Shape count{Dim::symbol(fresh_symbol(sanitize_name(n.output(0)) + "_nnz"))};
+  ValueId bound = emit(Op::BindSymbols, {x, x}, {{"symbols", count}, {"rule", std::string("count_nonzero")}});
+  ValueId found = bound == kNoValue ? kNoValue : emit(Op::NonZero, {bound}, {{"count", count}});
+  if (found == kNoValue) return builder_status(n);
+  return found;
+}
+
 Status ImportContext::add_output(const std::string& onnx_name, OnnxOutputLayout* layout) {
   auto it = values_.find(onnx_name);
   if (it == values_.end()) {

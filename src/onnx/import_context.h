@@ -144,6 +144,10 @@ class ImportContext {
   };
   Expected<std::optional<RunTimeShape>> run_time_shape(OnnxNode& n, ValueId x, int i,
                                                        const std::string& rule);
+  // The i64[rank, K] coordinates of x's non-zero elements (rank 1 for a scalar) when x is known
+  // only at run time: a bind_symbols node (rule count_nonzero) binds a new symbol K, the count,
+  // when the plan runs, and a nonzero node lists them.
+  Expected<ValueId> run_time_nonzero(OnnxNode& n, ValueId x);
 
   // ---- subgraphs (If, Loop, Scan; convert_control.cpp) ----
   // A body's names live in a scope: inside it they shadow outer names of the same spelling, and

@@ -177,15 +177,18 @@ Expected<std::shared_ptr<const ShapePlan>> Executable::shapes_after_bind(const S
   const Graph& g = plan_->graph;
   const Node& n = g.nodes()[i];
   if (!values.device.is_host()) return Status::internal("bind_symbols: its values are not in host memory");
-  const Array v = Array::view(values.dtype, values.shape, values.data);
+  auto where = [&] { return "@" + g.name() + ": " + describe_node(g, n, value_display_names(g)); };
+  Expected<std::vector<int64_t>> bound = symbol_values(
+      n, Array::view(values.dtype, values.shape, values.data), shapes.dims[size_t(n.inputs[0])]);
+  if (!bound) return bound.status().with_context(where());
+  // The symbols' values (not v's: a count_nonzero bind reads a whole tensor) key the next step.
   ShapeKey key = shapes.key;
   key.push_back(-int64_t(i) - 1);
-  for (int64_t k = 0; k < v.numel(); ++k) key.push_back(v.get_i64(k));
+  key.insert(key.end(), bound->begin(), bound->end());
   if (std::shared_ptr<const ShapePlan> hit = shapes_->find(key)) return hit;
   ShapePlan next = shapes;
-  Status bound = bind_symbol_values(n, v, shapes.dims[size_t(n.inputs[0])], next.bindings);
-  if (!bound.is_ok())
-    return bound.with_context("@" + g.name() + ": " + describe_node(g, n, value_display_names(g)));
+  Status added = bind_symbol_values(n, *bound, next.bindings);
+  if (!added.is_ok()) return added.with_context(where());
   FUSEBOX_RETURN_IF_ERROR(extend_shapes(g, next));  // its errors name the node they are about
   next.key = key;
   auto shared = std::make_shared<const ShapePlan>(std::move(next));

@@ -1,7 +1,8 @@
 // ONNX ops whose output size depends on input values (src/onnx/convert_data_dependent.cpp):
 // Compress, NonZero, Unique, NonMaxSuppression. Each runs with the size-fixing input as an
 // initializer (fused on the CPU pipeline and unfused on the reference kernels) and as a graph input
-// given at run time (OnnxExecutable, fused and unfused), on random data with ties, and is compared
+// given at run time (OnnxExecutable, fused and unfused; Compress and NonZero bind their counts as
+// the plan runs, the others specialise on the value), on random data with ties, and is compared
 // with a direct computation written here. Refusals name the node and the input.
 #ifndef FUSEBOX_HAVE_ONNX
 #include <gtest/gtest.h>
@@ -156,14 +157,15 @@ TEST(OnnxImportDataDependent, CompressSelectingNothingIsEmpty) {
   EXPECT_EQ(out[0].shape(), (std::vector<int64_t>{3, 0}));
 }
 
-// The condition as a graph input: one plan per distinct condition; the batch stays a symbol, so
-// another batch size reuses the plan.
+// The condition as a graph input: counted as the plan runs (bind_symbols), so one plan serves
+// every condition and batch size; an all-false condition gives an empty result.
 TEST(OnnxImportDataDependent, CompressConditionGivenAtRunTime) {
   OnnxModel m = compress_model({"N", 6}, 1, nullptr, 6);
   OnnxExecutable fused = compile_executable(m, true), unfused = compile_executable(m, false);
   Array c1 = array_of(DType::Bool, {6}, {1, 0, 1, 1, 0, 0}), c2 = array_of(DType::Bool, {6}, {0, 1, 0, 0, 0, 1});
+  Array none = array_of(DType::Bool, {6}, {0, 0, 0, 0, 0, 0});
   uint64_t seed = 50;
-  for (const Array* c : {&c1, &c2, &c1}) {
+  for (const Array* c : {&c1, &c2, &none, &c1}) {
     for (int64_t batch : {2, 5}) {
       Array x = random_array(DType::F32, {batch, 6}, ++seed);
       std::vector<Array> out = run_executables(fused, unfused, {{"x", x}, {"cond", *c}});
@@ -171,9 +173,9 @@ TEST(OnnxImportDataDependent, CompressConditionGivenAtRunTime) {
       EXPECT_TRUE(out[0].same_data(direct_compress(x, *c, 1)));
     }
   }
-  EXPECT_EQ(fused.value_inputs(), std::set<std::string>{"cond"});
-  EXPECT_EQ(fused.specializations(), 2u);
-  EXPECT_EQ(unfused.specializations(), 2u);
+  EXPECT_TRUE(fused.value_inputs().empty());
+  EXPECT_EQ(fused.specializations(), 1u);
+  EXPECT_EQ(unfused.specializations(), 1u);
 }
 
 // Without an axis over symbolic sizes: flattened to one inferred size; a true entry past a run-time
@@ -192,13 +194,28 @@ TEST(OnnxImportDataDependent, CompressFlattensSymbolicSizes) {
   EXPECT_CONTAINS(small.status().to_string(), "index 6 at indices[3] is out of range for axis 0 of size 6");
 }
 
-TEST(OnnxImportDataDependentErrors, CompressConditionFromALargeInputIsRefused) {
+// A condition too large to specialise on (more than 65536 elements) is no longer needed at import.
+TEST(OnnxImportDataDependent, CompressConditionFromALargeInput) {
   const int64_t n = 70000;
   OnnxModel m = compress_model({n}, 0, nullptr, n);
+  Array x = random_array(DType::F32, {n}, 43), cond = random_bools(n, 44);
+  std::vector<Array> out =
+      run_executables(compile_executable(m, true), compile_executable(m, false), {{"x", x}, {"cond", cond}});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].same_data(direct_compress(x, cond, 0)));
+}
+
+// A true entry past the axis (a condition longer than it) is gather's run error, named.
+TEST(OnnxImportDataDependentErrors, CompressRunTimeConditionBeyondTheAxis) {
+  OnnxModel m = compress_model({3, 4}, 1, nullptr, 6);
   OnnxExecutable exe = compile_executable(m, true);
-  std::string e = run_error(exe, {{"x", random_array(DType::F32, {n}, 43)}, {"cond", random_bools(n, 44)}});
-  EXPECT_CONTAINS(e, "Compress node 'compress': condition (input 1 'cond', from graph input) must be known at import time");
-  EXPECT_CONTAINS(e, "graph input 'cond' is bool[70000]; only inputs of up to 65536 elements are read to fix shapes");
+  Array x = random_array(DType::F32, {3, 4}, 47);
+  EXPECT_CONTAINS(run_error(exe, {{"x", x}, {"cond", array_of(DType::Bool, {6}, {1, 0, 0, 0, 0, 1})}}),
+                  "index 5 at indices[1] is out of range for axis 1 of size 4");
+  Expected<std::vector<Array>> ok =
+      exe.run({{"x", x}, {"cond", array_of(DType::Bool, {6}, {0, 1, 0, 1, 0, 0})}});
+  ASSERT_TRUE(ok.has_value()) << ok.status().to_string();  // the plan goes on with good values
+  EXPECT_TRUE((*ok)[0].same_data(direct_compress(x, array_of(DType::Bool, {6}, {0, 1, 0, 1, 0, 0}), 1)));
 }
 
 TEST(OnnxImportDataDependentErrors, CompressBadConditions) {
@@ -255,23 +272,43 @@ TEST(OnnxImportDataDependent, NonZeroMatchesDirectScan) {
     given.input("x", onnx_type_of(x->dtype()), dims);
     given.node("NonZero", {"x"}, {"y"});
     given.output("y");
-    out = run_executables(compile_executable(given, true), compile_executable(given, false), {{"x", *x}});
+    OnnxExecutable fused = compile_executable(given, true), unfused = compile_executable(given, false);
+    out = run_executables(fused, unfused, {{"x", *x}});
     ASSERT_EQ(out.size(), 1u);
     EXPECT_TRUE(out[0].same_data(want));
+    // Other values, other counts (all zero included): the same plan.
+    Array zeros(x->dtype(), x->shape());
+    zeros.fill_bytes(0);
+    Array other = x->clone();
+    for (int64_t i = 0; i < other.numel(); i += 2) other.set_f64(i, 0.0);
+    for (const Array* y : {&zeros, &other}) {
+      out = run_executables(fused, unfused, {{"x", *y}});
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_TRUE(out[0].same_data(direct_non_zero(*y))) << out[0].type_string();
+    }
+    EXPECT_EQ(fused.specializations(), 1u);
+    EXPECT_TRUE(fused.value_inputs().empty());
   }
 }
 
-// NonZero of a value computed at run time from data (not a graph input) cannot be folded.
-TEST(OnnxImportDataDependentErrors, NonZeroOfAComputedValue) {
+// NonZero of a value computed at run time from data (not a graph input) runs too: one plan, each
+// run counts the non-zero elements (Relu of random data: about half).
+TEST(OnnxImportDataDependent, NonZeroOfAComputedValue) {
   OnnxModel m(13);
-  m.input("x", {2, 3});
+  m.input("x", {"N", 3});
   m.node("Relu", {"x"}, {"r"}, "relu");
   m.node("NonZero", {"r"}, {"y"}, "nz");
   m.output("y");
-  EXPECT_CONTAINS(import_error(m), "NonZero node 'nz': input (input 0 'r', from Relu node 'relu') must be known at import time");
-  OnnxExecutable exe = compile_executable(m, true);
-  EXPECT_CONTAINS(run_error(exe, {{"x", random_array(DType::F32, {2, 3}, 64)}}),
-                  "NonZero node 'nz': input (input 0 'r', from Relu node 'relu') must be known at import time");
+  OnnxExecutable fused = compile_executable(m, true), unfused = compile_executable(m, false);
+  for (uint64_t seed = 64; seed < 70; ++seed) {
+    Array x = random_array(DType::F32, {int64_t(seed % 4 + 1), 3}, seed);
+    Array relu = x.clone();
+    for (int64_t i = 0; i < relu.numel(); ++i) relu.set_f64(i, std::max(relu.get_f64(i), 0.0));
+    std::vector<Array> out = run_executables(fused, unfused, {{"x", x}});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(out[0].same_data(direct_non_zero(relu))) << out[0].type_string();
+  }
+  EXPECT_EQ(fused.specializations(), 1u);
 }
 
 // ---- Unique ----

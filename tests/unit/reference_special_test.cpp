@@ -1,11 +1,14 @@
-// Values of the CPU reference kernels of the opaque ops: constant, fft_magnitude and peaks.
+// Values of the CPU reference kernels of the opaque ops: constant, fft_magnitude, peaks and
+// nonzero.
 // Expected values come from closed forms (DFTs of pure tones), hand-worked cases and naive loops
 // written here, independent of the kernels' code.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <complex>
+#include <cstring>
 #include <memory>
 #include <utility>
 
@@ -18,8 +21,10 @@ using testing::array_of;
 using testing::arrays_close;
 using testing::random_array;
 using testing::run_op;
+using testing::run_op1;
 using testing::run_reference_poisoned;
 using testing::to_ints;
+using testing::try_run_op;
 
 Array fft(const Array& x) {
   std::vector<Array> r = run_op(Op::FftMagnitude, {x});
@@ -169,6 +174,59 @@ TEST(ReferenceSpecial, KernelsOverwriteEveryResultElement) {
     run_reference_poisoned(Op::Peaks, {x}, {{"k", int64_t(8)}});  // more slots than peaks
     run_reference_poisoned(Op::Constant, {}, {{"value", std::make_shared<const Array>(x.clone())}});
   }
+}
+
+// ---- nonzero ----
+
+Attrs count(int64_t k) { return {{"count", Shape{Dim(k)}}}; }
+
+TEST(ReferenceNonZero, CoordinatesOfNonZeroElementsInRowMajorOrder) {
+  Array x = random_array(DType::F32, {3, 4, 5}, 40);
+  for (int64_t i : {0, 7, 8, 21, 59}) x.set_f64(i, 0.0);
+  x.set_f64(3, -0.0), x.set_f64(4, std::nan("")), x.set_f64(30, -INFINITY);
+  std::vector<std::array<int64_t, 3>> want;  // nested loops, in the order they visit
+  for (int64_t a = 0; a < 3; ++a) {
+    for (int64_t b = 0; b < 4; ++b) {
+      for (int64_t c = 0; c < 5; ++c) {
+        const double v = x.get_f64((a * 4 + b) * 5 + c);
+        if (v != 0.0) want.push_back({a, b, c});  // NaN compares unequal to 0
+      }
+    }
+  }
+  const int64_t k = int64_t(want.size());
+  ASSERT_EQ(k, 60 - 6);  // five zeros and -0
+  std::vector<Array> r = run_reference_poisoned(Op::NonZero, {x}, count(k));
+  ASSERT_EQ(r.size(), 1u);
+  ASSERT_EQ(r[0].shape(), (std::vector<int64_t>{3, k}));
+  for (int64_t j = 0; j < k; ++j) {
+    for (int64_t d = 0; d < 3; ++d)
+      EXPECT_EQ(r[0].get_i64(d * k + j), want[size_t(j)][size_t(d)]) << j << "," << d;
+  }
+}
+
+TEST(ReferenceNonZero, ScalarsIntegersAndBoolBytes) {
+  // A scalar reads as [1] (numpy's rule).
+  Array r = run_op1(Op::NonZero, {array_of(DType::F32, {}, {2.5})}, count(1));
+  EXPECT_TRUE(r.same_data(Array::from_vector(DType::I64, {1, 1}, std::vector<int64_t>{0})));
+  r = run_op1(Op::NonZero, {array_of(DType::I32, {}, {0})}, count(0));
+  EXPECT_EQ(r.shape(), (std::vector<int64_t>{1, 0}));
+  r = run_op1(Op::NonZero, {array_of(DType::I64, {5}, {0, -3, 0, 0, 9})}, count(2));
+  EXPECT_TRUE(r.same_data(Array::from_vector(DType::I64, {1, 2}, std::vector<int64_t>{1, 4})));
+  // A bool is its byte: any non-zero byte counts (a caller's buffer may hold 2 or 255).
+  Array b(DType::Bool, {2, 2});
+  const uint8_t bytes[] = {0, 2, 255, 0};
+  std::memcpy(b.raw(), bytes, 4);
+  r = run_op1(Op::NonZero, {b}, count(2));
+  EXPECT_TRUE(r.same_data(Array::from_vector(DType::I64, {2, 2}, std::vector<int64_t>{0, 1, 1, 0})));
+}
+
+TEST(ReferenceNonZero, ACountThatDiffersIsAnError) {
+  Expected<std::vector<Array>> r =
+      try_run_op(Op::NonZero, {array_of(DType::F32, {4}, {1, 0, 2, 3})}, count(2));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.status().message().find("the operand has 3 non-zero elements, the result's count is 2"),
+            std::string::npos)
+      << r.status().message();
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // Sizes known only from data (ir/bind_symbols.h): a bind_symbols node binds symbols from a
 // tensor's values as the plan runs, and the nodes after it are planned with them. Each case runs
 // the fused CPU plan and the reference backend on random data against results computed here.
+#include <algorithm>
+
 #include "fusion/fuse.h"
 #include "ir/parser.h"
 #include "ir/verifier.h"
@@ -158,6 +160,92 @@ TEST(RunTimeSizes, ExpandAScalarToBoundSizes) {
   }
 }
 
+// y[x > 0.25] as exporters write it: the mask's true entries counted as the plan runs (rule
+// count_nonzero), their coordinates (nonzero), gathered from y, then two element-wise steps over
+// the run-time count that fuse into one region.
+const char* kMaskedSelect = R"(func @f(%x: f32[N,M], %y: f32[N,M]) -> (f32[K], i64[2,K]) {
+  %0 = constant {value = dense<f32[]: [0.25]>} : f32[]
+  %1 = gt %x, %0 : bool[N,M]
+  %2 = bind_symbols %1, %1 {symbols = [K], rule = "count_nonzero"} : bool[N,M]
+  %3 = nonzero %2 {count = [K]} : i64[2,K]
+  %4 = transpose %3 {perm = [1, 0]} : i64[K,2]
+  %5 = gather_nd %y, %4 : f32[K]
+  %6 = relu %5 : f32[K]
+  %7 = mul %6, %5 : f32[K]
+  return %7, %3
+}
+)";
+
+TEST(RunTimeSizes, MaskedSelectCountsAsThePlanRuns) {
+  Graph g = parse_one(kMaskedSelect);
+  for (bool reference : {false, true}) {
+    Executable exe = compile(g, reference);
+    if (!reference) {
+      size_t regions = 0;
+      for (const Node& n : exe.graph().nodes()) regions += n.op == Op::ElementwiseRegion;
+      EXPECT_EQ(regions, 1u) << "relu and mul fuse over the run-time count";
+    }
+    for (uint64_t seed = 20; seed < 26; ++seed) {
+      const int64_t n = int64_t(seed % 3) + 1, m = 7;
+      Array x = random_array(DType::F32, {n, m}, seed), y = random_array(DType::F32, {n, m}, seed + 100);
+      if (seed == 25) x = random_array(DType::F32, {n, m}, seed, -1, 0.25);  // nothing selected
+      std::vector<int64_t> rows, cols;
+      std::vector<float> want;
+      for (int64_t i = 0; i < n * m; ++i) {
+        if (!(float(x.get_f64(i)) > 0.25f)) continue;
+        const float v = float(y.get_f64(i));
+        rows.push_back(i / m), cols.push_back(i % m), want.push_back(float(std::max(v, 0.0f) * v));
+      }
+      const int64_t k = int64_t(want.size());
+      Expected<std::vector<Array>> out = exe.run(std::vector<Array>{x, y});
+      ASSERT_TRUE(out) << out.status().to_string();
+      SCOPED_TRACE((reference ? "reference, seed " : "fused, seed ") + std::to_string(seed));
+      ASSERT_EQ((*out)[0].shape(), (std::vector<int64_t>{k}));
+      ASSERT_EQ((*out)[1].shape(), (std::vector<int64_t>{2, k}));
+      for (int64_t i = 0; i < k; ++i) {
+        EXPECT_EQ((*out)[0].get_f64(i), double(want[size_t(i)]));
+        EXPECT_EQ((*out)[1].get_i64(i), rows[size_t(i)]);
+        EXPECT_EQ((*out)[1].get_i64(k + i), cols[size_t(i)]);
+      }
+    }
+  }
+}
+
+// The count keys the plan of the nodes after the bind (not the mask's bytes): another mask with
+// the same count infers nothing.
+TEST(RunTimeSizes, ShapePlansAreKeptPerCount) {
+  Executable exe = compile(parse_one(kMaskedSelect), false);
+  Array y = random_array(DType::F32, {2, 7}, 30);
+  auto mask = [](std::vector<float> v) { return Array::from_vector(DType::F32, {2, 7}, v); };
+  ASSERT_TRUE(exe.run(std::vector<Array>{mask({1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1}), y}));
+  EXPECT_EQ(exe.stats().shape_plans, 2u);
+  ASSERT_TRUE(exe.run(std::vector<Array>{mask({0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0}), y}));
+  EXPECT_EQ(exe.stats().shape_plans, 2u);  // K = 3 again
+  ASSERT_TRUE(exe.run(std::vector<Array>{mask({0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1}), y}));
+  EXPECT_EQ(exe.stats().shape_plans, 3u);  // K = 4
+}
+
+// A nonzero whose count was bound from another tensor: a run error naming both numbers.
+TEST(RunTimeSizes, NonZeroCountThatDiffersIsAnError) {
+  Graph g = parse_one(R"(func @f(%x: f32[N], %m: f32[N]) -> i64[1,K] {
+  %0 = bind_symbols %x, %m {symbols = [K], rule = "count_nonzero"} : f32[N]
+  %1 = nonzero %0 {count = [K]} : i64[1,K]
+  return %1
+}
+)");
+  for (bool reference : {false, true}) {
+    Executable exe = compile(g, reference);
+    auto v = [](std::vector<float> a) { return Array::from_vector(DType::F32, {4}, a); };
+    Expected<std::vector<Array>> out = exe.run(std::vector<Array>{v({1, 0, 2, 3}), v({0, 0, 5, 0})});
+    ASSERT_FALSE(out);
+    EXPECT_CONTAINS(out.status().message(), "nonzero");
+    EXPECT_CONTAINS(out.status().message(), "the operand has 3 non-zero elements, the result's count is 1");
+    out = exe.run(std::vector<Array>{v({1, 0, -0.0f, 3}), v({0, 4, 5, 0})});
+    ASSERT_TRUE(out) << out.status().to_string();  // -0 is zero
+    EXPECT_TRUE((*out)[0].same_data(Array::from_vector(DType::I64, {1, 2}, std::vector<int64_t>{0, 3})));
+  }
+}
+
 TEST(RunTimeSizes, VerifierChecksWhereSymbolsAreBound) {
   struct Case {
     const char* values;  // %v's type
@@ -180,6 +268,12 @@ TEST(RunTimeSizes, VerifierChecksWhereSymbolsAreBound) {
        "values i64[3] must hold one element per symbol (2)"},
       {"f32[1]", "  %r = bind_symbols %x, %v {symbols = [R]} : f32[N,12]\n",
        "values must be i32 or i64, got f32[1]"},
+      {"f32[5]", "  %r = bind_symbols %x, %v {symbols = [R,C], rule = \"count_nonzero\"} : f32[N,12]\n",
+       "rule count_nonzero binds one symbol, got [R,C]"},
+      {"i64[1]",
+       "  %0 = nonzero %x {count = [K]} : i64[2,K]\n"
+       "  %r = bind_symbols %x, %x {symbols = [K], rule = \"count_nonzero\"} : f32[N,12]\n",
+       "symbol 'K' is not bound by any input shape or earlier bind_symbols"},
   };
   for (const Case& c : cases) {
     const std::string text = std::string("func @f(%x: f32[N,12], %v: ") + c.values + ") -> f32[N,12] {\n" +

@@ -1,5 +1,5 @@
 // Reference kernels of the opaque ops: constant, fft_magnitude and peaks (the IO output gate),
-// bind_symbols.
+// bind_symbols and nonzero.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -121,6 +121,30 @@ Status ref_Peaks(const KernelArgs& a) {
 Status ref_BindSymbols(const KernelArgs& a) {
   FUSEBOX_RETURN_IF_ERROR(symbol_values(a.node, a.in[1], a.in[0].shape()).status());
   return ref_Identity(a);  // reads operand 0 only
+}
+
+// The coordinates of x's non-zero elements, one column each in row-major order; the result's
+// column count (bound before it ran) must be their number.
+Status ref_NonZero(const KernelArgs& a) {
+  const Array& x = a.in[0];
+  Array& out = a.out[0];
+  const std::vector<int64_t> dims = x.rank() == 0 ? std::vector<int64_t>{1} : x.shape();
+  const int64_t rank = int64_t(dims.size()), count = out.shape()[1];
+  const int64_t found = count_nonzero(x);
+  if (found != count) {
+    return Status::execution("nonzero: the operand has " + std::to_string(found) +
+                             " non-zero elements, the result's count is " + std::to_string(count));
+  }
+  int64_t k = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    if (!nonzero_at(x, i)) continue;
+    for (int64_t d = rank - 1, rest = i; d >= 0; --d) {
+      out.set_i64(d * count + k, rest % dims[size_t(d)]);
+      rest /= dims[size_t(d)];
+    }
+    ++k;
+  }
+  return Status::ok();
 }
 
 }  // namespace fusebox::cpu
