@@ -1,5 +1,6 @@
-// Shape inference of gather_nd, scatter_elements, scatter_nd, reverse_sequence, cumsum and det
-// (ONNX GatherND, ScatterElements, ScatterND, ReverseSequence, CumSum, Det). Sizes are compared
+// Shape inference of gather_nd, scatter_elements, scatter_nd, reverse_sequence, cumsum, det and
+// nms_select (ONNX GatherND, ScatterElements, ScatterND, ReverseSequence, CumSum, Det,
+// NonMaxSuppression). Sizes are compared
 // where both are known; an unknown or symbolic size against a number is left to the run-time
 // inference, which sees concrete shapes. Index values are checked by the reference kernels.
 #include "ir/shape_inference_extra.h"
@@ -161,6 +162,31 @@ Expected<Types> infer_det(const Node& n, const TensorType& x) {
   return Types{TensorType{x.dtype, Shape(x.shape.begin(), x.shape.end() - 2)}};
 }
 
+// boxes f32[B,S,4], scores f32[B,C,S], then one-value (or empty) scalars: i64[B,C,S].
+Expected<Types> infer_nms_select(const Node& n, std::span<const TensorType> in) {
+  const TensorType &boxes = in[0], &scores = in[1];
+  if (boxes.dtype != DType::F32 || boxes.rank() != 3 || !may_equal(boxes.shape[2], Dim(4)))
+    return fail(n, "boxes must be f32[batches, count, 4], got " + boxes.to_string());
+  if (scores.dtype != DType::F32 || scores.rank() != 3 || !may_equal(scores.shape[0], boxes.shape[0]) ||
+      !may_equal(scores.shape[2], boxes.shape[1])) {
+    return fail(n, "scores must be f32[batches, classes, count] matching boxes " + boxes.to_string() +
+                       ", got " + scores.to_string());
+  }
+  const char* names[] = {"max_output_boxes_per_class", "iou_threshold", "score_threshold"};
+  for (size_t i = 2; i < in.size(); ++i) {
+    const TensorType& t = in[i];
+    const bool integer = i == 2;
+    const bool dtype_ok = integer ? is_integer(t.dtype) : is_float(t.dtype);
+    const bool one_or_none =
+        t.rank() == 0 || (t.rank() == 1 && !(t.shape[0].is_static() && t.shape[0].value() > 1));
+    if (!dtype_ok || !one_or_none) {
+      return fail(n, std::string(names[i - 2]) + " must hold one " + (integer ? "integer" : "float") +
+                         " value or none, got " + t.to_string());
+    }
+  }
+  return Types{TensorType{DType::I64, Shape{scores.shape[0], scores.shape[1], boxes.shape[1]}}};
+}
+
 }  // namespace
 
 Expected<std::vector<TensorType>> infer_extra_op(const Node& node, std::span<const TensorType> in) {
@@ -177,6 +203,8 @@ Expected<std::vector<TensorType>> infer_extra_op(const Node& node, std::span<con
       return infer_cumsum(node, in);
     case Op::Det:
       return infer_det(node, in[0]);
+    case Op::NmsSelect:
+      return infer_nms_select(node, in);
     default:
       break;
   }

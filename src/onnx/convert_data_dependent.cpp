@@ -1,6 +1,6 @@
-// ONNX ops whose output size depends on the values of an input. NonZero and Compress take that
-// input at run time: a bind_symbols node (rule count_nonzero) binds the count as the plan runs.
-// For Unique and NonMaxSuppression it must be known at import time: an initializer, a value
+// ONNX ops whose output size depends on the values of an input. NonZero, Compress and
+// NonMaxSuppression take that input at run time: a bind_symbols node (rule count_nonzero) binds
+// the count as the plan runs. For Unique it must be known at import time: an initializer, a value
 // folded at import, or a graph input whose value OnnxExecutable binds (one compiled plan per
 // distinct value; require_constant names the input):
 //
@@ -18,14 +18,16 @@
 //                                  first occurrence gives Y and indices; sorted = 0 lists the
 //                                  unique slices in order of first occurrence instead
 //   NonMaxSuppression(boxes, scores, max_output_boxes_per_class, iou_threshold, score_threshold)
-//                                  folded: [num_selected, 3] int64 (batch, class, box) by ONNX's
-//                                  algorithm, computed in f32 like ONNX's reference (see nms_select)
+//                                  [num_selected, 3] int64 (batch, class, box) by ONNX's algorithm
+//                                  (ir/non_max_suppression.h): folded when every input is known,
+//                                  else nms_select + bind_symbols + nonzero (see below)
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
 
 #include "ir/bind_symbols.h"
+#include "ir/non_max_suppression.h"
 #include "onnx/converters.h"
 
 namespace fusebox::onnx_import {
@@ -202,89 +204,10 @@ Status convert_unique(ImportContext& ctx, OnnxNode& n) {
 
 // ---- NonMaxSuppression ----
 
-// Whether box b suppresses box a: their IoU is above the threshold. ONNX's reference, in f32 and
-// in its order of operations: boxes are [y1, x1, y2, x2] with corners in any order
-// (center_point_box 0) or [x_center, y_center, width, height] (1); no overlap, an empty
-// intersection or a box of no area never suppresses.
-bool suppresses(const float* a, const float* b, bool center, float iou_threshold) {
-  struct Span {
-    float lo, hi;
-  };
-  auto span = [&](const float* box, int axis) {  // axis 0: x, 1: y
-    if (center) {
-      float c = box[axis], half = box[axis + 2] / 2.0f;
-      return Span{c - half, c + half};
-    }
-    float p = box[1 - axis], q = box[3 - axis];
-    return q <= p ? Span{q, p} : Span{p, q};
-  };
-  Span ax = span(a, 0), bx = span(b, 0), ay = span(a, 1), by = span(b, 1);
-  float ix_lo = std::max(ax.lo, bx.lo), ix_hi = std::min(ax.hi, bx.hi);
-  if (ix_hi <= ix_lo) return false;
-  float iy_lo = std::max(ay.lo, by.lo), iy_hi = std::min(ay.hi, by.hi);
-  if (iy_hi <= iy_lo) return false;
-  float inter = (ix_hi - ix_lo) * (iy_hi - iy_lo);
-  if (inter <= 0) return false;
-  float area_a = (ax.hi - ax.lo) * (ay.hi - ay.lo), area_b = (bx.hi - bx.lo) * (by.hi - by.lo);
-  float uni = area_a + area_b - inter;
-  if (area_a <= 0 || area_b <= 0 || uni <= 0) return false;
-  return inter / uni > iou_threshold;
-}
-
-struct NmsParams {
-  int64_t max_per_class = 0;  // absent or empty: 0, nothing is selected
-  float iou_threshold = 0;
-  std::optional<float> score_threshold;  // absent: every box is a candidate
-  bool center = false;
-};
-
-// Per batch and class: the boxes scoring above score_threshold (NaN scores never count), by score
-// descending and ties by box index, each kept unless a box kept before suppresses it, until
-// max_per_class are kept. Rows (batch, class, box) in that order.
-std::vector<int64_t> nms_select(const Array& boxes, const Array& scores, const NmsParams& p) {
-  const int64_t batches = boxes.shape()[0], count = boxes.shape()[1], classes = scores.shape()[1];
-  const float* box_data = boxes.data<float>();
-  std::vector<int64_t> rows;
-  for (int64_t b = 0; b < batches; ++b) {
-    const float* bb = box_data + b * count * 4;
-    for (int64_t c = 0; c < classes; ++c) {
-      const float* sc = scores.data<float>() + (b * classes + c) * count;
-      std::vector<int64_t> cand;
-      for (int64_t i = 0; i < count; ++i) {
-        if (!std::isnan(sc[i]) && (!p.score_threshold || sc[i] > *p.score_threshold)) cand.push_back(i);
-      }
-      std::stable_sort(cand.begin(), cand.end(), [&](int64_t i, int64_t j) { return sc[i] > sc[j]; });
-      std::vector<int64_t> kept;
-      for (int64_t i : cand) {
-        if (int64_t(kept.size()) >= p.max_per_class) break;
-        bool keep = std::none_of(kept.begin(), kept.end(),
-                                 [&](int64_t k) { return suppresses(bb + i * 4, bb + k * 4, p.center, p.iou_threshold); });
-        if (!keep) continue;
-        kept.push_back(i);
-        rows.insert(rows.end(), {b, c, i});
-      }
-    }
-  }
-  return rows;
-}
-
-// An optional one-value input: nullopt when absent or empty.
-Expected<std::optional<Array>> optional_scalar(ImportContext& ctx, OnnxNode& n, int i, const std::string& what) {
-  if (!n.has_input(i)) return std::optional<Array>();
-  FUSEBOX_ASSIGN_OR_RETURN(Array a, ctx.require_constant(n, i, what));
-  if (a.numel() > 1) return n.error(what + " (input " + std::to_string(i) + ") must hold one value, got " + a.type_string());
-  if (a.numel() == 0) return std::optional<Array>();
-  return std::optional<Array>(std::move(a));
-}
-
-Status convert_non_max_suppression(ImportContext& ctx, OnnxNode& n) {
-  int64_t center = n.attr_int("center_point_box", 0);
-  if (center != 0 && center != 1) return n.error("attribute 'center_point_box' must be 0 or 1, got " + std::to_string(center));
-  FUSEBOX_ASSIGN_OR_RETURN(Array boxes, ctx.require_constant(n, 0, "boxes"));
-  FUSEBOX_ASSIGN_OR_RETURN(Array scores, ctx.require_constant(n, 1, "scores"));
-  FUSEBOX_ASSIGN_OR_RETURN(std::optional<Array> max_out, optional_scalar(ctx, n, 2, "max_output_boxes_per_class"));
-  FUSEBOX_ASSIGN_OR_RETURN(std::optional<Array> iou, optional_scalar(ctx, n, 3, "iou_threshold"));
-  FUSEBOX_ASSIGN_OR_RETURN(std::optional<Array> score, optional_scalar(ctx, n, 4, "score_threshold"));
+// All inputs known at import: the selection folded to a constant [num_selected, 3].
+Status fold_non_max_suppression(ImportContext& ctx, OnnxNode& n, bool center) {
+  const Array& boxes = *ctx.constant(n, 0);
+  const Array& scores = *ctx.constant(n, 1);
   if (boxes.dtype() != DType::F32 || boxes.rank() != 3 || boxes.shape()[2] != 4) {
     return n.error("boxes must be f32[num_batches, spatial_dimension, 4], got " + boxes.type_string());
   }
@@ -293,16 +216,56 @@ Status convert_non_max_suppression(ImportContext& ctx, OnnxNode& n) {
     return n.error("scores must be f32[num_batches, num_classes, spatial_dimension] matching boxes " +
                    boxes.type_string() + ", got " + scores.type_string());
   }
-  NmsParams p;
-  if (max_out) {
-    if (!is_integer(max_out->dtype())) return n.error("max_output_boxes_per_class must be an integer, got " + max_out->type_string());
-    p.max_per_class = std::max<int64_t>(max_out->get_i64(0), 0);
+  auto optional = [&](int i) { return n.has_input(i) ? ctx.constant(n, i) : nullptr; };
+  Expected<NmsParams> p = nms_params(optional(2), optional(3), optional(4), center);
+  if (!p) return n.error(p.status().message());
+  const int64_t batches = boxes.shape()[0], classes = scores.shape()[1];
+  std::vector<std::vector<int64_t>> kept =
+      nms_keep(boxes.data<float>(), scores.data<float>(), batches, classes, boxes.shape()[1], *p);
+  std::vector<int64_t> rows;
+  for (int64_t b = 0; b < batches; ++b) {
+    for (int64_t c = 0; c < classes; ++c) {
+      for (int64_t i : kept[size_t(b * classes + c)]) rows.insert(rows.end(), {b, c, i});
+    }
   }
-  if (iou) p.iou_threshold = float(iou->get_f64(0));
-  if (score) p.score_threshold = float(score->get_f64(0));
-  p.center = center == 1;
-  std::vector<int64_t> rows = nms_select(boxes, scores, p);
   return ctx.set_output_constant(n, 0, i64_array({int64_t(rows.size() / 3), 3}, rows));
+}
+
+// Known only at run time: nms_select keeps per batch and class (padded with -1 to every box), the
+// kept entries are counted and listed as the plan runs (bind_symbols + nonzero: batch, class,
+// position), and each row's position is replaced by the box it holds.
+Status run_time_non_max_suppression(ImportContext& ctx, OnnxNode& n, bool center) {
+  std::vector<ValueId> operands;
+  for (int i = 0; i < 5; ++i) {
+    if (n.has_input(i)) {
+      FUSEBOX_ASSIGN_OR_RETURN(ValueId v, ctx.value(n, i));
+      operands.push_back(v);
+    } else if (i < 4) {  // max_output_boxes_per_class and iou_threshold absent: 0
+      operands.push_back(ctx.builder().scalar(i == 2 ? DType::I64 : DType::F32, 0));
+    }
+  }
+  ValueId sel = ctx.emit(Op::NmsSelect, operands, {{"center_point_box", center}});
+  if (sel == kNoValue) return ctx.builder_status(n);
+  ValueId valid = ctx.emit(Op::GreaterEqual, {sel, ctx.builder().scalar(DType::I64, 0)});
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId found, ctx.run_time_nonzero(n, valid));  // i64[3, K]
+  ValueId rows = ctx.emit(Op::Transpose, {found}, {{"perm", std::vector<int64_t>{1, 0}}});
+  ValueId boxes = ctx.emit(Op::GatherNd, {sel, rows});  // i64[K]
+  const Dim k = ctx.type(found).shape[1];
+  ValueId batch_class = ctx.emit(Op::Slice, {rows},
+                                 {{"starts", std::vector<int64_t>{0}},
+                                  {"ends", std::vector<int64_t>{2}},
+                                  {"axes", std::vector<int64_t>{1}}});
+  ValueId box_column = ctx.emit(Op::Reshape, {boxes}, {{"shape", Shape{k, Dim(1)}}});
+  return ctx.set_output(n, 0, ctx.emit(Op::Concat, {batch_class, box_column}, {{"axis", int64_t(1)}}));
+}
+
+Status convert_non_max_suppression(ImportContext& ctx, OnnxNode& n) {
+  int64_t center = n.attr_int("center_point_box", 0);
+  if (center != 0 && center != 1) return n.error("attribute 'center_point_box' must be 0 or 1, got " + std::to_string(center));
+  bool known = true;
+  for (int i = 0; i < 5; ++i) known = known && (!n.has_input(i) || ctx.constant(n, i));
+  return known ? fold_non_max_suppression(ctx, n, center == 1)
+               : run_time_non_max_suppression(ctx, n, center == 1);
 }
 
 }  // namespace

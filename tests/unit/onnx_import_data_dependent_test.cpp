@@ -14,6 +14,7 @@ TEST(OnnxImportDataDependent, Skipped) {
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <optional>
@@ -445,6 +446,17 @@ TEST(OnnxImportDataDependent, UniqueNaNAndSignedZero) {
   expect_unique(out, w);
 }
 
+// Unique of a value computed at run time from data cannot be folded (its input must be known).
+TEST(OnnxImportDataDependentErrors, UniqueOfAComputedValue) {
+  OnnxModel m(11);
+  m.input("x", {6});
+  m.node("Relu", {"x"}, {"r"}, "relu");
+  m.node("Unique", {"r"}, {"y"}, "u");
+  m.output("y");
+  EXPECT_CONTAINS(import_error(m),
+                  "Unique node 'u': X (input 0 'r', from Relu node 'relu') must be known at import time");
+}
+
 TEST(OnnxImportDataDependentErrors, UniqueBadAttributes) {
   Array x = array_f32({3}, {1, 2, 1});
   EXPECT_CONTAINS(import_error(unique_model({}, 0, std::nullopt, 2, &x)),
@@ -621,16 +633,78 @@ TEST(OnnxImportDataDependentErrors, NonMaxSuppressionBadInputs) {
   in["max_output_boxes_per_class"] = i64s({1, 2});
   in["scores"] = random_array(DType::F32, {1, 2, 4}, 94);
   EXPECT_CONTAINS(import_error(nms_model(c, {1, 4, 4}, {1, 2, 4}, &in)),
-                  "NonMaxSuppression node 'nms': max_output_boxes_per_class (input 2) must hold one value, got i64[2]");
-  // Scores computed from data at run time cannot be folded.
+                  "NonMaxSuppression node 'nms': max_output_boxes_per_class must hold one value, got i64[2]");
+  // The same values given at run time (an input of any length): the run fails naming the node,
+  // and the plan goes on.
+  OnnxModel given(11);
+  given.input("boxes", {1, 4, 4});
+  given.input("scores", {1, 2, 4});
+  given.input("max_output_boxes_per_class", TP::INT64, {"M"});
+  given.node("NonMaxSuppression", {"boxes", "scores", "max_output_boxes_per_class"}, {"selected"}, "nms");
+  given.output("selected");
+  OnnxExecutable exe = compile_executable(given, true);
+  in.erase("iou_threshold");
+  const std::string e = run_error(exe, in);
+  EXPECT_CONTAINS(e, "nms_select");
+  EXPECT_CONTAINS(e, "max_output_boxes_per_class must hold one integer value or none, got i64[2]");
+  in["max_output_boxes_per_class"] = i64s({2});
+  Expected<std::vector<Array> > ok = exe.run(in);
+  ASSERT_TRUE(ok.has_value()) << ok.status().to_string();
+  EXPECT_EQ(to_ints((*ok)[0]),
+            direct_nms(in["boxes"], in["scores"], NmsCase{false, 2, std::nullopt, std::nullopt}));
+  // A type that cannot fit is refused at import, naming the node.
+  OnnxModel ints(11);
+  ints.input("boxes", TP::INT64, {1, 4, 4});
+  ints.input("scores", {1, 2, 4});
+  ints.node("NonMaxSuppression", {"boxes", "scores"}, {"selected"}, "nms");
+  ints.output("selected");
+  EXPECT_CONTAINS(import_error(ints), "NonMaxSuppression node 'nms'");
+  EXPECT_CONTAINS(import_error(ints), "boxes must be f32[batches, count, 4], got i64[1,4,4]");
+}
+
+// Scores computed from data at run time (a network's sigmoid): selected as the plan runs, one plan
+// for every set of scores and every batch size.
+TEST(OnnxImportDataDependent, NonMaxSuppressionOverScoresComputedAtRunTime) {
+  NmsCase c{false, 3, 0.4f, 0.55f};
   OnnxModel m(11);
-  m.initializer("boxes", random_array(DType::F32, {1, 4, 4}, 95));
-  m.input("s", {1, 1, 4});
-  m.node("Sigmoid", {"s"}, {"scores"}, "sig");
-  m.node("NonMaxSuppression", {"boxes", "scores"}, {"selected"}, "nms");
+  m.input("boxes", {"B", 12, 4});
+  m.input("logits", {"B", 3, 12});
+  m.initializer("max_output_boxes_per_class", i64s({3}));
+  m.initializer("iou_threshold", f32s({0.4f}));
+  m.initializer("score_threshold", f32s({0.55f}));
+  m.node("Sigmoid", {"logits"}, {"scores"}, "sig");
+  m.node("NonMaxSuppression",
+         {"boxes", "scores", "max_output_boxes_per_class", "iou_threshold", "score_threshold"}, {"selected"},
+         "nms");
   m.output("selected");
-  EXPECT_CONTAINS(import_error(m),
-                  "NonMaxSuppression node 'nms': scores (input 1 'scores', from Sigmoid node 'sig') must be known at import time");
+  OnnxExecutable fused = compile_executable(m, true), unfused = compile_executable(m, false);
+  for (uint64_t seed = 120; seed < 126; ++seed) {
+    auto [boxes, scores] = random_boxes(false, seed);
+    if (seed % 2) {  // batch 1: the first image only
+      auto first = [](const Array& a) {
+        std::vector<int64_t> shape = a.shape();
+        shape[0] = 1;
+        Array f(a.dtype(), shape);
+        std::memcpy(f.raw(), a.raw(), f.nbytes());
+        return f;
+      };
+      boxes = first(boxes), scores = first(scores);
+    }
+    // logit(s) in f32, then sigmoid in the model: compare with the sigmoid the reference computes.
+    Array logits(DType::F32, scores.shape()), sig(DType::F32, scores.shape());
+    for (int64_t i = 0; i < scores.numel(); ++i) {
+      const float s = float(scores.get_f64(i)) * 0.98f + 0.01f;
+      logits.set_f64(i, double(std::log(s / (1 - s))));
+    }
+    std::vector<Array> sigmoid = run_op(Op::Sigmoid, {logits});
+    ASSERT_EQ(sigmoid.size(), 1u);
+    std::vector<int64_t> want = direct_nms(boxes, sigmoid[0], c);
+    std::vector<Array> out = run_executables(fused, unfused, {{"boxes", boxes}, {"logits", logits}});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(to_ints(out[0]), want) << "seed " << seed;
+  }
+  EXPECT_EQ(fused.specializations(), 1u);
+  EXPECT_TRUE(fused.value_inputs().empty());
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// Values of the CPU reference kernels of the opaque ops: constant, fft_magnitude, peaks and
-// nonzero.
+// Values of the CPU reference kernels of the opaque ops: constant, fft_magnitude, peaks, nonzero
+// and nms_select.
 // Expected values come from closed forms (DFTs of pure tones), hand-worked cases and naive loops
 // written here, independent of the kernels' code.
 #include <gtest/gtest.h>
@@ -18,6 +18,7 @@ namespace fusebox {
 namespace {
 
 using testing::array_of;
+using testing::array_of_ints;
 using testing::arrays_close;
 using testing::random_array;
 using testing::run_op;
@@ -227,6 +228,36 @@ TEST(ReferenceNonZero, ACountThatDiffersIsAnError) {
   EXPECT_NE(r.status().message().find("the operand has 3 non-zero elements, the result's count is 2"),
             std::string::npos)
       << r.status().message();
+}
+
+// ---- nms_select ----
+
+// Hand-worked: four corner boxes in one image, two classes. Class 0 scores 0.9, 0.8, 0.7, 0.6:
+// box 1 ([0,0.5]-[1,1.5] against box 0's [0,0]-[1,1]: IoU 0.5/1.5 = 1/3) survives a 0.4 threshold
+// but not a 0.3 one; box 2 equals box 0 (IoU 1); box 3 is apart. Class 1 scores box 3 highest and
+// box 2 below the score threshold.
+TEST(ReferenceNmsSelect, KeptBoxesPerClassInOrderThenMinusOne) {
+  Array boxes = array_of(DType::F32, {1, 4, 4}, {0, 0, 1, 1, 0, 0.5, 1, 1.5, 1, 1, 0, 0, 5, 5, 6, 6});
+  Array scores = array_of(DType::F32, {1, 2, 4}, {0.9, 0.8, 0.7, 0.6, 0.3, 0.2, 0.05, 0.95});
+  auto select = [&](double iou, int64_t max_out) {
+    return run_reference_poisoned(Op::NmsSelect,
+                                  {boxes, scores, array_of_ints(DType::I64, {1}, {max_out}),
+                                   array_of(DType::F32, {}, {iou}), array_of(DType::F32, {1}, {0.1})});
+  };
+  std::vector<Array> r = select(0.4, 10);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(to_ints(r[0]), (std::vector<int64_t>{0, 1, 3, -1, 3, 0, 1, -1}));
+  r = select(0.3, 10);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(to_ints(r[0]), (std::vector<int64_t>{0, 3, -1, -1, 3, 0, -1, -1}));
+  r = select(0.4, 1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(to_ints(r[0]), (std::vector<int64_t>{0, -1, -1, -1, 3, -1, -1, -1}));
+  // Without a score threshold and with max_output empty (absent): nothing is kept.
+  r = run_reference_poisoned(Op::NmsSelect,
+                             {boxes, scores, Array(DType::I64, {0}), array_of(DType::F32, {}, {0.4})});
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(to_ints(r[0]), std::vector<int64_t>(8, -1));
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Reference kernels of the opaque ops: constant, fft_magnitude and peaks (the IO output gate),
-// bind_symbols and nonzero.
+// bind_symbols, nonzero and nms_select.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -9,6 +9,7 @@
 #include "backends/cpu/reference/dtype_dispatch.h"
 #include "backends/cpu/reference/reference.h"
 #include "ir/bind_symbols.h"
+#include "ir/non_max_suppression.h"
 
 namespace fusebox::cpu {
 
@@ -143,6 +144,23 @@ Status ref_NonZero(const KernelArgs& a) {
       rest /= dims[size_t(d)];
     }
     ++k;
+  }
+  return Status::ok();
+}
+
+// Per batch and class the boxes kept, in the order kept, then -1.
+Status ref_NmsSelect(const KernelArgs& a) {
+  auto operand = [&](size_t i) { return i < a.in.size() ? &a.in[i] : nullptr; };
+  FUSEBOX_ASSIGN_OR_RETURN(
+      NmsParams p, nms_params(operand(2), operand(3), operand(4), a.node.attr_bool("center_point_box")));
+  Array& out = a.out[0];
+  const int64_t batches = out.shape()[0], classes = out.shape()[1], count = out.shape()[2];
+  std::vector<std::vector<int64_t>> kept =
+      nms_keep(a.in[0].data<float>(), a.in[1].data<float>(), batches, classes, count, p);
+  int64_t* o = out.data<int64_t>();
+  for (size_t bc = 0; bc < kept.size(); ++bc, o += count) {
+    std::fill(o, o + count, int64_t(-1));
+    std::copy(kept[bc].begin(), kept[bc].end(), o);
   }
   return Status::ok();
 }
