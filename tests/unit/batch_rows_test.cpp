@@ -312,5 +312,26 @@ TEST(BatchRows, RowLoopsOfEveryIsaAgree) {
   cpu::set_gather_use(chosen);
 }
 
+// One channel of an interleaved row into a planar one: every stride-th element, with vector
+// bodies (stride 3 by permutes) and tails; the source ends at the last element read, so a vector
+// load past it shows under AddressSanitizer.
+TEST(BatchRows, StridedCopiesOfEveryIsaTakeEveryStrideThElement) {
+  for (int64_t stride : {1, 3, 4}) {
+    for (int64_t n : {1, 7, 16, 37, 64}) {
+      std::vector<uint32_t> src(size_t((n - 1) * stride + 1));
+      for (size_t k = 0; k < src.size(); ++k) src[k] = uint32_t(k * 2654435761u);
+      for (cpu::RowIsa isa : {cpu::RowIsa::Generic, cpu::RowIsa::Avx2, cpu::RowIsa::Avx512}) {
+        if (!cpu::row_isa_available(isa)) continue;
+        SCOPED_TRACE(std::string(cpu::row_isa_name(isa)) + " stride " + std::to_string(stride) + " n " +
+                     std::to_string(n));
+        std::vector<uint32_t> out(size_t(n) + 1, 0xDEADBEEFu);
+        cpu::preprocess_loops(isa).strided32(src.data(), stride, out.data(), n);
+        for (int64_t i = 0; i < n; ++i) EXPECT_EQ(out[size_t(i)], src[size_t(i * stride)]) << "element " << i;
+        EXPECT_EQ(out[size_t(n)], 0xDEADBEEFu);  // nothing written past n
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fusebox

@@ -36,10 +36,13 @@ int64_t product(const std::vector<int64_t>& d, size_t from = 0) {
   return p;
 }
 
-// One contiguous run of the destination: columns order[k0, k1) go to dst, dst + 1, ...
+// One contiguous run of the destination: columns order[k0, k1) go to dst, dst + 1, ... When those
+// columns step evenly (one channel of an HWC row into a CHW plane: every C-th), `stride` is the
+// step and the run is copied by strided32 instead of gathered.
 struct Segment {
   int64_t dst;
   int32_t k0, k1;
+  int32_t stride = 0;
 };
 
 struct Item {
@@ -141,7 +144,10 @@ Status BatchRowsKernel::run_window(const Item& it, const Array& frame, Window& w
   for (int64_t r = r0; r < r1; ++r) {
     uint32_t* row = y + it.base + r * row_stride;
     for (const Segment& g : segments) {
-      loops.gather32(v + (r - r0) * cols, order.data() + g.k0, row + g.dst, g.k1 - g.k0);
+      if (g.stride > 0)
+        loops.strided32(v + (r - r0) * cols + order[size_t(g.k0)], g.stride, row + g.dst, g.k1 - g.k0);
+      else
+        loops.gather32(v + (r - r0) * cols, order.data() + g.k0, row + g.dst, g.k1 - g.k0);
     }
   }
   return Status::ok();
@@ -311,6 +317,13 @@ Expected<std::shared_ptr<const Kernel>> make_batch_rows_kernel(const Node& batch
     if (i > 0 && d == k->dst[size_t(k->order[size_t(i - 1)])]) return decline("two columns land on one element");
     if (i > 0 && d == k->dst[size_t(k->order[size_t(i - 1)])] + 1) k->segments.back().k1 = i + 1;
     else k->segments.push_back(Segment{d, i, i + 1});
+  }
+  for (Segment& g : k->segments) {
+    const int32_t* o = k->order.data();
+    const int32_t step = g.k1 - g.k0 > 1 ? o[g.k0 + 1] - o[g.k0] : 1;
+    bool even = step > 0;
+    for (int32_t i = g.k0 + 1; even && i < g.k1; ++i) even = o[i] - o[i - 1] == step;
+    g.stride = even ? step : 0;
   }
 
   // The lookup table: nearest from u8 only (the byte is the whole input of the region).

@@ -94,6 +94,9 @@ struct PreprocessLoops {
                       int64_t n, const ByteWindow* windows);
   // out[i] = src[idx[i]] (4-byte elements)
   void (*gather32)(const uint32_t* src, const int32_t* idx, uint32_t* out, int64_t n);
+  // out[i] = src[i * stride] (4-byte elements), reading no element past src[(n - 1) * stride]: one
+  // channel of an interleaved row (HWC's column x * C + c) into a planar one (CHW).
+  void (*strided32)(const uint32_t* src, int64_t stride, uint32_t* out, int64_t n);
 };
 const PreprocessLoops& preprocess_loops(RowIsa isa);
 const PreprocessLoops& preprocess_loops();  // the best this processor has

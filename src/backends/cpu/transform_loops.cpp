@@ -4,6 +4,7 @@
 #include <cstring>
 #include <span>
 
+#include "backends/cpu/preprocess_rows.h"
 #include "backends/cpu/reference/dtype_dispatch.h"
 #include "backends/cpu/reference/resize_math.h"
 #include "backends/cpu/transform_kernel.h"
@@ -325,6 +326,19 @@ void copy_rows(const TransformPlan& p, const uint8_t* src, uint8_t* dst, Window 
   const int64_t width = R ? p.out_shape[R - 1] : 1;
   const int64_t r0 = win.e0 / width, r1 = win.e1 / width;
   const TransformPlan::Axis* inner = R ? &p.axes[R - 1] : nullptr;
+  // An inner axis that reads its source at one step (a transpose of HWC to CHW reads every C-th
+  // element) copies its rows of 4-byte elements by strided32 (vector permutes for step 3).
+  int64_t inner_step = 0;
+  if (E == 4 && inner && width > 1 && inner->off[0] != kConst) {
+    const int64_t step = inner->off[2] - inner->off[0];
+    bool even = step > 0;
+    for (int64_t c = 1; even && c < width; ++c) {
+      const int64_t o = inner->off[2 * size_t(c)];
+      even = o != kConst && o - inner->off[0] == c * step;
+    }
+    if (even) inner_step = step;
+  }
+  const PreprocessLoops& loops = preprocess_loops();
 #pragma omp parallel for schedule(static) if ((r1 - r0) * width >= (int64_t(1) << 15))
   for (int64_t r = r0; r < r1; ++r) {
     int64_t base = 0, rest = r;
@@ -344,6 +358,11 @@ void copy_rows(const TransformPlan& p, const uint8_t* src, uint8_t* dst, Window 
     uint8_t* out = dst + static_cast<size_t>(r * width - win.e0) * E;
     if (cstep < 0 && inner && inner->contiguous) {
       std::memcpy(out, src + static_cast<size_t>(base + inner->off[0]) * E, static_cast<size_t>(width) * E);
+      continue;
+    }
+    if (cstep < 0 && inner_step > 0) {
+      loops.strided32(reinterpret_cast<const uint32_t*>(src + static_cast<size_t>(base + inner->off[0]) * E),
+                      inner_step, reinterpret_cast<uint32_t*>(out), width);
       continue;
     }
     for (int64_t c = 0; c < width; ++c) {
