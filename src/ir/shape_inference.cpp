@@ -1125,7 +1125,7 @@ Expected<Types> infer_by_op(const Ctx& c) {
     case Op::NonZero:
       return infer_nonzero(c);
     case Op::GatherNd: case Op::ScatterElements: case Op::ScatterNd: case Op::ReverseSequence:
-    case Op::CumSum: case Op::Det: case Op::NmsSelect:
+    case Op::CumSum: case Op::Det: case Op::NmsSelect: case Op::UniqueSelect:
       return infer_extra_op(node, c.in);
   }
   return Status::internal("infer_result_types: unhandled op");

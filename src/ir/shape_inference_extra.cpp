@@ -1,6 +1,6 @@
-// Shape inference of gather_nd, scatter_elements, scatter_nd, reverse_sequence, cumsum, det and
-// nms_select (ONNX GatherND, ScatterElements, ScatterND, ReverseSequence, CumSum, Det,
-// NonMaxSuppression). Sizes are compared
+// Shape inference of gather_nd, scatter_elements, scatter_nd, reverse_sequence, cumsum, det,
+// nms_select and unique_select (ONNX GatherND, ScatterElements, ScatterND, ReverseSequence, CumSum,
+// Det, NonMaxSuppression, Unique). Sizes are compared
 // where both are known; an unknown or symbolic size against a number is left to the run-time
 // inference, which sees concrete shapes. Index values are checked by the reference kernels.
 #include "ir/shape_inference_extra.h"
@@ -187,6 +187,15 @@ Expected<Types> infer_nms_select(const Node& n, std::span<const TensorType> in) 
   return Types{TensorType{DType::I64, Shape{scores.shape[0], scores.shape[1], boxes.shape[1]}}};
 }
 
+// x of rank >= 1 and 0 <= axis < rank: three i64[S], S the size of `axis`.
+Expected<Types> infer_unique_select(const Node& n, const TensorType& x) {
+  const int64_t axis = n.attr_i64("axis");
+  if (axis < 0 || axis >= x.rank())
+    return fail(n, "axis " + std::to_string(axis) + " out of range for " + x.to_string());
+  const TensorType t{DType::I64, Shape{x.shape[size_t(axis)]}};
+  return Types{t, t, t};
+}
+
 }  // namespace
 
 Expected<std::vector<TensorType>> infer_extra_op(const Node& node, std::span<const TensorType> in) {
@@ -205,6 +214,8 @@ Expected<std::vector<TensorType>> infer_extra_op(const Node& node, std::span<con
       return infer_det(node, in[0]);
     case Op::NmsSelect:
       return infer_nms_select(node, in);
+    case Op::UniqueSelect:
+      return infer_unique_select(node, in[0]);
     default:
       break;
   }

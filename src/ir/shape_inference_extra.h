@@ -1,5 +1,6 @@
 // Shape inference of the ops added for ONNX coverage: gather_nd, scatter_elements, scatter_nd,
-// reverse_sequence (data addressed through an index tensor), cumsum, det and nms_select.
+// reverse_sequence (data addressed through an index tensor), cumsum, det, nms_select and
+// unique_select.
 // shape_inference.cpp dispatches to it; errors name the op and the operand or attribute at
 // fault, like every other inference.
 #pragma once

@@ -1,8 +1,6 @@
-// ONNX ops whose output size depends on the values of an input. NonZero, Compress and
-// NonMaxSuppression take that input at run time: a bind_symbols node (rule count_nonzero) binds
-// the count as the plan runs. For Unique it must be known at import time: an initializer, a value
-// folded at import, or a graph input whose value OnnxExecutable binds (one compiled plan per
-// distinct value; require_constant names the input):
+// ONNX ops whose output size depends on the values of an input. Each takes that input at run
+// time: a bind_symbols node (rule count_nonzero) binds the count as the plan runs, a nonzero node
+// lists what it counted. An input known at import is folded instead (the same code computes both):
 //
 //   Compress(x, condition, axis)   gather(x, indices of condition's true entries, axis): x stays
 //                                  a run-time value; without axis x is flattened first. A
@@ -12,11 +10,10 @@
 //   NonZero(x)                     the [rank, nnz] int64 coordinates of x's non-zero elements in
 //                                  row-major order (NaN is non-zero, -0 is zero): folded when x
 //                                  is known, else bind_symbols + nonzero
-//   Unique(x, axis, sorted)        folded: Y, indices, inverse_indices, counts. The slices along
-//                                  axis (elements without axis) are sorted stably in the order of
-//                                  compare_slices; equal neighbours form one unique slice whose
-//                                  first occurrence gives Y and indices; sorted = 0 lists the
-//                                  unique slices in order of first occurrence instead
+//   Unique(x, axis, sorted)        Y, indices, inverse_indices, counts (ir/unique_slices.h): the
+//                                  slices along axis (elements without axis), sorted or in order
+//                                  of first occurrence; folded when x is known, else
+//                                  unique_select + bind_symbols + nonzero + gathers
 //   NonMaxSuppression(boxes, scores, max_output_boxes_per_class, iou_threshold, score_threshold)
 //                                  [num_selected, 3] int64 (batch, class, box) by ONNX's algorithm
 //                                  (ir/non_max_suppression.h): folded when every input is known,
@@ -28,6 +25,7 @@
 
 #include "ir/bind_symbols.h"
 #include "ir/non_max_suppression.h"
+#include "ir/unique_slices.h"
 #include "onnx/converters.h"
 
 namespace fusebox::onnx_import {
@@ -107,69 +105,44 @@ Status convert_non_zero(ImportContext& ctx, OnnxNode& n) {
 
 // ---- Unique ----
 
-// Three-way comparison of two elements of `a`: numbers in their order (-0 equals 0), NaN equal to
-// NaN and above every number; integers compared exactly.
-int compare_elements(const Array& a, int64_t i, int64_t j) {
-  if (!is_float(a.dtype())) {
-    int64_t x = a.get_i64(i), y = a.get_i64(j);
-    return x < y ? -1 : x > y ? 1 : 0;
-  }
-  double x = a.get_f64(i), y = a.get_f64(j);
-  if (std::isnan(x) || std::isnan(y)) return std::isnan(x) == std::isnan(y) ? 0 : std::isnan(x) ? 1 : -1;
-  return x < y ? -1 : x > y ? 1 : 0;
-}
-
-// x seen as [outer, count, inner]: slice s holds x[o, s, i] in (o, i) row-major order.
-struct Slices {
-  int64_t outer = 1, count = 0, inner = 1;
-  int64_t element(int64_t s, int64_t k) const { return (k / inner * count + s) * inner + k % inner; }
-  int64_t size() const { return outer * inner; }
-};
-
-// Lexicographic order of two slices.
-int compare_slices(const Array& x, const Slices& sl, int64_t s, int64_t t) {
-  for (int64_t k = 0; k < sl.size(); ++k) {
-    if (int c = compare_elements(x, sl.element(s, k), sl.element(t, k))) return c;
-  }
-  return 0;
-}
-
-struct UniqueResult {
-  std::vector<int64_t> first;    // per unique slice, in output order: its first occurrence
-  std::vector<int64_t> inverse;  // per input slice: its unique slice's position
-  std::vector<int64_t> counts;   // per unique slice: how many input slices equal it
-};
-
-UniqueResult unique_slices(const Array& x, const Slices& sl, bool sorted) {
-  std::vector<int64_t> order(size_t(sl.count));
-  std::iota(order.begin(), order.end(), 0);
-  // Stable: among equal slices the first occurrence comes first.
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t s, int64_t t) { return compare_slices(x, sl, s, t) < 0; });
-  std::vector<std::vector<int64_t>> groups;  // members of each unique slice, in ascending order
-  for (size_t k = 0; k < order.size(); ++k) {
-    if (k == 0 || compare_slices(x, sl, order[k - 1], order[k]) != 0) groups.emplace_back();
-    groups.back().push_back(order[k]);
-  }
-  if (!sorted) {
-    std::stable_sort(groups.begin(), groups.end(),
-                     [](const std::vector<int64_t>& a, const std::vector<int64_t>& b) { return a.front() < b.front(); });
-  }
-  UniqueResult r;
-  r.inverse.resize(size_t(sl.count));
-  for (size_t u = 0; u < groups.size(); ++u) {
-    r.first.push_back(groups[u].front());
-    r.counts.push_back(int64_t(groups[u].size()));
-    for (int64_t s : groups[u]) r.inverse[size_t(s)] = int64_t(u);
-  }
-  return r;
+// Known only at run time: unique_select gives the first occurrences in output order (padded with
+// -1), the inverse and the counts (padded with 0) at the input's size; the unique ones are counted
+// and listed as the plan runs (bind_symbols + nonzero), then gathered.
+Status run_time_unique(ImportContext& ctx, OnnxNode& n, ValueId x, int axis, bool sorted) {
+  std::vector<ValueId> r =
+      ctx.builder().op_results(Op::UniqueSelect, {x}, {{"axis", int64_t(axis)}, {"sorted", sorted}});
+  if (r.size() != 3) return ctx.builder_status(n);
+  ValueId valid = ctx.emit(Op::GreaterEqual, {r[0], ctx.builder().scalar(DType::I64, 0)});
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId found, ctx.run_time_nonzero(n, valid));  // i64[1, K]
+  ValueId pos = ctx.emit(Op::Reshape, {found}, {{"shape", Shape{ctx.type(found).shape[1]}}});
+  ValueId indices = ctx.emit(Op::Gather, {r[0], pos}, {{"axis", int64_t(0)}});
+  FUSEBOX_RETURN_IF_ERROR(
+      ctx.set_output(n, 0, ctx.emit(Op::Gather, {x, indices}, {{"axis", int64_t(axis)}})));
+  FUSEBOX_RETURN_IF_ERROR(ctx.set_output(n, 1, indices));
+  FUSEBOX_RETURN_IF_ERROR(ctx.set_output(n, 2, r[1]));
+  return ctx.set_output(n, 3, ctx.emit(Op::Gather, {r[2], pos}, {{"axis", int64_t(0)}}));
 }
 
 Status convert_unique(ImportContext& ctx, OnnxNode& n) {
   std::optional<int64_t> axis_attr = n.attr_int("axis");
   int64_t sorted = n.attr_int("sorted", 1);
   if (sorted != 0 && sorted != 1) return n.error("attribute 'sorted' must be 0 or 1, got " + std::to_string(sorted));
-  FUSEBOX_ASSIGN_OR_RETURN(Array x, ctx.require_constant(n, 0, "X"));
+  if (!ctx.constant(n, 0)) {
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
+    const TensorType xt = ctx.type(x);
+    int axis = 0;
+    if (axis_attr) {
+      FUSEBOX_ASSIGN_OR_RETURN(axis, normalize_onnx_axis(n, *axis_attr, xt.rank(), "axis"));
+    } else if (xt.rank() != 1) {  // the unique elements of the flattened input
+      bool is_static =
+          std::all_of(xt.shape.begin(), xt.shape.end(), [](const Dim& d) { return d.is_static(); });
+      FUSEBOX_ASSIGN_OR_RETURN(
+          x, ctx.reshape(n, x, Shape{is_static ? Dim(product(static_dims(xt.shape))) : Dim::dynamic()}));
+      if (x == kNoValue) return ctx.set_output(n, 0, x);
+    }
+    return run_time_unique(ctx, n, x, axis, sorted == 1);
+  }
+  Array x = *ctx.constant(n, 0);
   // Without an axis: the unique elements of the flattened input.
   int axis = 0;
   if (axis_attr) {
@@ -177,28 +150,27 @@ Status convert_unique(ImportContext& ctx, OnnxNode& n) {
   } else {
     x = x.reshaped({x.numel()});
   }
-  Slices sl;
-  for (int d = 0; d < x.rank(); ++d) {
-    if (d < axis) sl.outer *= x.shape()[size_t(d)];
-    if (d > axis) sl.inner *= x.shape()[size_t(d)];
-  }
-  sl.count = x.shape()[size_t(axis)];
-  UniqueResult r = unique_slices(x, sl, sorted != 0);
-  const int64_t unique = int64_t(r.first.size());
+  UniqueResult r = unique_slices(x, axis, sorted != 0);
+  const int64_t unique = int64_t(r.first.size()), count = x.shape()[size_t(axis)];
   std::vector<int64_t> y_shape = x.shape();
   y_shape[size_t(axis)] = unique;
   Array y(x.dtype(), y_shape);
-  const Slices picked{sl.outer, unique, sl.inner};
-  const size_t esize = size_t(dtype_size(x.dtype()));
-  for (int64_t u = 0; u < unique; ++u) {
-    for (int64_t k = 0; k < sl.size(); ++k) {
-      std::memcpy(static_cast<uint8_t*>(y.raw()) + size_t(picked.element(u, k)) * esize,
-                  static_cast<const uint8_t*>(x.raw()) + size_t(sl.element(r.first[size_t(u)], k)) * esize, esize);
+  // y's slice u is x's slice first[u]: copied as runs of `inner` elements per outer index.
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < x.rank(); ++d) {
+    if (d < axis) outer *= x.shape()[size_t(d)];
+    if (d > axis) inner *= x.shape()[size_t(d)];
+  }
+  const size_t run = size_t(inner) * size_t(dtype_size(x.dtype()));
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t u = 0; u < unique; ++u) {
+      std::memcpy(static_cast<uint8_t*>(y.raw()) + size_t(o * unique + u) * run,
+                  static_cast<const uint8_t*>(x.raw()) + size_t(o * count + r.first[size_t(u)]) * run, run);
     }
   }
   FUSEBOX_RETURN_IF_ERROR(ctx.set_output_constant(n, 0, std::move(y)));
   FUSEBOX_RETURN_IF_ERROR(ctx.set_output_constant(n, 1, i64_array({unique}, r.first)));
-  FUSEBOX_RETURN_IF_ERROR(ctx.set_output_constant(n, 2, i64_array({sl.count}, r.inverse)));
+  FUSEBOX_RETURN_IF_ERROR(ctx.set_output_constant(n, 2, i64_array({count}, r.inverse)));
   return ctx.set_output_constant(n, 3, i64_array({unique}, r.counts));
 }
 

@@ -429,7 +429,15 @@ TEST(OnnxImportDataDependent, UniqueMatchesDirectComputation) {
         ASSERT_LT(w.indices.size(), size_t(axis ? shape[size_t(a)] : x.numel()));  // the data has repeats
         expect_unique(run_constant_model(unique_model({}, 0, axis, sorted, &x), {}), w);
         OnnxModel given = unique_model({4, 5, 6}, onnx_type_of(dtype), axis, sorted, nullptr);
-        expect_unique(run_executables(compile_executable(given, true), compile_executable(given, false), {{"x", x}}), w);
+        OnnxExecutable fused = compile_executable(given, true), unfused = compile_executable(given, false);
+        expect_unique(run_executables(fused, unfused, {{"x", x}}), w);
+        // Another input with another number of unique slices: the same plan.
+        Array other =
+            axis ? repeating_slices(dtype, shape, a, seed + 1000) : few_values(dtype, shape, seed + 1000);
+        expect_unique(run_executables(fused, unfused, {{"x", other}}),
+                      direct_unique(other, axis ? std::optional<int>(a) : std::nullopt, sorted != 0));
+        EXPECT_EQ(fused.specializations(), 1u);
+        EXPECT_TRUE(fused.value_inputs().empty());
       }
     }
   }
@@ -444,17 +452,28 @@ TEST(OnnxImportDataDependent, UniqueNaNAndSignedZero) {
   out = run_constant_model(unique_model({}, 0, std::nullopt, 0, &x), {});
   w = UniqueWant{array_f32({4}, {kNaN, 1, -0.0f, -kInf}), {0, 1, 2, 5}, {0, 1, 2, 0, 2, 3, 1}, {2, 2, 2, 1}};
   expect_unique(out, w);
+  // The same input given at run time (unique_select's kernel).
+  OnnxModel given = unique_model({7}, TP::FLOAT, std::nullopt, 0, nullptr);
+  expect_unique(
+      run_executables(compile_executable(given, true), compile_executable(given, false), {{"x", x}}), w);
 }
 
-// Unique of a value computed at run time from data cannot be folded (its input must be known).
-TEST(OnnxImportDataDependentErrors, UniqueOfAComputedValue) {
+// Unique of a value computed at run time from data (no axis: the flattened elements), one plan
+// for every input and batch size: rounded values repeat.
+TEST(OnnxImportDataDependent, UniqueOfAComputedValue) {
   OnnxModel m(11);
-  m.input("x", {6});
-  m.node("Relu", {"x"}, {"r"}, "relu");
-  m.node("Unique", {"r"}, {"y"}, "u");
-  m.output("y");
-  EXPECT_CONTAINS(import_error(m),
-                  "Unique node 'u': X (input 0 'r', from Relu node 'relu') must be known at import time");
+  m.input("x", {"N", 6});
+  m.node("Round", {"x"}, {"r"}, "round");
+  m.node("Unique", {"r"}, {"y", "indices", "inverse", "counts"}, "u");
+  for (const char* o : {"y", "indices", "inverse", "counts"}) m.output(o);
+  OnnxExecutable fused = compile_executable(m, true), unfused = compile_executable(m, false);
+  for (uint64_t seed = 130; seed < 134; ++seed) {
+    Array x = random_array(DType::F32, {int64_t(seed % 3 + 1), 6}, seed, -3, 3);
+    Array rounded = x.clone();
+    for (int64_t i = 0; i < x.numel(); ++i) rounded.set_f64(i, std::nearbyint(x.get_f64(i)));
+    expect_unique(run_executables(fused, unfused, {{"x", x}}), direct_unique(rounded, std::nullopt, true));
+  }
+  EXPECT_EQ(fused.specializations(), 1u);
 }
 
 TEST(OnnxImportDataDependentErrors, UniqueBadAttributes) {

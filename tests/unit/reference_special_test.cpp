@@ -1,5 +1,5 @@
-// Values of the CPU reference kernels of the opaque ops: constant, fft_magnitude, peaks, nonzero
-// and nms_select.
+// Values of the CPU reference kernels of the opaque ops: constant, fft_magnitude, peaks, nonzero,
+// nms_select and unique_select.
 // Expected values come from closed forms (DFTs of pure tones), hand-worked cases and naive loops
 // written here, independent of the kernels' code.
 #include <gtest/gtest.h>
@@ -258,6 +258,28 @@ TEST(ReferenceNmsSelect, KeptBoxesPerClassInOrderThenMinusOne) {
                              {boxes, scores, Array(DType::I64, {0}), array_of(DType::F32, {}, {0.4})});
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(to_ints(r[0]), std::vector<int64_t>(8, -1));
+}
+
+// ---- unique_select ----
+
+// Hand-worked: the columns of a 2x5 matrix (axis 1) are c0 = (1,2), c1 = (0,5), c2 = (1,2),
+// c3 = (0,-1), c4 = (0,5): sorted, the unique columns are c3 < c1 < c0 (first by row 0, then row 1).
+TEST(ReferenceUniqueSelect, FirstOccurrencesInverseAndCountsThenPadding) {
+  Array x = array_of(DType::F32, {2, 5}, {1, 0, 1, 0, 0, 2, 5, 2, -1, 5});
+  for (bool sorted : {true, false}) {
+    std::vector<Array> r =
+        run_reference_poisoned(Op::UniqueSelect, {x}, {{"axis", int64_t(1)}, {"sorted", sorted}});
+    ASSERT_EQ(r.size(), 3u);
+    if (sorted) {
+      EXPECT_EQ(to_ints(r[0]), (std::vector<int64_t>{3, 1, 0, -1, -1}));
+      EXPECT_EQ(to_ints(r[1]), (std::vector<int64_t>{2, 1, 2, 0, 1}));
+      EXPECT_EQ(to_ints(r[2]), (std::vector<int64_t>{1, 2, 2, 0, 0}));
+    } else {
+      EXPECT_EQ(to_ints(r[0]), (std::vector<int64_t>{0, 1, 3, -1, -1}));
+      EXPECT_EQ(to_ints(r[1]), (std::vector<int64_t>{0, 1, 0, 2, 1}));
+      EXPECT_EQ(to_ints(r[2]), (std::vector<int64_t>{2, 2, 1, 0, 0}));
+    }
+  }
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Reference kernels of the opaque ops: constant, fft_magnitude and peaks (the IO output gate),
-// bind_symbols, nonzero and nms_select.
+// bind_symbols, nonzero, nms_select and unique_select.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,6 +10,7 @@
 #include "backends/cpu/reference/reference.h"
 #include "ir/bind_symbols.h"
 #include "ir/non_max_suppression.h"
+#include "ir/unique_slices.h"
 
 namespace fusebox::cpu {
 
@@ -162,6 +163,20 @@ Status ref_NmsSelect(const KernelArgs& a) {
     std::fill(o, o + count, int64_t(-1));
     std::copy(kept[bc].begin(), kept[bc].end(), o);
   }
+  return Status::ok();
+}
+
+// First occurrences in output order then -1, the inverse, the counts then 0.
+Status ref_UniqueSelect(const KernelArgs& a) {
+  const UniqueResult r = unique_slices(a.in[0], int(a.node.attr_i64("axis")), a.node.attr_bool("sorted"));
+  const size_t count = r.inverse.size();
+  int64_t *first = a.out[0].data<int64_t>(), *inverse = a.out[1].data<int64_t>(),
+          *counts = a.out[2].data<int64_t>();
+  std::fill(first, first + count, int64_t(-1));
+  std::fill(counts, counts + count, int64_t(0));
+  std::copy(r.first.begin(), r.first.end(), first);
+  std::copy(r.inverse.begin(), r.inverse.end(), inverse);
+  std::copy(r.counts.begin(), r.counts.end(), counts);
   return Status::ok();
 }
 
