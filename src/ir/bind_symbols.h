@@ -37,5 +37,8 @@ bool has_bind_symbols(const Graph& g);
 // does, -0 does not.
 bool nonzero_at(const Array& a, int64_t i);
 int64_t count_nonzero(const Array& a);
+// The i64[max(rank, 1), count_nonzero(a)] coordinates of a's non-zero elements, one column each
+// in row-major order (a scalar reads as [1]): what the nonzero op gives.
+Array nonzero_coordinates(const Array& a);
 
 }  // namespace fusebox

@@ -19,9 +19,7 @@
 //                                  (ir/non_max_suppression.h): folded when every input is known,
 //                                  else nms_select + bind_symbols + nonzero (see below)
 #include <algorithm>
-#include <cmath>
 #include <cstring>
-#include <numeric>
 
 #include "ir/bind_symbols.h"
 #include "ir/non_max_suppression.h"
@@ -87,20 +85,7 @@ Status convert_non_zero(ImportContext& ctx, OnnxNode& n) {
     FUSEBOX_ASSIGN_OR_RETURN(ValueId found, ctx.run_time_nonzero(n, x));
     return ctx.set_output(n, 0, found);
   }
-  const Array x = *ctx.constant(n, 0);
-  // A scalar counts as one element of a 1-D tensor (numpy.nonzero's rule): [1, nnz].
-  std::vector<int64_t> shape = x.rank() == 0 ? std::vector<int64_t>{1} : x.shape();
-  std::vector<int64_t> hits;
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    if (nonzero_at(x, i)) hits.push_back(i);
-  }
-  const int64_t nnz = int64_t(hits.size()), rank = int64_t(shape.size());
-  std::vector<int64_t> strides = contiguous_strides(shape);
-  Array out(DType::I64, {rank, nnz});
-  for (int64_t k = 0; k < nnz; ++k) {
-    for (int64_t d = 0; d < rank; ++d) out.set_i64(d * nnz + k, hits[size_t(k)] / strides[size_t(d)] % shape[size_t(d)]);
-  }
-  return ctx.set_output_constant(n, 0, std::move(out));
+  return ctx.set_output_constant(n, 0, nonzero_coordinates(*ctx.constant(n, 0)));
 }
 
 // ---- Unique ----

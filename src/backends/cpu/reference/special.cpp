@@ -125,27 +125,16 @@ Status ref_BindSymbols(const KernelArgs& a) {
   return ref_Identity(a);  // reads operand 0 only
 }
 
-// The coordinates of x's non-zero elements, one column each in row-major order; the result's
-// column count (bound before it ran) must be their number.
+// The coordinates of x's non-zero elements (ir/bind_symbols.h); the result's column count (bound
+// before it ran) must be their number.
 Status ref_NonZero(const KernelArgs& a) {
-  const Array& x = a.in[0];
   Array& out = a.out[0];
-  const std::vector<int64_t> dims = x.rank() == 0 ? std::vector<int64_t>{1} : x.shape();
-  const int64_t rank = int64_t(dims.size()), count = out.shape()[1];
-  const int64_t found = count_nonzero(x);
-  if (found != count) {
-    return Status::execution("nonzero: the operand has " + std::to_string(found) +
-                             " non-zero elements, the result's count is " + std::to_string(count));
+  const Array found = nonzero_coordinates(a.in[0]);
+  if (found.shape() != out.shape()) {
+    return Status::execution("nonzero: the operand has " + std::to_string(found.shape()[1]) +
+                             " non-zero elements, the result's count is " + std::to_string(out.shape()[1]));
   }
-  int64_t k = 0;
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    if (!nonzero_at(x, i)) continue;
-    for (int64_t d = rank - 1, rest = i; d >= 0; --d) {
-      out.set_i64(d * count + k, rest % dims[size_t(d)]);
-      rest /= dims[size_t(d)];
-    }
-    ++k;
-  }
+  std::memcpy(out.raw(), found.raw(), found.nbytes());
   return Status::ok();
 }
 
