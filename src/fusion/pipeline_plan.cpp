@@ -50,6 +50,13 @@ std::vector<std::string> plan_pipeline(const ClaimTable& table, const FusionOpti
   // 3. Element-wise regions, where they survive; first the reductions with the element-wise
   // steps around them (spec §4.4), so the norm and softmax diamonds are not split up.
   bool keeps_regions = target_keeps_regions(table, o);
+  bool native =
+      o.native_fk_regions && claims(FusedKind::TransformRegion) && claims(FusedKind::BatchElementwiseRegion);
+  // A transpose after element-wise steps moves up into the transform its region will read
+  // through a prologue (FK fusion, run natively), so the region writes the transposed layout.
+  if (keeps_regions && o.fk_fusion && o.fuse_region_prologue && native && !o.decompose_fusion_regions) {
+    add(pass_name::kHoistTransposes);
+  }
   if (keeps_regions && claims(FusedKind::ReductionRegion)) add(pass_name::kFuseReductionRegions);
   if (keeps_regions) add(pass_name::kMarkElementwiseRegions);
 
@@ -63,8 +70,6 @@ std::vector<std::string> plan_pipeline(const ClaimTable& table, const FusionOpti
 
   // 5. Transform/batch regions the backend will not run natively go back to primitives. Not
   // gated on fk_fusion: such regions may also come from parsed text.
-  bool native = o.native_fk_regions && claims(FusedKind::TransformRegion) &&
-                claims(FusedKind::BatchElementwiseRegion);
   if (o.decompose_fusion_regions || !native) add(pass_name::kDecomposeFusionRegions);
 
   // 6. Regions the target does not keep are broken back into primitives.

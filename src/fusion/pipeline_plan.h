@@ -32,6 +32,7 @@ inline constexpr std::string_view kFuseAttention = "fuse-attention";
 inline constexpr std::string_view kFuseResidualLayerNorm = "fuse-residual-layer-norm";
 inline constexpr std::string_view kFuseResidualRmsNorm = "fuse-residual-rms-norm";
 inline constexpr std::string_view kFuseSwiglu = "fuse-swiglu";
+inline constexpr std::string_view kHoistTransposes = "hoist-transposes";
 inline constexpr std::string_view kFuseReductionRegions = "fuse-reduction-regions";
 inline constexpr std::string_view kMarkElementwiseRegions = "mark-elementwise-regions";
 inline constexpr std::string_view kMarkBatchSliceRegions = "mark-batch-slice-regions";

@@ -48,6 +48,7 @@ const Passes kFull = {"canonicalize",
                       "fuse-attention",
                       "fuse-residual-layer-norm",
                       "fuse-residual-rms-norm",
+                      "hoist-transposes",
                       "fuse-reduction-regions",
                       "mark-elementwise-regions",
                       "mark-batch-slice-regions",
@@ -90,6 +91,7 @@ const Passes kTpu = {"canonicalize",
                      "fuse-conv-bias-act",
                      "fuse-attention",
                      "fuse-residual-layer-norm",
+                     "hoist-transposes",
                      "mark-elementwise-regions",
                      "mark-batch-slice-regions",
                      "mark-transform-regions",
@@ -324,7 +326,8 @@ TEST(PipelinePlan, SkipFusionLeavesCanonicalizeAndDce) {
 TEST(PipelinePlan, UnfuseAndKeep) {
   FusionOptions unfuse;
   unfuse.unfuse_elementwise_regions = true;
-  Passes cpu_unfused = without(kFull, {"fuse-reduction-regions", "mark-elementwise-regions"});
+  Passes cpu_unfused =
+      without(kFull, {"hoist-transposes", "fuse-reduction-regions", "mark-elementwise-regions"});
   cpu_unfused.insert(cpu_unfused.end() - 2, "unfuse-elementwise-regions");
   EXPECT_EQ(plan(FusionTarget::Cpu, unfuse), cpu_unfused);
 
@@ -336,6 +339,7 @@ TEST(PipelinePlan, UnfuseAndKeep) {
                        "fuse-matmul-residual",
                        "fuse-residual-layer-norm",
                        "fuse-residual-rms-norm",
+                       "hoist-transposes",
                        "mark-elementwise-regions",
                        "mark-batch-slice-regions",
                        "mark-transform-regions",
@@ -362,18 +366,19 @@ TEST(PipelinePlan, FkSwitches) {
   FusionOptions o;
   o.fk_fusion = false;
   EXPECT_EQ(plan(FusionTarget::Cpu, o),
-            without(kFull, {"mark-batch-slice-regions", "mark-transform-regions",
+            without(kFull, {"hoist-transposes", "mark-batch-slice-regions", "mark-transform-regions",
                             "fuse-region-prologue", "fuse-batch-preprocess"}));
   // The sub-switches do not matter once fk_fusion is off.
   o.fuse_region_prologue = false;
   o.fuse_batch_preprocess = false;
   EXPECT_EQ(plan(FusionTarget::Cpu, o),
-            without(kFull, {"mark-batch-slice-regions", "mark-transform-regions",
+            without(kFull, {"hoist-transposes", "mark-batch-slice-regions", "mark-transform-regions",
                             "fuse-region-prologue", "fuse-batch-preprocess"}));
 
   FusionOptions no_prologue;
   no_prologue.fuse_region_prologue = false;
-  EXPECT_EQ(plan(FusionTarget::Cpu, no_prologue), without(kFull, {"fuse-region-prologue"}));
+  EXPECT_EQ(plan(FusionTarget::Cpu, no_prologue),
+            without(kFull, {"hoist-transposes", "fuse-region-prologue"}));
   EXPECT_EQ(plan(FusionTarget::Wgpu, no_prologue), without(kWgpu, {"fuse-region-prologue"}));
 
   FusionOptions no_batch;
@@ -384,11 +389,12 @@ TEST(PipelinePlan, FkSwitches) {
   EnvLookup env = map_env({{"FUSEBOX_FUSE_REGION_PROLOGUE", "0"},
                            {"RLX_FUSE_BATCH_PREPROCESS", "off"}});
   EXPECT_EQ(plan(FusionTarget::Cuda, {}, &env),
-            without(kFull, {"fuse-region-prologue", "fuse-batch-preprocess"}));
+            without(kFull, {"hoist-transposes", "fuse-region-prologue", "fuse-batch-preprocess"}));
 }
 
 TEST(PipelinePlan, DecomposeWhenNotNativeOrAsked) {
-  Passes decomposed = kFull;
+  // Regions decomposed: no transpose is hoisted into a prologue that will not stay.
+  Passes decomposed = without(kFull, {"hoist-transposes"});
   decomposed.insert(decomposed.end() - 2, "decompose-fusion-regions");
 
   // Resolved options straight into plan_pipeline: native off means decompose.
