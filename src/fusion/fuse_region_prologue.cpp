@@ -4,14 +4,17 @@
 //
 // Matches: a transform_region whose result has exactly one reader, not returned, and that reader
 // is an elementwise_region (reading it as operand k, with no prologue yet) or a lone unary
-// element-wise op (which becomes a one-step region first). Produces: the region with
+// element-wise op (which becomes a one-step region first). A region fed by several such
+// transforms takes one: the one whose result has the region's shape (the large read), else the
+// first; the others stay transform regions, reported. Produces: the region with
 // `prologue_input = k`, operand k the transform's source and the transform opening its body
 // (ir/region_prologue.h). Requires: a verified graph (run after mark-transform-regions).
 // Preserves: inputs, output positions, values (bit for bit: split_prologue is the inverse, and
 // decompose-fusion-regions / unfuse-elementwise-regions apply it).
 //
 //   classify     transform_region nodes; element-wise readers
-//   decide       verdict_for(): one reader, not an output, a region (or unary op) without prologue
+//   decide       verdict_for(): one reader, not an output, a region (or unary op) without prologue;
+//                then one transform per reader
 //   materialize  attach_prologue() per decision, transforms dropped, all at once
 #include <map>
 #include <variant>
@@ -45,7 +48,6 @@ bool is_lone_unary(const Graph& g, const Node& n) {
 
 // Decides for the transform at `t`: the decision, or the refusal with its reason.
 std::variant<Decision, Refusal> verdict_for(const Graph& g, const UseInfo& uses, size_t t,
-                                            const std::vector<bool>& has_prologue,
                                             const std::vector<std::string>& names) {
   ValueId v = g.nodes()[t].outputs[0];
   std::string value = "%" + names[static_cast<size_t>(v)];
@@ -61,7 +63,7 @@ std::variant<Decision, Refusal> verdict_for(const Graph& g, const UseInfo& uses,
   if (reader.op != Op::ElementwiseRegion && !is_lone_unary(g, reader)) {
     return Refusal{MissReason::NotRecognised, value + "'s reader " + who + " is not an element-wise region or unary op"};
   }
-  if (has_prologue[r] || prologue_input(reader) >= 0) {
+  if (prologue_input(reader) >= 0) {
     return Refusal{MissReason::NotRecognised, who + " already reads another operand through a prologue"};
   }
   for (size_t k = 0; k < reader.inputs.size(); ++k)
@@ -86,21 +88,41 @@ Status run_fuse_region_prologue(Graph& g, PassContext& ctx) {
   const auto& nodes = g.nodes();
   UseInfo uses = compute_uses(g);
   std::vector<std::string> names = value_display_names(g);
-  std::vector<bool> has_prologue(nodes.size(), false);
-  std::vector<Decision> decisions;
+  auto refuse = [&](size_t i, const Refusal& no) {
+    std::string value = "%" + names[static_cast<size_t>(nodes[i].outputs[0])];
+    ctx.remarks.miss(std::string(kPattern), describe_node(g, nodes[i], names), no.reason,
+                     "not folding " + value + " into its reader: " + no.why);
+  };
+  // Per reader, one prologue: the transform whose result has the region's shape (the large
+  // read) rather than a broadcast operand's, else the first in program order.
+  std::map<size_t, Decision> chosen;
+  std::vector<Decision> others;
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (nodes[i].op != Op::TransformRegion) continue;
-    auto verdict = verdict_for(g, uses, i, has_prologue, names);
+    auto verdict = verdict_for(g, uses, i, names);
     if (const Refusal* no = std::get_if<Refusal>(&verdict)) {
-      std::string value = "%" + names[static_cast<size_t>(nodes[i].outputs[0])];
-      ctx.remarks.miss(std::string(kPattern), describe_node(g, nodes[i], names), no->reason,
-                       "not folding " + value + " into its reader: " + no->why);
+      refuse(i, *no);
       continue;
     }
     const Decision& d = std::get<Decision>(verdict);
-    has_prologue[d.reader] = true;
-    decisions.push_back(d);
+    auto full = [&](const Decision& c) {
+      return g.type(nodes[c.transform].outputs[0]).shape == g.type(nodes[c.reader].outputs[0]).shape;
+    };
+    auto [at, first] = chosen.emplace(d.reader, d);
+    if (first) continue;
+    if (full(d) && !full(at->second))
+      std::swap(at->second, others.emplace_back(d));
+    else
+      others.push_back(d);
   }
+  for (const Decision& d : others) {
+    refuse(d.transform, Refusal{MissReason::NotRecognised,
+                                describe_node(g, nodes[d.reader], names) + " reads %" +
+                                    names[size_t(nodes[chosen.at(d.reader).transform].outputs[0])] +
+                                    " through its prologue (one per region)"});
+  }
+  std::vector<Decision> decisions;
+  for (const auto& [reader, d] : chosen) decisions.push_back(d);
   ctx.count("fuse-region-prologue", "prologues", static_cast<int64_t>(decisions.size()));
   if (decisions.empty()) return Status::ok();
 
