@@ -4,8 +4,9 @@
 // inv_std')`, one kernel that writes the transposed layout directly instead of a region and a
 // second pass over its result (a HWC image normalised and laid out as CHW).
 //
-// Matches: a transpose whose operand is the one result of an Elementwise or Broadcast node read
-// by nothing else (not returned), where at most one operand of that node has the result's shape
+// Matches: a transpose whose operand is the one result of a region step (an Elementwise or
+// Broadcast op with numpy broadcasting, ir/outline.h: not batch_norm or expand) read by nothing
+// else (not returned), where at most one operand of that node has the result's shape
 // and every other one is small (at most one dim not 1: a per-channel mean, a scalar), and that is
 // not the layout step of a batch item (its result reaches a concat through index-only steps:
 // fuse-batch-preprocess writes those through its item table). Produces: the node over permuted
@@ -23,6 +24,7 @@
 //   materialize  apply_rewrites (fusion/pattern_rewrite.h): the transposed operands as prelude
 #include "fusion/pattern_rewrite.h"
 #include "ir/op_info.h"
+#include "ir/outline.h"
 
 namespace fusebox {
 
@@ -81,8 +83,9 @@ Expected<size_t> hoist_once(Graph& g, PassContext& ctx) {
     const int p = uses.producer[size_t(t.inputs[0])];
     if (p < 0) continue;
     const Node& n = g.nodes()[size_t(p)];
-    const OpKind kind = n.info().kind;
-    if ((kind != OpKind::Elementwise && kind != OpKind::Broadcast) || n.outputs.size() != 1) continue;
+    // A region step (ir/outline.h): numpy broadcasting, meaningful per element; not batch_norm
+    // (per-channel along axis 1), expand (a target shape) or a region (a prologue reads a source).
+    if (!is_region_step(g, n)) continue;
     // Only where nothing else reads the node's result (then it would be computed twice).
     if (next_in_chain(g, uses, n.outputs[0], names).user != int(i)) continue;
     if (!hoistable(g, n, g.type(n.outputs[0])) || feeds_a_concat(g, uses, t.outputs[0])) continue;
