@@ -118,20 +118,25 @@ int64_t count_nonzero(const Array& a) {
   return n;
 }
 
-Array nonzero_coordinates(const Array& a) {
+int64_t write_nonzero_coordinates(const Array& a, int64_t* out, int64_t columns) {
   const std::vector<int64_t> dims = a.rank() == 0 ? std::vector<int64_t>{1} : a.shape();
-  const int64_t rank = int64_t(dims.size()), count = count_nonzero(a);
-  Array out(DType::I64, {rank, count});
-  int64_t* o = out.data<int64_t>();
+  const int64_t rank = int64_t(dims.size());
   int64_t k = 0;
   for (int64_t i = 0; i < a.numel(); ++i) {
     if (!nonzero_at(a, i)) continue;
-    for (int64_t d = rank - 1, rest = i; d >= 0; --d) {
-      o[d * count + k] = rest % dims[size_t(d)];
+    for (int64_t d = rank - 1, rest = i; d >= 0 && k < columns; --d) {
+      out[d * columns + k] = rest % dims[size_t(d)];
       rest /= dims[size_t(d)];
     }
     ++k;
   }
+  return k;
+}
+
+Array nonzero_coordinates(const Array& a) {
+  const int64_t count = count_nonzero(a);
+  Array out(DType::I64, {std::max<int64_t>(a.rank(), 1), count});
+  write_nonzero_coordinates(a, out.data<int64_t>(), count);
   return out;
 }
 

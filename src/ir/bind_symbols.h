@@ -40,5 +40,8 @@ int64_t count_nonzero(const Array& a);
 // The i64[max(rank, 1), count_nonzero(a)] coordinates of a's non-zero elements, one column each
 // in row-major order (a scalar reads as [1]): what the nonzero op gives.
 Array nonzero_coordinates(const Array& a);
+// The same into `out`, a [max(rank, 1), columns] i64 buffer, in one pass: the first `columns`
+// coordinates are written; returns how many non-zero elements there are (the kernel's check).
+int64_t write_nonzero_coordinates(const Array& a, int64_t* out, int64_t columns);
 
 }  // namespace fusebox

@@ -36,6 +36,21 @@ Array i64_array(std::vector<int64_t> shape, const std::vector<int64_t>& values) 
   return a;
 }
 
+// x as one axis (Compress and Unique without an axis); its element count may be a run-time size.
+Expected<ValueId> flattened(ImportContext& ctx, OnnxNode& n, ValueId x) {
+  const TensorType xt = ctx.type(x);
+  if (xt.rank() == 1) return x;
+  bool is_static = std::all_of(xt.shape.begin(), xt.shape.end(), [](const Dim& d) { return d.is_static(); });
+  return ctx.reshape(n, x, Shape{is_static ? Dim(product(static_dims(xt.shape))) : Dim::dynamic()});
+}
+
+// The i64[K] positions of the non-zero entries of a 1-D mask known only at run time, counted as
+// the plan runs.
+Expected<ValueId> run_time_positions(ImportContext& ctx, OnnxNode& n, ValueId mask) {
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId found, ctx.run_time_nonzero(n, mask));  // i64[1, K]
+  return ctx.emit(Op::Reshape, {found}, {{"shape", Shape{ctx.type(found).shape[1]}}});
+}
+
 Status convert_compress(ImportContext& ctx, OnnxNode& n) {
   std::optional<int64_t> axis_attr = n.attr_int("axis");
   FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
@@ -47,11 +62,8 @@ Status convert_compress(ImportContext& ctx, OnnxNode& n) {
   const TensorType xt = ctx.type(x);
   if (axis_attr) {
     FUSEBOX_ASSIGN_OR_RETURN(axis, normalize_onnx_axis(n, *axis_attr, xt.rank(), "axis"));
-  } else if (xt.rank() != 1) {
-    // Without an axis the input is flattened; its element count may be a run-time size.
-    bool is_static = std::all_of(xt.shape.begin(), xt.shape.end(), [](const Dim& d) { return d.is_static(); });
-    Shape flat{is_static ? Dim(product(static_dims(xt.shape))) : Dim::dynamic()};
-    FUSEBOX_ASSIGN_OR_RETURN(x, ctx.reshape(n, x, flat));
+  } else {  // without an axis the input is flattened
+    FUSEBOX_ASSIGN_OR_RETURN(x, flattened(ctx, n, x));
     if (x == kNoValue) return ctx.set_output(n, 0, x);
   }
   const Dim size = ctx.type(x).shape[size_t(axis)];
@@ -59,8 +71,7 @@ Status convert_compress(ImportContext& ctx, OnnxNode& n) {
     // Known only at run time: its true entries' positions, counted when the plan runs (an entry
     // past the axis is gather's run-time error).
     FUSEBOX_ASSIGN_OR_RETURN(ValueId cond, ctx.value(n, 1));
-    FUSEBOX_ASSIGN_OR_RETURN(ValueId found, ctx.run_time_nonzero(n, cond));
-    ValueId idx = ctx.emit(Op::Reshape, {found}, {{"shape", Shape{ctx.type(found).shape[1]}}});
+    FUSEBOX_ASSIGN_OR_RETURN(ValueId idx, run_time_positions(ctx, n, cond));
     return ctx.set_output(n, 0, ctx.emit(Op::Gather, {x, idx}, {{"axis", int64_t(axis)}}));
   }
   const Array& cond = *ctx.constant(n, 1);
@@ -98,8 +109,7 @@ Status run_time_unique(ImportContext& ctx, OnnxNode& n, ValueId x, int axis, boo
       ctx.builder().op_results(Op::UniqueSelect, {x}, {{"axis", int64_t(axis)}, {"sorted", sorted}});
   if (r.size() != 3) return ctx.builder_status(n);
   ValueId valid = ctx.emit(Op::GreaterEqual, {r[0], ctx.builder().scalar(DType::I64, 0)});
-  FUSEBOX_ASSIGN_OR_RETURN(ValueId found, ctx.run_time_nonzero(n, valid));  // i64[1, K]
-  ValueId pos = ctx.emit(Op::Reshape, {found}, {{"shape", Shape{ctx.type(found).shape[1]}}});
+  FUSEBOX_ASSIGN_OR_RETURN(ValueId pos, run_time_positions(ctx, n, valid));
   ValueId indices = ctx.emit(Op::Gather, {r[0], pos}, {{"axis", int64_t(0)}});
   FUSEBOX_RETURN_IF_ERROR(
       ctx.set_output(n, 0, ctx.emit(Op::Gather, {x, indices}, {{"axis", int64_t(axis)}})));
@@ -114,15 +124,11 @@ Status convert_unique(ImportContext& ctx, OnnxNode& n) {
   if (sorted != 0 && sorted != 1) return n.error("attribute 'sorted' must be 0 or 1, got " + std::to_string(sorted));
   if (!ctx.constant(n, 0)) {
     FUSEBOX_ASSIGN_OR_RETURN(ValueId x, ctx.value(n, 0));
-    const TensorType xt = ctx.type(x);
     int axis = 0;
     if (axis_attr) {
-      FUSEBOX_ASSIGN_OR_RETURN(axis, normalize_onnx_axis(n, *axis_attr, xt.rank(), "axis"));
-    } else if (xt.rank() != 1) {  // the unique elements of the flattened input
-      bool is_static =
-          std::all_of(xt.shape.begin(), xt.shape.end(), [](const Dim& d) { return d.is_static(); });
-      FUSEBOX_ASSIGN_OR_RETURN(
-          x, ctx.reshape(n, x, Shape{is_static ? Dim(product(static_dims(xt.shape))) : Dim::dynamic()}));
+      FUSEBOX_ASSIGN_OR_RETURN(axis, normalize_onnx_axis(n, *axis_attr, ctx.type(x).rank(), "axis"));
+    } else {  // the unique elements of the flattened input
+      FUSEBOX_ASSIGN_OR_RETURN(x, flattened(ctx, n, x));
       if (x == kNoValue) return ctx.set_output(n, 0, x);
     }
     return run_time_unique(ctx, n, x, axis, sorted == 1);

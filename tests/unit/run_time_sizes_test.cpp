@@ -63,9 +63,8 @@ TEST(RunTimeSizes, ReshapeToSizesComputedFromData) {
   for (bool reference : {false, true}) {
     Executable exe = compile(g, reference);
     if (!reference) {
-      size_t regions = 0;
-      for (const Node& n : exe.graph().nodes()) regions += n.op == Op::ElementwiseRegion;
-      EXPECT_EQ(regions, 1u) << "relu and mul fuse over the run-time shape";
+      EXPECT_EQ(testing::count_op(exe.graph(), Op::ElementwiseRegion), 1u)
+          << "relu and mul fuse over the run-time shape";
     }
     struct Case {
       int64_t n, r, c;
@@ -181,9 +180,8 @@ TEST(RunTimeSizes, MaskedSelectCountsAsThePlanRuns) {
   for (bool reference : {false, true}) {
     Executable exe = compile(g, reference);
     if (!reference) {
-      size_t regions = 0;
-      for (const Node& n : exe.graph().nodes()) regions += n.op == Op::ElementwiseRegion;
-      EXPECT_EQ(regions, 1u) << "relu and mul fuse over the run-time count";
+      EXPECT_EQ(testing::count_op(exe.graph(), Op::ElementwiseRegion), 1u)
+          << "relu and mul fuse over the run-time count";
     }
     for (uint64_t seed = 20; seed < 26; ++seed) {
       const int64_t n = int64_t(seed % 3) + 1, m = 7;

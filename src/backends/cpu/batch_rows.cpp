@@ -319,11 +319,8 @@ Expected<std::shared_ptr<const Kernel>> make_batch_rows_kernel(const Node& batch
     else k->segments.push_back(Segment{d, i, i + 1});
   }
   for (Segment& g : k->segments) {
-    const int32_t* o = k->order.data();
-    const int32_t step = g.k1 - g.k0 > 1 ? o[g.k0 + 1] - o[g.k0] : 1;
-    bool even = step > 0;
-    for (int32_t i = g.k0 + 1; even && i < g.k1; ++i) even = o[i] - o[i - 1] == step;
-    g.stride = even ? step : 0;
+    const int32_t* o = k->order.data() + g.k0;
+    g.stride = int32_t(even_step(g.k1 - g.k0, [o](int64_t i) { return o[i]; }));
   }
 
   // The lookup table: nearest from u8 only (the byte is the whole input of the region).

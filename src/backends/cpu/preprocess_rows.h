@@ -98,6 +98,18 @@ struct PreprocessLoops {
   // channel of an interleaved row (HWC's column x * C + c) into a planar one (CHW).
   void (*strided32)(const uint32_t* src, int64_t stride, uint32_t* out, int64_t n);
 };
+// The step s > 0 with at(i) == at(0) + i * s for every i < n (1 when n < 2), or 0 when there is
+// none: a run strided32 copies (one channel of an HWC row read for a CHW plane steps by C).
+template <typename At>
+int64_t even_step(int64_t n, At at) {
+  if (n < 2) return 1;
+  const int64_t step = int64_t(at(1)) - int64_t(at(0));
+  for (int64_t i = 2; step > 0 && i < n; ++i) {
+    if (int64_t(at(i)) - int64_t(at(i - 1)) != step) return 0;
+  }
+  return step > 0 ? step : 0;
+}
+
 const PreprocessLoops& preprocess_loops(RowIsa isa);
 const PreprocessLoops& preprocess_loops();  // the best this processor has
 

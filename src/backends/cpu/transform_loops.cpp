@@ -328,15 +328,10 @@ void copy_rows(const TransformPlan& p, const uint8_t* src, uint8_t* dst, Window 
   const TransformPlan::Axis* inner = R ? &p.axes[R - 1] : nullptr;
   // An inner axis that reads its source at one step (a transpose of HWC to CHW reads every C-th
   // element) copies its rows of 4-byte elements by strided32 (vector permutes for step 3).
+  // (A pad constant's tap, kConst = -1, never continues a positive step from offset >= 0.)
   int64_t inner_step = 0;
   if (E == 4 && inner && width > 1 && inner->off[0] != kConst) {
-    const int64_t step = inner->off[2] - inner->off[0];
-    bool even = step > 0;
-    for (int64_t c = 1; even && c < width; ++c) {
-      const int64_t o = inner->off[2 * size_t(c)];
-      even = o != kConst && o - inner->off[0] == c * step;
-    }
-    if (even) inner_step = step;
+    inner_step = even_step(width, [inner](int64_t c) { return inner->off[2 * size_t(c)]; });
   }
   const PreprocessLoops& loops = preprocess_loops();
 #pragma omp parallel for schedule(static) if ((r1 - r0) * width >= (int64_t(1) << 15))

@@ -125,16 +125,16 @@ Status ref_BindSymbols(const KernelArgs& a) {
   return ref_Identity(a);  // reads operand 0 only
 }
 
-// The coordinates of x's non-zero elements (ir/bind_symbols.h); the result's column count (bound
-// before it ran) must be their number.
+// The coordinates of x's non-zero elements (ir/bind_symbols.h), in one pass; the result's column
+// count (bound before it ran) must be their number.
 Status ref_NonZero(const KernelArgs& a) {
   Array& out = a.out[0];
-  const Array found = nonzero_coordinates(a.in[0]);
-  if (found.shape() != out.shape()) {
-    return Status::execution("nonzero: the operand has " + std::to_string(found.shape()[1]) +
-                             " non-zero elements, the result's count is " + std::to_string(out.shape()[1]));
+  const int64_t columns = out.shape()[1];
+  const int64_t found = write_nonzero_coordinates(a.in[0], out.data<int64_t>(), columns);
+  if (found != columns) {
+    return Status::execution("nonzero: the operand has " + std::to_string(found) +
+                             " non-zero elements, the result's count is " + std::to_string(columns));
   }
-  std::memcpy(out.raw(), found.raw(), found.nbytes());
   return Status::ok();
 }
 
