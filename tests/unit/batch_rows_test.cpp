@@ -247,13 +247,23 @@ TEST(BatchRows, AnOperandAlongTheRowsIsDeclined) {
 // start for the word gathers (before = 0). Bilinear rows also read
 // through byte windows (AVX-512 VBMI where the processor has it): the first block's taps are
 // those of a 2x downscale of 3 channels (a 94-byte window), the second's span more than 128
-// bytes (gathered, or one by one when `before` is too small).
+// bytes (gathered, or one by one when `before` is too small). The f32 bilinear loops, on weights
+// that allow it, give the generic double loops' bits.
 TEST(BatchRows, RowLoopsOfEveryIsaAgree) {
   const int64_t n = 37, frame = 4096;
   Array src = testing::random_array(DType::U8, {frame}, 11, 0, 256);
   Array src_f32 = testing::random_array(DType::F32, {frame}, 12, -50, 50);
   Array lut = testing::random_array(DType::I32, {3 * 256}, 13, -1e6, 1e6);
   Array w0 = testing::random_array(DType::F64, {n}, 14, 0, 1), w1 = testing::random_array(DType::F64, {n}, 15, 0, 1);
+  // Weights on a grid of 1/256 whose pairs sum to at most 1: the f32 loops must give the bits of
+  // the double ones (RowTables::f32_weights).
+  std::vector<double> grid0, grid1;
+  std::vector<float> grid0_f32, grid1_f32;
+  for (int64_t i = 0; i < n; ++i) {
+    const int k = int((i * 7717) % 257), j = int((i * 131) % (257 - k));
+    grid0.push_back(k / 256.0), grid1.push_back(j / 256.0);
+    grid0_f32.push_back(float(grid0.back())), grid1_f32.push_back(float(grid1.back()));
+  }
   std::vector<int32_t> off0, off1, base, index, near0, near1;
   for (int64_t i = 0; i < n; ++i) {
     off0.push_back(int32_t((i * 7919) % 1000));
@@ -270,9 +280,11 @@ TEST(BatchRows, RowLoopsOfEveryIsaAgree) {
   struct Rows {
     std::vector<uint32_t> lut, gathered;
     std::vector<float> nearest, nearest_f32, bilinear, windowed, near;
+    std::vector<float> grid, grid_windowed, grid_f32, grid_windowed_f32;  // on the grid, double and f32
   };
   auto run = [&](const cpu::PreprocessLoops& loops, int64_t before) {
     Rows r{std::vector<uint32_t>(n), std::vector<uint32_t>(n), std::vector<float>(n), std::vector<float>(n),
+           std::vector<float>(n),    std::vector<float>(n),    std::vector<float>(n), std::vector<float>(n),
            std::vector<float>(n),    std::vector<float>(n),    std::vector<float>(n)};
     const auto* s8 = src.data<uint8_t>() + before;
     loops.lut_row(s8, before, off0.data(), base.data(), static_cast<const uint32_t*>(lut.raw()), r.lut.data(),
@@ -284,6 +296,14 @@ TEST(BatchRows, RowLoopsOfEveryIsaAgree) {
                       w1.data<double>(), r.bilinear.data(), n, nullptr);
     loops.bilinear_u8(s8, s8 + 2000, before, 0.625, 0.375, near0.data(), near1.data(), w0.data<double>(),
                       w1.data<double>(), r.windowed.data(), n, windows.data());
+    loops.bilinear_u8(s8, s8 + 1000, before, 0.25, 0.75, off0.data(), off1.data(), grid0.data(), grid1.data(),
+                      r.grid.data(), n, nullptr);
+    loops.bilinear_u8(s8, s8 + 2000, before, 0.625, 0.375, near0.data(), near1.data(), grid0.data(),
+                      grid1.data(), r.grid_windowed.data(), n, windows.data());
+    loops.bilinear_u8_f32(s8, s8 + 1000, before, 0.25f, 0.75f, off0.data(), off1.data(), grid0_f32.data(),
+                          grid1_f32.data(), r.grid_f32.data(), n, nullptr);
+    loops.bilinear_u8_f32(s8, s8 + 2000, before, 0.625f, 0.375f, near0.data(), near1.data(), grid0_f32.data(),
+                          grid1_f32.data(), r.grid_windowed_f32.data(), n, windows.data());
     loops.gather32(static_cast<const uint32_t*>(lut.raw()), index.data(), r.gathered.data(), n);
     return r;
   };
@@ -306,6 +326,9 @@ TEST(BatchRows, RowLoopsOfEveryIsaAgree) {
         EXPECT_EQ(0, std::memcmp(got.bilinear.data(), want.bilinear.data(), size_t(n) * 4));
         EXPECT_EQ(0, std::memcmp(got.windowed.data(), want.windowed.data(), size_t(n) * 4));
         EXPECT_EQ(0, std::memcmp(got.near.data(), want.near.data(), size_t(n) * 4));
+        EXPECT_EQ(0, std::memcmp(got.grid.data(), want.grid.data(), size_t(n) * 4));
+        EXPECT_EQ(0, std::memcmp(got.grid_f32.data(), want.grid.data(), size_t(n) * 4));
+        EXPECT_EQ(0, std::memcmp(got.grid_windowed_f32.data(), want.grid_windowed.data(), size_t(n) * 4));
       }
     }
   }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 
+#include "backends/cpu/preprocess_rows.h"
 #include "backends/cpu/reference/reference.h"
 #include "backends/cpu/transform_kernel.h"
 #include "backends/registry/registry.h"
@@ -220,6 +221,48 @@ TEST(TransformRegion, LoneStepsRunAsOneStepRegions) {
       ASSERT_TRUE(got && want) << what;
       ASSERT_EQ(got->nbytes(), want->nbytes()) << what;
       EXPECT_EQ(std::memcmp(got->raw(), want->raw(), got->nbytes()), 0) << what << ", poison " << int(poison);
+    }
+  }
+}
+
+// Bilinear rows from u8 (the prologue and batch kernels' path) sum in f32 where the weights
+// allow it exactly (RowTables::f32_weights: rows' and columns' bits after the binary point 16 or
+// fewer together), else in double; either way each row equals the reference byte for byte.
+TEST(TransformRegion, BilinearRowsSumInF32OnlyWhereExact) {
+  struct Case {
+    I64s in, out;
+    const char* coord;
+    bool f32;
+  };
+  const Case cases[] = {
+      {{24, 32, 3}, {12, 16, 3}, "half_pixel", true},       // 1/2: weights 1/2
+      {{6, 8, 3}, {12, 16, 3}, "half_pixel", true},         // 2x: 1/4, 3/4 (and 1, 0 at the border)
+      {{9, 12, 3}, {12, 16, 3}, "half_pixel", true},        // 4/3: eighths
+      {{9, 2, 3}, {512, 256, 3}, "asymmetric", true},       // rows 9/512, columns 1/128: 16 bits
+      {{9, 3, 3}, {512, 256, 3}, "asymmetric", false},      // columns 3/256: 17 bits
+      {{7, 9, 3}, {12, 16, 3}, "half_pixel", false},        // sevenths
+      {{24, 32, 3}, {12, 16, 3}, "align_corners", false}};  // 23/11
+  for (const Case& c : cases) {
+    const std::string what = type_of(Array(DType::U8, c.in)).to_string() + " -> " + std::to_string(c.out[0]) +
+                             "x" + std::to_string(c.out[1]) + " " + c.coord;
+    const Array frame = random_array(DType::U8, c.in, 31, 0, 256);
+    const Node region = region_of(type_of(frame), {cast(DType::F32), resize(c.out, "linear", c.coord)});
+    std::shared_ptr<const TransformPlan> plan = plan_transform_region(region);
+    ASSERT_NE(plan, nullptr) << what;
+    std::string why;
+    std::optional<cpu::RowTables> rows = cpu::row_tables(*plan, &why);
+    ASSERT_TRUE(rows) << what << ": " << why;
+    ASSERT_TRUE(rows->own_loops) << what;
+    EXPECT_EQ(rows->f32_weights, c.f32) << what;
+    const std::vector<Array> in{frame};
+    std::vector<Array> ref_out{Array(DType::F32, c.out)};
+    ASSERT_TRUE(cpu::run_reference(region, in, ref_out).is_ok()) << what;
+    for (uint8_t poison : kPoisonBytes) {
+      Array got(DType::F32, c.out);
+      got.fill_bytes(poison);
+      ASSERT_TRUE(cpu::fill_rows(*plan, *rows, frame, got.raw(), 0, rows->rows).is_ok()) << what;
+      EXPECT_EQ(std::memcmp(got.raw(), ref_out[0].raw(), got.nbytes()), 0)
+          << what << ", poison " << int(poison);
     }
   }
 }

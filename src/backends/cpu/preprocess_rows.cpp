@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <string_view>
@@ -101,6 +102,32 @@ bool one_unit_tap(const TransformPlan::Axis& ax) {
     if (ax.count[i] != 1 || ax.weight[2 * i] != 1.0) return false;
   }
   return true;
+}
+
+// The bits a pair of weights needs after the binary point (both in [0, 1], summing to at most
+// 1), or more than 16 when they need more or break those bounds.
+int pair_bits(double w0, double w1) {
+  if (!(w0 >= 0 && w1 >= 0 && w0 + w1 <= 1)) return 17;
+  for (int m = 0; m <= 16; ++m) {
+    const double s0 = std::ldexp(w0, m), s1 = std::ldexp(w1, m);
+    if (s0 == std::floor(s0) && s1 == std::floor(s1)) return m;
+  }
+  return 17;
+}
+
+// Sets t.f32_weights and the f32 copies when the rows' and the columns' weights need 16 bits
+// after the binary point together (RowTables::f32_weights says why that gives the double sums).
+void set_f32_weights(RowTables& t) {
+  int row_bits = 0, col_bits = 0;
+  for (size_t k = 0; k + 1 < t.row_w.size(); k += 2)
+    row_bits = std::max(row_bits, pair_bits(t.row_w[k], t.row_w[k + 1]));
+  for (size_t j = 0; j < t.col_w0.size(); ++j)
+    col_bits = std::max(col_bits, pair_bits(t.col_w0[j], t.col_w1[j]));
+  if (row_bits + col_bits > 16) return;
+  t.f32_weights = true;
+  t.row_w_f32.assign(t.row_w.begin(), t.row_w.end());
+  t.col_w0_f32.assign(t.col_w0.begin(), t.col_w0.end());
+  t.col_w1_f32.assign(t.col_w1.begin(), t.col_w1.end());
 }
 
 }  // namespace
@@ -212,6 +239,7 @@ std::optional<RowTables> row_tables(const TransformPlan& p, std::string* why, bo
   const bool nearest = !p.linear && (p.src_dtype == DType::U8 || p.src_dtype == DType::F32);
   const bool bilinear = p.linear && p.src_dtype == DType::U8 && p.resize_dtype == DType::F32 && !t.has_const;
   t.own_loops = f32_out && (nearest || bilinear);
+  if (bilinear) set_f32_weights(t);
   if (!t.own_loops && t.cols % transform_window_unit(p) != 0) return fail("the plan's own windows span several rows");
   return t;
 }
@@ -240,6 +268,13 @@ Status fill_rows(const TransformPlan& p, const RowTables& t, const Array& src, v
     prefetch_row(t, src.raw(), esize, r + 1);
     float* out = static_cast<float*>(dst) + (r - r0) * t.cols;
     const size_t k = 2 * size_t(r);
+    if (t.f32_weights) {
+      loops.bilinear_u8_f32(s8 + t.row_off[k], s8 + t.row_off[k + 1],
+                            std::min(t.row_off[k], t.row_off[k + 1]), t.row_w_f32[k], t.row_w_f32[k + 1],
+                            t.col_off0.data(), t.col_off1.data(), t.col_w0_f32.data(), t.col_w1_f32.data(),
+                            out, t.cols, t.col_windows.data());
+      continue;
+    }
     if (t.linear) {
       loops.bilinear_u8(s8 + t.row_off[k], s8 + t.row_off[k + 1], std::min(t.row_off[k], t.row_off[k + 1]),
                         t.row_w[k], t.row_w[k + 1], t.col_off0.data(), t.col_off1.data(), t.col_w0.data(),

@@ -49,6 +49,13 @@ struct RowTables {
   std::vector<int32_t> row_const;  // per row: the latest pad step it reads (-1: none)
   std::vector<int32_t> col_off0, col_off1;  // per column, relative to the row's offset
   std::vector<double> col_w0, col_w1;
+  // Bilinear from u8 whose row weights need my bits after the binary point and column weights mx,
+  // with my + mx <= 16, each in [0, 1] and each pair summing to at most 1 (resizes by 2x, 1/2,
+  // 3/4, half-pixel or asymmetric): every product and partial sum is then k / 2^(my+mx) with
+  // k <= 255 * 2^16 < 2^24, exact in f32, so sums in f32 are the double sums bit for bit, at half
+  // the lanes' cost. The weights again in f32 (empty otherwise).
+  bool f32_weights = false;
+  std::vector<float> row_w_f32, col_w0_f32, col_w1_f32;
   std::vector<int32_t> col_const;           // per column: as row_const
   std::vector<int32_t> const_cols;          // the columns with col_const >= 0
   int32_t col_lo = 0, col_hi = 0;           // the least and the greatest column offset
@@ -92,6 +99,10 @@ struct PreprocessLoops {
   void (*bilinear_u8)(const uint8_t* a, const uint8_t* b, int64_t before, double wy0, double wy1,
                       const int32_t* o0, const int32_t* o1, const double* w0, const double* w1, float* out,
                       int64_t n, const ByteWindow* windows);
+  // bilinear_u8 in f32 arithmetic (the same order): the same bits where RowTables::f32_weights.
+  void (*bilinear_u8_f32)(const uint8_t* a, const uint8_t* b, int64_t before, float wy0, float wy1,
+                          const int32_t* o0, const int32_t* o1, const float* w0, const float* w1, float* out,
+                          int64_t n, const ByteWindow* windows);
   // out[i] = src[idx[i]] (4-byte elements)
   void (*gather32)(const uint32_t* src, const int32_t* idx, uint32_t* out, int64_t n);
   // out[i] = src[i * stride] (4-byte elements), reading no element past src[(n - 1) * stride]: one
