@@ -38,6 +38,9 @@ fi
 
 is_root=0
 [ "$(id -u)" = 0 ] && is_root=1
+# Another apt-get running (a bench script installing its peers) holds dpkg's lock: wait for it
+# rather than build without the optional components.
+apt_get() { apt-get -o DPkg::Lock::Timeout=600 "$@"; }
 
 if [ ${#missing_required[@]} -gt 0 ]; then
   if [ $is_root = 0 ]; then
@@ -48,10 +51,10 @@ if [ ${#missing_required[@]} -gt 0 ]; then
   fi
   echo "setup: installing required packages: ${missing_required[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update || { echo "setup: apt-get update failed" >&2; exit 1; }
+  apt_get update || { echo "setup: apt-get update failed" >&2; exit 1; }
   extra=()
   for p in "${missing_optional[@]}"; do available "$p" && extra+=("$p"); done
-  if ! apt-get install -y --no-install-recommends "${missing_required[@]}" "${extra[@]}"; then
+  if ! apt_get install -y --no-install-recommends "${missing_required[@]}" "${extra[@]}"; then
     echo "setup: apt-get install failed; the build needs: ${missing_required[*]}" >&2
     exit 1
   fi
@@ -59,12 +62,12 @@ if [ ${#missing_required[@]} -gt 0 ]; then
 elif [ $is_root = 1 ] && [ ! -e "$stamp" ]; then
   export DEBIAN_FRONTEND=noninteractive
   mkdir -p "$(dirname "$stamp")" && touch "$stamp"
-  if apt-get update >/dev/null 2>&1; then
+  if apt_get update >/dev/null 2>&1; then
     extra=()
     for p in "${missing_optional[@]}"; do available "$p" && extra+=("$p"); done
     if [ ${#extra[@]} -gt 0 ]; then
       echo "setup: installing optional packages: ${extra[*]}"
-      apt-get install -y --no-install-recommends "${extra[@]}" || echo "setup: could not install ${extra[*]}; continuing without"
+      apt_get install -y --no-install-recommends "${extra[@]}" || echo "setup: could not install ${extra[*]}; continuing without"
     fi
   else
     echo "setup: apt-get update failed (offline?); optional packages stay missing"
