@@ -2,26 +2,29 @@
 // feeds (spec §4.3): the region then reads the transform's source and maps each of its output
 // coordinates back through the transform, so the transformed tensor is never written out.
 //
-// Matches: a transform_region whose result has exactly one reader, not returned, and that reader
-// is an elementwise_region (reading it as operand k, with no prologue yet) or a lone unary
-// element-wise op (which becomes a one-step region first). A region fed by several such
-// transforms takes one: the one whose result has the region's shape (the large read), else the
+// Matches: a transform_region, or a lone index-only step (slice, transpose, flip, pad, resize: a
+// chain of one, which becomes a one-step transform first), whose result has exactly one reader,
+// not returned, and that reader is an elementwise_region (reading it as operand k, with no
+// prologue yet) or a lone unary element-wise op (which becomes a one-step region first). A region fed by
+// several such transforms takes one: the one whose result has the region's shape (the large read), else the
 // first; the others stay transform regions, reported. Produces: the region with
 // `prologue_input = k`, operand k the transform's source and the transform opening its body
 // (ir/region_prologue.h). Requires: a verified graph (run after mark-transform-regions).
 // Preserves: inputs, output positions, values (bit for bit: split_prologue is the inverse, and
 // decompose-fusion-regions / unfuse-elementwise-regions apply it).
 //
-//   classify     transform_region nodes; element-wise readers
+//   classify     transform_region nodes and lone steps; element-wise readers
 //   decide       verdict_for(): one reader, not an output, a region (or unary op) without prologue;
 //                then one transform per reader
 //   materialize  attach_prologue() per decision, transforms dropped, all at once
+#include <algorithm>
 #include <map>
 #include <variant>
 
 #include "fusion/pass.h"
 #include "ir/outline.h"
 #include "ir/region_prologue.h"
+#include "ir/transform_region.h"
 #include "ir/use_info.h"
 
 namespace fusebox {
@@ -40,6 +43,12 @@ struct Refusal {
   MissReason reason;
   std::string why;
 };
+
+// Whether a node outside any transform_region is a chain of one step worth a prologue: a reshape
+// alone moves nothing, and a cast alone is a step the region takes itself.
+bool is_lone_transform(const Graph& g, const Node& n) {
+  return n.op != Op::Reshape && n.op != Op::Cast && is_transform_step(g, n);
+}
 
 // Whether a lone op can become a one-step region: a unary element-wise step.
 bool is_lone_unary(const Graph& g, const Node& n) {
@@ -97,11 +106,17 @@ Status run_fuse_region_prologue(Graph& g, PassContext& ctx) {
   // read) rather than a broadcast operand's, else the first in program order.
   std::map<size_t, Decision> chosen;
   std::vector<Decision> others;
+  auto reads_into_region = [&](size_t i) {
+    const auto& readers = uses.users[size_t(nodes[i].outputs[0])];
+    return std::any_of(readers.begin(), readers.end(),
+                       [&](int r) { return nodes[size_t(r)].op == Op::ElementwiseRegion; });
+  };
   for (size_t i = 0; i < nodes.size(); ++i) {
-    if (nodes[i].op != Op::TransformRegion) continue;
+    const bool lone = is_lone_transform(g, nodes[i]);
+    if (nodes[i].op != Op::TransformRegion && !lone) continue;
     auto verdict = verdict_for(g, uses, i, names);
     if (const Refusal* no = std::get_if<Refusal>(&verdict)) {
-      refuse(i, *no);
+      if (!lone || reads_into_region(i)) refuse(i, *no);  // a lone step elsewhere is no near miss
       continue;
     }
     const Decision& d = std::get<Decision>(verdict);
@@ -132,7 +147,9 @@ Status run_fuse_region_prologue(Graph& g, PassContext& ctx) {
     const Node& t = nodes[d.transform];
     const Node& reader = nodes[d.reader];
     Node region = reader.op == Op::ElementwiseRegion ? reader : one_step_region(g, reader);
-    replaced[d.reader] = attach_prologue(region, d.operand, t, t.inputs[0], g.type(t.inputs[0]));
+    const Node chain =
+        t.op == Op::TransformRegion ? t : transform_step_region(t, g.type(t.inputs[0]), g.type(t.outputs[0]));
+    replaced[d.reader] = attach_prologue(region, d.operand, chain, t.inputs[0], g.type(t.inputs[0]));
     drop[d.transform] = true;
   }
   std::vector<Node> out;

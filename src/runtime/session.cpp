@@ -139,16 +139,30 @@ Expected<Executable> Session::compile(const Graph& graph_in, const CompileOption
   plan->memory = plan_memory(g, plan->placement);
   plan->constants.resize(g.num_values());
   plan->aliases.assign(g.nodes().size(), false);
+  auto is_returned = [&](ValueId v) {
+    return std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end();
+  };
+  std::vector<int> producer(g.num_values(), -1);
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    for (ValueId v : g.nodes()[i].outputs) producer[size_t(v)] = int(i);
+  }
+  // A returned reshape may be a view too when its operand is a kernel's own result that is not
+  // returned: the caller then holds no memory shared with an input, a constant or another result.
+  auto kernel_result = [&](ValueId v) {
+    const int p = producer[size_t(v)];
+    return p >= 0 && g.nodes()[size_t(p)].op != Op::Constant && !plan->aliases[size_t(p)] && !is_returned(v);
+  };
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     const Node& n = g.nodes()[i];
-    const bool returned = std::find(g.outputs().begin(), g.outputs().end(), n.outputs[0]) != g.outputs().end();
+    const bool returned = is_returned(n.outputs[0]);
     if (n.op == Op::Constant && !returned) {
       plan->constants[size_t(n.outputs[0])] = Buffer::wrap(n.attr_array("value"));
       plan->kernels.push_back(nullptr);
       continue;
     }
     // bind_symbols gives its operand unchanged (the runtime reads its values: executable.cpp).
-    if ((n.op == Op::Reshape || n.op == Op::BindSymbols) && !returned) {
+    if ((n.op == Op::Reshape || n.op == Op::BindSymbols) &&
+        (!returned || (n.op == Op::Reshape && kernel_result(n.inputs[0])))) {
       plan->aliases[i] = true;
       plan->kernels.push_back(nullptr);
       continue;

@@ -64,14 +64,23 @@ void expect_all_close(const std::vector<Array>& got, const std::vector<Array>& w
 }
 
 // A reshape moves no data: its result is its operand's buffer under the new shape, so the plan
-// allocates only for the kernels. A returned reshape is a copy the caller owns alone.
-TEST(RuntimePlan, ReshapesAliasTheirOperandExceptWhenReturned) {
-  Graph g = parse_one(R"(func @f(%x: f32[N,3,4]) -> (f32[N,12], f32[N,12]) {
+// allocates only for the kernels. A returned reshape is a view as well when its operand is a
+// kernel's result nobody else gets; of an input, a constant or another result it is a copy the
+// caller owns alone.
+TEST(RuntimePlan, ReshapesAliasTheirOperandUnlessTheCallerWouldShareMemory) {
+  Graph g = parse_one(
+      R"(func @f(%x: f32[N,3,4]) -> (f32[N,12], f32[N,12], f32[N,12], f32[N,3,4], f32[N,12], f32[6]) {
+  %c = constant {value = dense<f32[2,3]: [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]>} : f32[2,3]
   %0 = relu %x : f32[N,3,4]
   %1 = reshape %0 {shape = [N, 12]} : f32[N,12]
   %2 = tanh %1 : f32[N,12]
   %3 = reshape %x {shape = [N, 12]} : f32[N,12]
-  return %2, %3
+  %4 = sigmoid %x : f32[N,3,4]
+  %5 = reshape %4 {shape = [N, 12]} : f32[N,12]
+  %6 = exp %x : f32[N,3,4]
+  %7 = reshape %6 {shape = [N, 12]} : f32[N,12]
+  %8 = reshape %c {shape = [6]} : f32[6]
+  return %2, %3, %5, %6, %7, %8
 }
 )");
   CompileOptions o;
@@ -83,11 +92,19 @@ TEST(RuntimePlan, ReshapesAliasTheirOperandExceptWhenReturned) {
   Expected<std::vector<Array>> got = exe->run(std::vector<Array>{x});
   ASSERT_TRUE(got) << got.status().to_string();
   expect_all_close(*got, want);
-  // Buffers asked for: relu's, tanh's and the returned reshape's; none for the inner reshape.
-  EXPECT_EQ(exe->pool_stats().allocations + exe->pool_stats().reuses, 3u);
-  // The returned reshape does not share the caller's input.
+  // Buffers asked for: relu's, tanh's, sigmoid's, exp's and the copies of %3, %7 and %8; none for
+  // the inner reshape %1 nor for %5.
+  EXPECT_EQ(exe->pool_stats().allocations + exe->pool_stats().reuses, 7u);
+  // No result shares memory with the caller's input, another result or the plan's constant.
+  const Array got1 = (*got)[1].clone(), got4 = (*got)[4].clone(), got5 = (*got)[5].clone();
   x.data<float>()[0] += 100.0f;
-  EXPECT_TRUE(arrays_close((*got)[1], want[1], 0, 0));
+  (*got)[3].data<float>()[0] += 100.0f;
+  (*got)[5].data<float>()[0] += 100.0f;
+  EXPECT_TRUE(arrays_close((*got)[1], got1, 0, 0));
+  EXPECT_TRUE(arrays_close((*got)[4], got4, 0, 0));
+  Expected<std::vector<Array>> again = exe->run(std::vector<Array>{random_array(DType::F32, {2, 3, 4}, 7)});
+  ASSERT_TRUE(again) << again.status().to_string();
+  EXPECT_TRUE(arrays_close((*again)[5], got5, 0, 0));
 }
 
 // An idle buffer serves a smaller request when it is less than twice as large (a plan's values
