@@ -9,7 +9,8 @@
 #   crops64_nn     64 crops of 448x448 at different offsets -> nearest 224x224 -> 64x3x224x224
 #   crops64_bl     the same with bilinear
 #   crops16_mixed  16 crops of different sizes -> bilinear 224x224 -> 16x3x224x224
-# fusebox's rows run `fusebox preprocess --repeat` (the compiled plan, timed over the runs);
+# fusebox's rows run `fusebox preprocess --repeat` (the compiled plan, timed over the runs), fused
+# and with FUSEBOX_NO_FUSION=1 (unfused: the same kernels, one op each);
 # bench/peers/opencv_preprocess.py and torch_preprocess.py time the same cases with 2 threads.
 # Debian's python3-opencv and python3-torch are installed when missing and this runs as root
 # (else the apt-get command is printed and that peer is skipped). Prints ms per case.
@@ -47,12 +48,17 @@ crops64=() crops16=()
 for i in $(seq 0 63); do crops64+=(--crop "$(( (i * 23) % (1920 - 448) )),$(( (i * 37) % (1080 - 448) )),448,448"); done
 for i in $(seq 0 15); do crops16+=(--crop "$(( (i * 71) % 1200 )),$(( (i * 29) % 500 )),$((160 + 24 * i)),$((140 + 20 * i))"); done
 
-row() {  # NAME ARGS...: one fusebox row
+ms() {  # ARGS...: fusebox preprocess's median ms per run
+  "$fusebox" preprocess "$frame" "$@" "${norm[@]}" --repeat "$iters" -o "$tmp/out.npy" 2>&1 > /dev/null |
+    grep 'ms per run' | sed -E 's/.*: ([0-9.]+) ms per run.*/\1/'
+}
+row() {  # NAME ARGS...: one fusebox row, fused and unfused (FUSEBOX_NO_FUSION=1: every op its own kernel)
   local name=$1
   shift
-  local line
-  line=$("$fusebox" preprocess "$frame" "$@" "${norm[@]}" --repeat "$iters" -o "$tmp/out.npy" 2>&1 > /dev/null | grep 'ms per run')
-  printf '  %-14s %9.2f ms\n' "$name" "$(echo "$line" | sed -E 's/.*: ([0-9.]+) ms per run.*/\1/')"
+  local fused unfused
+  fused=$(ms "$@")
+  unfused=$(FUSEBOX_NO_FUSION=1 ms "$@")
+  awk -v n="$name" -v f="$fused" -v u="$unfused" 'BEGIN { printf "  %-14s %9.2f ms   unfused %9.2f ms  (%.1fx)\n", n, f, u, u / f }'
 }
 
 echo "fusebox preprocess (cpu backend, OMP_NUM_THREADS=2)"

@@ -268,6 +268,62 @@ TEST(RegionCodegen, LargeRegionEqualsTheInterpreterOnPoisonedOutputs) {
   }
 }
 
+// Operands that repeat along the last axis (a bias [C] over rows, [1,C], a vector over [A,B,C])
+// are written out once per run and read in place from each chunk's phase (Load::Periodic), on
+// both paths; periods that do not divide the chunk, one too long to write out (4100), and
+// patterns that are not periodic (a column [R,1]) are gathered. Against values computed here.
+TEST(RegionCodegen, RepeatingOperandsAreReadInPlaceAtEachChunksPhase) {
+  Graph body("body");
+  TensorType f32{DType::F32, {}};
+  ValueId x = body.add_input("x", f32), b = body.add_input("b", f32), c = body.add_input("c", f32);
+  body.add_output(body.add_node(Op::Mul, {body.add_node(Op::Add, {x, b}, {f32})[0], c}, {f32})[0]);
+  Node region{Op::ElementwiseRegion, {}, {}, {}, std::make_shared<Graph>(body), {}};
+  struct Case {
+    std::vector<int64_t> x, b, c;
+  };
+  const Case cases[] = {{{37, 300}, {300}, {1, 300}},
+                        {{5, 9, 129}, {129}, {1, 9, 129}},
+                        {{3, 4100}, {4100}, {1, 4100}},
+                        {{2, 3001}, {3001}, {2, 1}}};
+  std::vector<cpu::Codegen> codegens = {cpu::Codegen::Interpreter};
+  if (cpu::jit_built()) codegens.push_back(cpu::Codegen::Jit);
+  for (const Case& k : cases) {
+    const Array xa = testing::random_array(DType::F32, k.x, 21),
+                ba = testing::random_array(DType::F32, k.b, 22);
+    const Array ca = testing::random_array(DType::F32, k.c, 23);
+    std::vector<TensorType> types;
+    for (const Array* a : {&xa, &ba, &ca}) types.push_back({DType::F32, make_shape(a->shape())});
+    Array want(DType::F32, k.x);
+    const std::vector<int64_t> xs = contiguous_strides(k.x);
+    for (int64_t i = 0; i < xa.numel(); ++i) {
+      auto at = [&](const Array& a) {  // a's element under numpy broadcasting at x's index i
+        int64_t off = 0, stride = 1;
+        for (size_t d = a.shape().size(); d-- > 0;) {
+          const size_t xd = k.x.size() - a.shape().size() + d;
+          if (a.shape()[d] != 1) off += (i / xs[xd] % k.x[xd]) * stride;
+          stride *= a.shape()[d];
+        }
+        return a.data<float>()[off];
+      };
+      const float sum = xa.data<float>()[i] + at(ba);
+      want.data<float>()[i] = sum * at(ca);
+    }
+    for (cpu::Codegen codegen : codegens) {
+      SCOPED_TRACE(std::to_string(xa.numel()) +
+                   (codegen == cpu::Codegen::Jit ? " elements, generated" : " elements, interpreted"));
+      Expected<std::shared_ptr<const cpu::RegionProgram>> program =
+          cpu::RegionProgram::compile(region, types, codegen);
+      ASSERT_TRUE(program) << program.status().to_string();
+      for (uint8_t poison : testing::kPoisonBytes) {
+        std::vector<Array> out = {Array(DType::F32, k.x)};
+        std::memset(out[0].raw(), poison, out[0].nbytes());
+        ASSERT_TRUE((*program)->run(std::vector<Array>{xa, ba, ca}, out).is_ok());
+        EXPECT_TRUE(out[0].same_data(want)) << "poison " << int(poison);
+      }
+    }
+  }
+}
+
 // Many values live at once get fewer lanes per iteration (16 here, against 64 for a chain), and
 // compute the same as the interpreter.
 TEST(RegionCodegen, WideBodiesUseFewerLanes) {

@@ -211,7 +211,7 @@ void fill_repeated(void* dst, const void* element, size_t esize, int64_t n) {
   for (int64_t i = 0; i < n; ++i) std::memcpy(d + size_t(i) * esize, element, esize);
 }
 
-enum class Load { Direct, Repeat, Gather };
+enum class Load { Direct, Repeat, Gather, Periodic };
 
 struct OperandPlan {
   Load load;
@@ -220,7 +220,15 @@ struct OperandPlan {
   // Gather: the output's dims with those the operand reads alike merged (coalesce_dims), and
   // the operand's strides over them.
   std::vector<int64_t> shape, strides;
+  // Periodic: element i of the output reads operand element i % period (a [C] vector along the
+  // last axis: a bias over rows, a mean over HWC pixels). `repeated` holds it written out over a
+  // chunk plus one period, so a chunk starting at s reads it in place from s % period.
+  int64_t period = 0;
+  std::shared_ptr<uint8_t[]> repeated;
 };
+
+// Periods up to this many elements are written out once per run rather than gathered per chunk.
+constexpr int64_t kMaxPeriod = 4096;
 
 // Merges adjacent output dims that the operand steps through as one (stride[d] equals
 // stride[d+1] * shape[d+1], stretched dims included) and drops dims of size 1, so gather walks
@@ -266,7 +274,19 @@ RunLayout run_layout(std::span<const Array> inputs, std::span<Array> outputs) {
     } else {
       plan.strides = broadcast_strides(a.shape(), l.loop_shape);
       coalesce_dims(l.loop_shape, plan);
-      l.gathers = true;
+      const bool periodic = plan.shape.size() == 2 && plan.strides[0] == 0 && plan.strides[1] == 1 &&
+                            plan.shape[1] <= kMaxPeriod && l.total > kJitChunk;
+      if (periodic) {
+        plan.load = Load::Periodic;
+        plan.period = plan.shape[1];
+        const size_t bytes = size_t(kJitChunk + plan.period) * plan.esize,
+                     once = size_t(plan.period) * plan.esize;
+        plan.repeated.reset(new uint8_t[bytes]);
+        for (size_t at = 0; at < bytes; at += once)
+          std::memcpy(plan.repeated.get() + at, plan.base, std::min(once, bytes - at));
+      } else {
+        l.gathers = true;
+      }
     }
     l.plans.push_back(std::move(plan));
   }
@@ -431,6 +451,8 @@ Status RegionProgram::run_generated(const JitKernel& kernel, std::span<const Arr
           ops[k] = plan.base;
         } else if (plan.load == Load::Direct) {
           ops[k] = plan.base + size_t(start) * plan.esize;
+        } else if (plan.load == Load::Periodic) {
+          ops[k] = plan.repeated.get() + size_t(start % plan.period) * plan.esize;
         } else {
           void* buf = gathered.get() + k * size_t(kJitChunk);
           gather_bytes(plan.esize, plan.base, plan.shape, plan.strides, start, n, buf);
@@ -483,6 +505,8 @@ Status RegionProgram::run_interpreted(std::span<const Array> inputs, std::span<A
         int r = operand_reg_[k];
         if (plan.load == Load::Direct) {
           cur[size_t(r)] = plan.base + size_t(start) * plan.esize;
+        } else if (plan.load == Load::Periodic) {
+          cur[size_t(r)] = plan.repeated.get() + size_t(start % plan.period) * plan.esize;
         } else if (plan.load == Load::Gather) {
           gather_bytes(plan.esize, plan.base, plan.shape, plan.strides, start, n, reg[size_t(r)]);
         }
