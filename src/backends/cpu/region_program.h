@@ -4,7 +4,9 @@
 //   per tile:  load operands -> run the body's steps over tile registers -> store results
 //
 //   operand  contiguous and full-size: the step reads the input memory in place
-//            broadcast (any numpy pattern, by real strides, 0 on stretched dims): gathered
+//            repeating along the last axis (a [C] vector over [..., C]), runs of more than a
+//            chunk: written out once per run over a chunk plus a period, read in place
+//            other broadcasts (any numpy pattern, by real strides, 0 on stretched dims): gathered
 //            into a register; rank-0 operands and body constants are filled once per thread
 //   register kTile values in the value's storage type (f16 stays f16), so every step rounds
 //            exactly as the unfused op does; registers are reused after a value's last use
@@ -17,7 +19,7 @@
 //
 // Generated code (region_jit.h) replaces the interpreter when the build has LLVM and every step
 // has code: then a region runs as one loop with all steps in vector registers, over chunks of
-// kJitChunk elements spread over all cores; broadcast operands are still gathered per chunk.
+// kJitChunk elements spread over all cores; broadcast operands are read as above per chunk.
 #pragma once
 
 #include <map>
