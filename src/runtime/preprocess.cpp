@@ -79,15 +79,13 @@ Status check_request(const ImageType& image, const std::vector<CropRect>& crops,
   return Status::ok();
 }
 
-// mean/std broadcast over the channel axis (the last) of one crop, [1,1,C] or [1,1,1,C].
-ValueId channel_constant(GraphBuilder& b, const std::vector<double>& v, double fallback, int64_t C,
-                         size_t rank) {
+// mean/std broadcast over the channel axis of one item ([1,C,1,1] or [1,1,1,C]).
+ValueId channel_constant(GraphBuilder& b, const std::vector<double>& v, double fallback, int64_t C, bool nhwc) {
   std::vector<float> values(static_cast<size_t>(C), static_cast<float>(fallback));
   for (int64_t c = 0; c < C; ++c) {
     if (!v.empty()) values[size_t(c)] = float(v.size() == 1 ? v[0] : v[size_t(c)]);
   }
-  std::vector<int64_t> shape(rank, 1);
-  shape.back() = C;
+  std::vector<int64_t> shape = nhwc ? std::vector<int64_t>{1, 1, 1, C} : std::vector<int64_t>{1, C, 1, 1};
   return b.constant(Array::from_vector(DType::F32, shape, values));
 }
 
@@ -106,8 +104,8 @@ Expected<Graph> build_preprocess_graph(const ImageType& image, const std::vector
   Shape in_shape;
   for (int64_t d : s) in_shape.push_back(Dim(d));
   ValueId img = b.input("image", DType::U8, in_shape);
-  ValueId mean = channel_constant(b, spec.mean, 0.0, C, s.size());
-  ValueId stddev = channel_constant(b, spec.stddev, 1.0, C, s.size());
+  ValueId mean = channel_constant(b, spec.mean, 0.0, C, spec.nhwc);
+  ValueId stddev = channel_constant(b, spec.stddev, 1.0, C, spec.nhwc);
 
   std::vector<ValueId> items;
   for (const CropRect& r : crops) {
@@ -144,16 +142,13 @@ Expected<Graph> build_preprocess_graph(const ImageType& image, const std::vector
     }
     const int64_t c_axis = batched ? 3 : 2;
     if (spec.bgr && C > 1) v = b.op(Op::Flip, {v}, {{"axes", std::vector<int64_t>{c_axis}}});
-    // Normalised channels-last, then laid out: the same values as the other order, in the form
-    // whose layout steps the pipeline moves into the read (one kernel for a frame, the batch
-    // kernel's row path for crops).
-    v = b.div(b.sub(v, mean), stddev);
     if (!spec.nhwc) {
       v = b.transpose(v, batched ? std::vector<int64_t>{0, 3, 1, 2} : std::vector<int64_t>{2, 0, 1});
     }
     if (!batched) {
       v = b.reshape(v, spec.nhwc ? Shape{Dim(1), Dim(OH), Dim(OW), Dim(C)} : Shape{Dim(1), Dim(C), Dim(OH), Dim(OW)});
     }
+    v = b.div(b.sub(v, mean), stddev);
     items.push_back(v);
   }
   ValueId out = items.size() == 1 ? items[0] : b.op(Op::Concat, items, {{"axis", int64_t(0)}});

@@ -282,8 +282,10 @@ RunLayout run_layout(std::span<const Array> inputs, std::span<Array> outputs) {
         const size_t bytes = size_t(kJitChunk + plan.period) * plan.esize,
                      once = size_t(plan.period) * plan.esize;
         plan.repeated.reset(new uint8_t[bytes]);
-        for (size_t at = 0; at < bytes; at += once)
-          std::memcpy(plan.repeated.get() + at, plan.base, std::min(once, bytes - at));
+        std::memcpy(plan.repeated.get(), plan.base, once);  // then doubled: a few copies, not one per period
+        for (size_t done = once; done < bytes; done *= 2) {
+          std::memcpy(plan.repeated.get() + done, plan.repeated.get(), std::min(done, bytes - done));
+        }
       } else {
         l.gathers = true;
       }
