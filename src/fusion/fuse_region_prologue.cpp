@@ -5,9 +5,9 @@
 // Matches: a transform_region, or a lone index-only step (slice, transpose, flip, pad, resize: a
 // chain of one, which becomes a one-step transform first), whose result has exactly one reader,
 // not returned, and that reader is an elementwise_region (reading it as operand k, with no
-// prologue yet) or a lone unary element-wise op (which becomes a one-step region first). A region fed by
-// several such transforms takes one: the one whose result has the region's shape (the large read), else the
-// first; the others stay transform regions, reported. Produces: the region with
+// prologue yet) or a lone unary element-wise op (which becomes a one-step region first). A
+// region fed by several such transforms takes one: the one whose result has the region's shape
+// (the large read), else the first; the others stay transform regions, reported. Produces: the region with
 // `prologue_input = k`, operand k the transform's source and the transform opening its body
 // (ir/region_prologue.h). Requires: a verified graph (run after mark-transform-regions).
 // Preserves: inputs, output positions, values (bit for bit: split_prologue is the inverse, and
