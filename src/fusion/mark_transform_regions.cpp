@@ -7,7 +7,9 @@
 // where each step reads the previous step's result and that result has no other use and is not
 // returned. Produces: one transform_region per chain, named after its steps
 // (`transform_slice_cast_resize`); its result reuses nk's result id. Requires: a verified graph.
-// Preserves: inputs, output positions, every value read outside a chain.
+// Preserves: inputs, output positions, every value read outside a chain. A step alone stays a
+// plain node: backends run it as a one-step transform, and fuse-region-prologue folds it into an
+// element-wise reader as it folds a region.
 //
 //   classify     is_transform_step() per node
 //   decide       chains(): walk each chain from its head while the link verdict is yes; a
