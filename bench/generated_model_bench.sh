@@ -27,7 +27,7 @@ py=/usr/bin/python3
 if ! $py -c "import $modules" 2> /dev/null; then
   if [ "$(id -u)" = 0 ]; then
     # shellcheck disable=SC2086  # the package list splits on purpose
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $packages \
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends $packages \
       || die "could not install $packages"
   else
     die "needs Debian's packages: sudo apt-get install -y $packages"

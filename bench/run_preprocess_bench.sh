@@ -30,7 +30,7 @@ py=/usr/bin/python3
 need() {
   if $py -c "import $1" 2> /dev/null; then return 0; fi
   if [ "$(id -u)" = 0 ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$2" > /dev/null \
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends "$2" > /dev/null \
       && $py -c "import $1" 2> /dev/null && return 0
   fi
   echo "run_preprocess_bench: skipping the $1 peer: sudo apt-get install -y $2" >&2
