@@ -279,13 +279,11 @@ RunLayout run_layout(std::span<const Array> inputs, std::span<Array> outputs) {
       if (periodic) {
         plan.load = Load::Periodic;
         plan.period = plan.shape[1];
-        const size_t bytes = size_t(kJitChunk + plan.period) * plan.esize,
-                     once = size_t(plan.period) * plan.esize;
-        plan.repeated.reset(new uint8_t[bytes]);
-        std::memcpy(plan.repeated.get(), plan.base, once);  // then doubled: a few copies, not one per period
-        for (size_t done = once; done < bytes; done *= 2) {
-          std::memcpy(plan.repeated.get() + done, plan.repeated.get(), std::min(done, bytes - done));
-        }
+        // Written once by the gather a chunk would do (one period, then doubled), over a chunk plus a
+        // period or the whole output when smaller: a chunk reads from start % period <= start.
+        const int64_t n = std::min(l.total, kJitChunk + plan.period);
+        plan.repeated.reset(new uint8_t[size_t(n) * plan.esize]);
+        gather_bytes(plan.esize, plan.base, plan.shape, plan.strides, 0, n, plan.repeated.get());
       } else {
         l.gathers = true;
       }
