@@ -5,7 +5,8 @@
 // Matches: a transform_region, or a lone index-only step (slice, transpose, flip, pad, resize: a
 // chain of one, which becomes a one-step transform first), whose result has exactly one reader,
 // not returned, and that reader is an elementwise_region (reading it as operand k, with no
-// prologue yet) or a lone unary element-wise op (which becomes a one-step region first). A
+// prologue yet) or a lone element-wise op of any arity (which becomes a one-step region first:
+// spec §4.3 names the unary case; `slice -> add bias` is the same pattern one operand wider). A
 // region fed by several such transforms takes one: the one whose result has the region's shape
 // (the large read), else the first; the others stay transform regions, reported. Produces: the region with
 // `prologue_input = k`, operand k the transform's source and the transform opening its body
@@ -14,7 +15,7 @@
 // decompose-fusion-regions / unfuse-elementwise-regions apply it).
 //
 //   classify     transform_region nodes and lone steps; element-wise readers
-//   decide       verdict_for(): one reader, not an output, a region (or unary op) without prologue;
+//   decide       verdict_for(): one reader, not an output, a region (or lone op) without prologue;
 //                then one transform per reader
 //   materialize  attach_prologue() per decision, transforms dropped, all at once
 #include <algorithm>
@@ -50,9 +51,9 @@ bool is_lone_transform(const Graph& g, const Node& n) {
   return n.op != Op::Reshape && n.op != Op::Cast && is_transform_step(g, n);
 }
 
-// Whether a lone op can become a one-step region: a unary element-wise step.
-bool is_lone_unary(const Graph& g, const Node& n) {
-  return n.op != Op::ElementwiseRegion && n.inputs.size() == 1 && n.outputs.size() == 1 && is_region_step(g, n);
+// Whether a lone op can become a one-step region: an element-wise step with one result.
+bool is_lone_elementwise(const Graph& g, const Node& n) {
+  return n.op != Op::ElementwiseRegion && n.outputs.size() == 1 && is_region_step(g, n);
 }
 
 // Decides for the transform at `t`: the decision, or the refusal with its reason.
@@ -69,8 +70,8 @@ std::variant<Decision, Refusal> verdict_for(const Graph& g, const UseInfo& uses,
   size_t r = static_cast<size_t>(readers[0]);
   const Node& reader = g.nodes()[r];
   std::string who = describe_node(g, reader, names);
-  if (reader.op != Op::ElementwiseRegion && !is_lone_unary(g, reader)) {
-    return Refusal{MissReason::NotRecognised, value + "'s reader " + who + " is not an element-wise region or unary op"};
+  if (reader.op != Op::ElementwiseRegion && !is_lone_elementwise(g, reader)) {
+    return Refusal{MissReason::NotRecognised, value + "'s reader " + who + " is not an element-wise region or op"};
   }
   if (prologue_input(reader) >= 0) {
     return Refusal{MissReason::NotRecognised, who + " already reads another operand through a prologue"};
@@ -80,12 +81,15 @@ std::variant<Decision, Refusal> verdict_for(const Graph& g, const UseInfo& uses,
   return Refusal{MissReason::NotRecognised, value + " is not an operand of " + who};
 }
 
-// A lone unary op as a one-step region over rank-0 values.
+// A lone element-wise op as a one-step region over rank-0 values (its operands broadcast as the
+// op's do).
 Node one_step_region(const Graph& g, const Node& n) {
   auto body = std::make_shared<Graph>(g.name());
-  ValueId x = body->add_input("x0", TensorType{g.type(n.inputs[0]).dtype, {}});
+  std::vector<ValueId> xs;
+  for (size_t k = 0; k < n.inputs.size(); ++k)
+    xs.push_back(body->add_input("x" + std::to_string(k), TensorType{g.type(n.inputs[k]).dtype, {}}));
   ValueId y = body->add_value(TensorType{g.type(n.outputs[0]).dtype, {}});
-  body->add_node(Node{n.op, {x}, {y}, n.attrs, nullptr, n.loc});
+  body->add_node(Node{n.op, std::move(xs), {y}, n.attrs, nullptr, n.loc});
   body->add_output(y);
   std::string name = "fused_" + std::string(n.info().keyword);
   return Node{Op::ElementwiseRegion, n.inputs, n.outputs, {{"name", name}}, body, n.loc};

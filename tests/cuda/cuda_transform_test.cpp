@@ -155,5 +155,68 @@ TEST(CudaTransform, PreprocessProgramsMatchTheReferenceOnTheDevice) {
   }
 }
 
+// A lone index-only step read by an element-wise region or a lone element-wise op (no chain:
+// fuse-region-prologue wraps the one step as a transform, spec §4.3; the lone op becomes a
+// one-step region) runs as one prologue kernel on the device, equal to the reference.
+TEST(CudaTransform, LoneStepsFoldIntoTheRegionOnTheDevice) {
+  if (Status s = cuda::cuda_available(); !s.is_ok()) GTEST_SKIP() << s.message();
+  const char* programs[] = {
+      R"(func @transpose(%img: u8[45,71,3], %m: f32[3,1,1]) -> f32[3,45,71] {
+  %t = transpose %img {perm = [2, 0, 1]} : u8[3,45,71]
+  %c = cast %t {to = f32} : f32[3,45,71]
+  %y = sub %c, %m : f32[3,45,71]
+  return %y
+})",
+      R"(func @resize(%x: f32[1,3,17,23], %b: f32[1,3,1,1]) -> f32[1,3,37,53] {
+  %r = resize %x {sizes = [1, 3, 37, 53], mode = "linear", coordinate = "half_pixel"} : f32[1,3,37,53]
+  %a = add %r, %b : f32[1,3,37,53]
+  %y = relu %a : f32[1,3,37,53]
+  return %y
+})",
+      R"(func @flip(%x: f32[5,33,7], %s: f32[7]) -> f32[5,33,7] {
+  %f = flip %x {axes = [1]} : f32[5,33,7]
+  %m = mul %f, %s : f32[5,33,7]
+  %y = relu %m : f32[5,33,7]
+  return %y
+})",
+      R"(func @pad(%x: f32[6,9,10]) -> f32[6,12,16] {
+  %p = pad %x {pads = [0, 1, 3, 0, 2, 3], mode = "reflect"} : f32[6,12,16]
+  %y = tanh %p : f32[6,12,16]
+  return %y
+})",
+      R"(func @slice(%x: f32[40,30], %b: f32[15]) -> f32[18,15] {
+  %s = slice %x {starts = [3, 1], ends = [39, 30], axes = [0, 1], steps = [2, 2]} : f32[18,15]
+  %y = add %s, %b : f32[18,15]
+  return %y
+})",
+  };
+  for (const char* text : programs) {
+    const Graph g = testing::parse_or_fail(text);
+    CompileOptions o;
+    o.target = FusionTarget::Cuda;
+    Expected<testing::OracleAndPlan> both = testing::compile_against_reference(g, o);
+    ASSERT_TRUE(both) << both.status().message() << "\n" << text;
+    const Graph& fused = both->plan.graph();
+    const Node* region = testing::find_node(fused, Op::ElementwiseRegion);
+    ASSERT_NE(region, nullptr) << print_graph(fused);
+    EXPECT_GE(region->attr_i64("prologue_input"), 0) << print_graph(fused);
+    EXPECT_EQ(testing::count_op(fused, Op::TransformRegion), 0u) << print_graph(fused);
+    EXPECT_TRUE(all_on_target(both->plan)) << print_graph(fused);
+    for (uint64_t seed : {3, 4}) {
+      std::vector<Array> in;
+      for (ValueId v : g.inputs()) {
+        const TensorType& t = g.value(v).type;
+        const bool u8 = t.dtype == DType::U8;
+        in.push_back(testing::random_array(t.dtype, static_dims(t.shape), seed + in.size(), u8 ? 0 : -2,
+                                           u8 ? 256 : 2));
+      }
+      Expected<std::vector<Array>> want = both->reference.run(in);
+      Expected<std::vector<Array>> got = both->plan.run(in);
+      ASSERT_TRUE(want && got) << (got ? want.status() : got.status()).message();
+      EXPECT_TRUE(testing::arrays_close((*got)[0], (*want)[0], 1e-6, 1e-6)) << print_graph(fused);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fusebox
