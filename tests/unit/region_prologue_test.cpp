@@ -285,6 +285,26 @@ func @odd(%frame: u8[5,7,3]) -> f32[3,15,13] {
   EXPECT_NE(text.find("transpose"), std::string::npos) << text;
 }
 
+// A lone binary op reading a crop/cast/resize chain (a per-channel scale, the transform as operand
+// 1) becomes a one-step region with the chain as its prologue, run natively: one kernel, equal
+// to the reference.
+TEST(RegionPrologue, LoneBinaryOpTakesTheChainAsItsPrologue) {
+  Graph g = parse_one(R"(
+func @lone_binary(%frame: u8[33,45,3]) -> f32[16,20,3] {
+  %0 = slice %frame {starts = [2, 3], ends = [30, 43], axes = [0, 1]} : u8[28,40,3]
+  %1 = cast %0 {to = f32} : f32[28,40,3]
+  %2 = resize %1 {sizes = [16, 20, 3], mode = "linear"} : f32[16,20,3]
+  %s = constant {value = dense<f32[3]: [0.5, 2.0, -1.5]>} : f32[3]
+  %3 = mul %s, %2 : f32[16,20,3]
+  return %3
+}
+)");
+  Graph fused = expect_matches_reference(g, std::nullopt, {33, 45, 3});
+  ASSERT_EQ(count_prologues(fused), 1u) << print_graph(fused);
+  EXPECT_EQ(testing::count_op(fused, Op::TransformRegion), 0u) << print_graph(fused);
+  EXPECT_EQ(testing::count_op(fused, Op::Mul), 0u) << print_graph(fused);
+}
+
 // A malformed prologue is a clear error naming the node, never a crash.
 TEST(RegionPrologue, MalformedPrologueIsAnError) {
   Expected<Module> m = parse_module(R"(
