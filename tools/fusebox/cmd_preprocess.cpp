@@ -64,30 +64,28 @@ std::optional<std::pair<int64_t, int64_t>> parse_size(const std::string& text) {
 }  // namespace
 
 int cmd_preprocess(const Args& args) {
-  CommandLine cl(
-      "preprocess", "IMAGE.npy --size HxW [options] -o OUT.npy",
-      "Crops a u8 image (H,W,C) or batch of images (B,H,W,C), resizes every crop to HxW,\n"
-      "normalises it ((x - mean) / std, per channel, in pixel units) and writes one f32 batch\n"
-      "(N,C,H,W; N,H,W,C with --nhwc). Without --crop the whole image (each image of a batch)\n"
-      "is one item. The work is a fusebox graph, fused and run like any other.",
-      {
-          {"--crop", "X,Y,W,H[,IMAGE]", "one item: the rectangle (of image IMAGE of a batch)", true},
-          {"--size", "HxW", "output size of every item (required)"},
-          {"--mean", "M[,M...]", "per-channel mean in pixel units (default 0)"},
-          {"--std", "S[,S...]", "per-channel standard deviation (default 1)"},
-          {"--interp", "I", "nearest or bilinear (default)"},
-          {"--coordinate", "C", "half_pixel (default), align_corners, asymmetric, pytorch_half_pixel"},
-          {"--bgr", "", "reverse the channel order (RGB <-> BGR)"},
-          {"--nhwc", "", "write N,H,W,C instead of N,C,H,W"},
-          {"--letterbox", "", "keep each crop's aspect ratio and pad the rest"},
-          {"--pad-value", "V", "letterbox fill in pixel units (default 0)"},
-          {"-o", "OUT.npy", "where to write the batch"},
-          {"--emit-fbir", "FILE", "write the pre-processing graph as .fbir text"},
-          {"--target", "T",
-           "cpu (default) or cuda (fused for the GPU and run there, where built and present)"},
-          {"--backend", "B", "cpu (default), reference (every op on its reference kernel) or cuda"},
-          {"--repeat", "N", "run N more times; print the median and mean time per run to stderr"},
-      });
+  CommandLine cl("preprocess", "IMAGE.npy --size HxW [options] -o OUT.npy",
+                 "Crops a u8 image (H,W,C) or batch of images (B,H,W,C), resizes every crop to HxW,\n"
+                 "normalises it ((x - mean) / std, per channel, in pixel units) and writes one f32 batch\n"
+                 "(N,C,H,W; N,H,W,C with --nhwc). Without --crop the whole image (each image of a batch)\n"
+                 "is one item. The work is a fusebox graph, fused and run like any other.",
+                 {
+                     {"--crop", "X,Y,W,H[,IMAGE]", "one item: the rectangle (of image IMAGE of a batch)", true},
+                     {"--size", "HxW", "output size of every item (required)"},
+                     {"--mean", "M[,M...]", "per-channel mean in pixel units (default 0)"},
+                     {"--std", "S[,S...]", "per-channel standard deviation (default 1)"},
+                     {"--interp", "I", "nearest or bilinear (default)"},
+                     {"--coordinate", "C", "half_pixel (default), align_corners, asymmetric, pytorch_half_pixel"},
+                     {"--bgr", "", "reverse the channel order (RGB <-> BGR)"},
+                     {"--nhwc", "", "write N,H,W,C instead of N,C,H,W"},
+                     {"--letterbox", "", "keep each crop's aspect ratio and pad the rest"},
+                     {"--pad-value", "V", "letterbox fill in pixel units (default 0)"},
+                     {"-o", "OUT.npy", "where to write the batch"},
+                     {"--emit-fbir", "FILE", "write the pre-processing graph as .fbir text"},
+                     {"--target", "T", "cpu (default) or cuda (fused for the GPU, run there)"},
+                     {"--backend", "B", "cpu (default), reference (every op on its reference kernel), cuda"},
+                     {"--repeat", "N", "run N more times; print the median and mean time per run to stderr"},
+                 });
   if (std::optional<int> exit = cl.parse(args)) return *exit;
   if (cl.positionals().size() != 1) {
     return cl.usage_error(cl.positionals().empty() ? "missing the image (.npy) to preprocess"
