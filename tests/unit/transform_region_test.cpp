@@ -267,6 +267,62 @@ TEST(TransformRegion, BilinearRowsSumInF32OnlyWhereExact) {
   }
 }
 
+// A letterbox: bilinear from u8, then a constant border padded on. The pads come after the
+// resize, so the row loops compute each row and write the border over it (rows wholly in the
+// border are the constant); in HWC and as CHW rows, at a scale whose sums are f32-exact and one
+// that needs double. A pad before the resize puts the constant inside the sums: the rows then
+// leave it to the plan's loops. Every row equals the reference byte for byte.
+TEST(TransformRegion, LetterboxRowsWriteTheBorderOverTheInterpolation) {
+  struct Case {
+    const char* what;
+    std::vector<Step> steps;
+    I64s out;
+    bool own_loops;
+  };
+  const I64s in{45, 71, 3};
+  const Case cases[] = {
+      {"halving, border after",
+       {cast(DType::F32), resize({22, 35, 3}, "linear", "half_pixel"),
+        pad({5, 0, 0, 4, 1, 0}, "constant", 114)},
+       {31, 36, 3},
+       true},
+      {"sevenths, border after",
+       {cast(DType::F32), resize({31, 40, 3}, "linear", "half_pixel"),
+        pad({0, 9, 0, 0, 7, 0}, "constant", 114)},
+       {31, 56, 3},
+       true},
+      {"border after, CHW",
+       {cast(DType::F32), resize({31, 40, 3}, "linear", "half_pixel"),
+        pad({3, 9, 0, 2, 7, 0}, "constant", 0.5), transpose({2, 0, 1})},
+       {3, 36, 56},
+       true},
+      {"border before the resize",
+       {pad({2, 3, 0, 1, 4, 0}, "constant", 9), cast(DType::F32),
+        resize({31, 40, 3}, "linear", "half_pixel")},
+       {31, 40, 3},
+       false},
+  };
+  for (const Case& c : cases) {
+    const Array frame = random_array(DType::U8, in, 37, 0, 256);
+    const Node region = region_of(type_of(frame), c.steps);
+    std::shared_ptr<const TransformPlan> plan = plan_transform_region(region);
+    ASSERT_NE(plan, nullptr) << c.what;
+    std::optional<cpu::RowTables> rows = cpu::row_tables(*plan, nullptr, /*merge_rows=*/true);
+    ASSERT_TRUE(rows) << c.what;
+    EXPECT_EQ(rows->own_loops, c.own_loops) << c.what;
+    const std::vector<Array> in_arrays{frame};
+    std::vector<Array> ref_out{Array(DType::F32, c.out)};
+    ASSERT_TRUE(cpu::run_reference(region, in_arrays, ref_out).is_ok()) << c.what;
+    for (uint8_t poison : kPoisonBytes) {
+      Array got(DType::F32, c.out);
+      got.fill_bytes(poison);
+      ASSERT_TRUE(cpu::fill_rows(*plan, *rows, frame, got.raw(), 0, rows->rows).is_ok()) << c.what;
+      EXPECT_EQ(std::memcmp(got.raw(), ref_out[0].raw(), got.nbytes()), 0)
+          << c.what << ", poison " << int(poison);
+    }
+  }
+}
+
 TEST(TransformRegion, ChainsThePlanDoesNotCoverSayWhy) {
   Array img = random_array(DType::F32, {4, 6}, 1);
   std::string why;

@@ -115,6 +115,22 @@ int pair_bits(double w0, double w1) {
   return 17;
 }
 
+// Whether every pad constant of the plan is applied after its resize, one tap wide (a letterbox's
+// border): such an element is the constant itself, and every other element interpolates source
+// taps only, so the bilinear rows can compute a row and then write the constant columns over it.
+// A constant inside an interpolation (a pad before the resize) is a term of the sum: not so.
+bool pads_after_resize(const TransformPlan& p) {
+  for (const TransformPlan::Axis& ax : p.axes) {
+    for (size_t i = 0; i < ax.count.size(); ++i) {
+      for (size_t j = 0; j < ax.count[i]; ++j) {
+        const size_t k = 2 * i + j;
+        if (ax.off[k] == kConst && (ax.count[i] != 1 || ax.step[k] <= p.resize_step)) return false;
+      }
+    }
+  }
+  return true;
+}
+
 // Sets t.f32_weights and the f32 copies when the rows' and the columns' weights need 16 bits
 // after the binary point together (RowTables::f32_weights says why that gives the double sums).
 void set_f32_weights(RowTables& t) {
@@ -237,7 +253,8 @@ std::optional<RowTables> row_tables(const TransformPlan& p, std::string* why, bo
   if (p.src_dtype == DType::U8) t.col_windows = byte_windows(t.col_off0, t.col_off1);
   const bool f32_out = p.out_dtype == DType::F32;
   const bool nearest = !p.linear && (p.src_dtype == DType::U8 || p.src_dtype == DType::F32);
-  const bool bilinear = p.linear && p.src_dtype == DType::U8 && p.resize_dtype == DType::F32 && !t.has_const;
+  const bool bilinear = p.linear && p.src_dtype == DType::U8 && p.resize_dtype == DType::F32 &&
+                        (!t.has_const || pads_after_resize(p));
   t.own_loops = f32_out && (nearest || bilinear);
   if (bilinear) set_f32_weights(t);
   if (!t.own_loops && t.cols % transform_window_unit(p) != 0) return fail("the plan's own windows span several rows");
@@ -268,26 +285,27 @@ Status fill_rows(const TransformPlan& p, const RowTables& t, const Array& src, v
     prefetch_row(t, src.raw(), esize, r + 1);
     float* out = static_cast<float*>(dst) + (r - r0) * t.cols;
     const size_t k = 2 * size_t(r);
+    // A row or a column that reads a pad constant is that constant (nearest: its one tap;
+    // bilinear: only pads after the resize get here, row_tables): the rows are computed whole,
+    // a constant tap reading offset 0, and the constant columns written over them.
+    if (const int rs = t.row_const[size_t(r)]; rs >= 0) {
+      for (int64_t j = 0; j < t.cols; ++j) out[j] = constant(std::max(rs, t.col_const[size_t(j)]));
+      continue;
+    }
     if (t.f32_weights) {
       loops.bilinear_u8_f32(s8 + t.row_off[k], s8 + t.row_off[k + 1],
                             std::min(t.row_off[k], t.row_off[k + 1]), t.row_w_f32[k], t.row_w_f32[k + 1],
                             t.col_off0.data(), t.col_off1.data(), t.col_w0_f32.data(), t.col_w1_f32.data(),
                             out, t.cols, t.col_windows.data());
-      continue;
-    }
-    if (t.linear) {
+    } else if (t.linear) {
       loops.bilinear_u8(s8 + t.row_off[k], s8 + t.row_off[k + 1], std::min(t.row_off[k], t.row_off[k + 1]),
                         t.row_w[k], t.row_w[k + 1], t.col_off0.data(), t.col_off1.data(), t.col_w0.data(),
                         t.col_w1.data(), out, t.cols, t.col_windows.data());
-      continue;
-    }
-    if (const int rs = t.row_const[size_t(r)]; rs >= 0) {
-      for (int64_t j = 0; j < t.cols; ++j) out[j] = constant(std::max(rs, t.col_const[size_t(j)]));
-      continue;
-    }
-    if (p.src_dtype == DType::U8)
+    } else if (p.src_dtype == DType::U8) {
       loops.nearest_u8(s8 + t.row_off[k], t.row_off[k], t.col_off0.data(), out, t.cols, t.col_windows.data());
-    else loops.nearest_f32(s32 + t.row_off[k], t.col_off0.data(), out, t.cols);
+    } else {
+      loops.nearest_f32(s32 + t.row_off[k], t.col_off0.data(), out, t.cols);
+    }
     for (int32_t j : t.const_cols) out[j] = constant(t.col_const[size_t(j)]);
   }
   return Status::ok();

@@ -61,7 +61,8 @@ struct RowTables {
   int32_t col_lo = 0, col_hi = 0;           // the least and the greatest column offset
   std::vector<ByteWindow> col_windows;      // u8 sources: per block of 16 columns
   // Whether fill_rows computes rows itself (else through run_transform_window): f32 results
-  // from u8 or f32 sources, nearest with any pad, bilinear from u8 without pads.
+  // from u8 or f32 sources, nearest with any pad, bilinear from u8 whose pads all come after the
+  // resize (a letterbox border).
   bool own_loops = false;
 };
 
