@@ -136,6 +136,14 @@ Expected<FusionOptions> fusion_options_flag(const CommandLine& cl) {
   return parse_fusion_options(*text, FusionOptions{});
 }
 
+Expected<std::optional<FusionTarget>> target_flag(const CommandLine& cl) {
+  std::optional<std::string> text = cl.value("--target");
+  if (!text) return std::optional<FusionTarget>();
+  std::optional<FusionTarget> target = parse_target(*text);
+  if (!target) return Status::invalid("unknown target '" + *text + "' (targets: " + target_choices() + ")");
+  return target;
+}
+
 uint64_t derive_seed(uint64_t seed, std::string_view name) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (char c : name) h = (h ^ uint8_t(c)) * 0x100000001b3ull;

@@ -78,6 +78,9 @@ std::optional<std::pair<std::string, int64_t>> parse_dim_assignment(std::string_
 // unfused, it could not.
 Expected<FusionOptions> fusion_options_flag(const CommandLine& cl);
 
+// --target parsed, nullopt when it is not given; an unknown name is an error naming the choices.
+Expected<std::optional<FusionTarget>> target_flag(const CommandLine& cl);
+
 // Seeded values: floats uniform in [lo, hi), integers uniform in [ceil(lo), floor(hi)] clamped
 // to the type's range, bools true with probability 1/2.
 Array random_array(DType dtype, std::vector<int64_t> shape, uint64_t seed, double lo = -1.0,

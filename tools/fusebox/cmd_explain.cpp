@@ -132,11 +132,9 @@ int cmd_explain(const Args& args) {
   if (dot_path && dot_path->empty()) return cl.usage_error("--dot needs a file name");
   if (svg_path && svg_path->empty()) return cl.usage_error("--svg needs a file name");
   FusionTarget target = FusionTarget::Cpu;
-  if (std::optional<std::string> t = cl.value("--target")) {
-    std::optional<FusionTarget> parsed = parse_target(*t);
-    if (!parsed) return cl.usage_error("unknown target '" + *t + "' (targets: " + target_choices() + ")");
-    target = *parsed;
-  }
+  Expected<std::optional<FusionTarget>> parsed = target_flag(cl);
+  if (!parsed) return cl.usage_error(parsed.status().message());
+  if (*parsed) target = **parsed;
   EnvLookup env = process_env();
   Expected<FusionOptions> options = fusion_options_flag(cl);
   if (!options) return cl.usage_error(options.status().message());

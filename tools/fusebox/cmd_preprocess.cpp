@@ -131,11 +131,9 @@ int cmd_preprocess(const Args& args) {
   if (!out_path && !emit) return cl.usage_error("nothing to do: give -o OUT.npy and/or --emit-fbir FILE");
   CompileOptions options;
   options.merge_env = true;
-  if (std::optional<std::string> t = cl.value("--target")) {
-    std::optional<FusionTarget> target = parse_target(*t);
-    if (!target) return cl.usage_error("unknown target '" + *t + "' (targets: " + target_choices() + ")");
-    options.target = *target;
-  }
+  Expected<std::optional<FusionTarget>> target = target_flag(cl);
+  if (!target) return cl.usage_error(target.status().message());
+  if (*target) options.target = **target;
   if (std::optional<std::string> backend = cl.value("--backend")) {
     std::vector<std::string> names = backend_names();
     if (std::find(names.begin(), names.end(), *backend) == names.end()) {

@@ -339,11 +339,9 @@ int cmd_run(const Args& args) {
   if (!inputs) return cl.error(inputs.status());
 
   Session session;
-  if (std::optional<std::string> t = cl.value("--target")) {
-    std::optional<FusionTarget> target = parse_target(*t);
-    if (!target) return cl.usage_error("unknown target '" + *t + "' (targets: " + target_choices() + ")");
-    options.target = *target;
-  }
+  Expected<std::optional<FusionTarget>> target = target_flag(cl);
+  if (!target) return cl.usage_error(target.status().message());
+  if (*target) options.target = **target;
   if (cl.has("--fusion-options")) {
     Expected<FusionOptions> fo = fusion_options_flag(cl);
     if (!fo) return cl.usage_error(fo.status().message());

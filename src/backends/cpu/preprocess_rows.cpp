@@ -115,10 +115,10 @@ int pair_bits(double w0, double w1) {
   return 17;
 }
 
-// Whether every pad constant of the plan is applied after its resize, one tap wide (a letterbox's
-// border): such an element is the constant itself, and every other element interpolates source
-// taps only, so the bilinear rows can compute a row and then write the constant columns over it.
-// A constant inside an interpolation (a pad before the resize) is a term of the sum: not so.
+// Whether every pad constant of the plan (true when it has none) is applied after its resize, one
+// tap wide (a letterbox's border): such an element is the constant itself, and every other element
+// interpolates source taps only, so the bilinear rows can compute a row and then write the constant columns
+// over it. A constant inside an interpolation (a pad before the resize) is a term of the sum: not so.
 bool pads_after_resize(const TransformPlan& p) {
   for (const TransformPlan::Axis& ax : p.axes) {
     for (size_t i = 0; i < ax.count.size(); ++i) {
@@ -253,8 +253,8 @@ std::optional<RowTables> row_tables(const TransformPlan& p, std::string* why, bo
   if (p.src_dtype == DType::U8) t.col_windows = byte_windows(t.col_off0, t.col_off1);
   const bool f32_out = p.out_dtype == DType::F32;
   const bool nearest = !p.linear && (p.src_dtype == DType::U8 || p.src_dtype == DType::F32);
-  const bool bilinear = p.linear && p.src_dtype == DType::U8 && p.resize_dtype == DType::F32 &&
-                        (!t.has_const || pads_after_resize(p));
+  const bool bilinear =
+      p.linear && p.src_dtype == DType::U8 && p.resize_dtype == DType::F32 && pads_after_resize(p);
   t.own_loops = f32_out && (nearest || bilinear);
   if (bilinear) set_f32_weights(t);
   if (!t.own_loops && t.cols % transform_window_unit(p) != 0) return fail("the plan's own windows span several rows");
